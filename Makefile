@@ -1,0 +1,54 @@
+# Memoria — the two commands: `make install` then `make run`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION ?= 0.13.9
+TOOLS_DIR := .tools
+# Prefer a uv already on PATH; otherwise bootstrap a pinned one into .tools (no root needed).
+UV ?= $(shell command -v uv 2>/dev/null || echo $(TOOLS_DIR)/bin/uv)
+VENV := .venv
+PY := $(VENV)/bin/python
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: help install run test test-unit test-integration test-containers lint fmt docs clean
+
+help: ## Show the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(TOOLS_DIR)/bin/uv:
+	@python3 -m venv $(TOOLS_DIR) || { echo "python3 -m venv failed: on Debian/Ubuntu run 'apt install python3-venv'"; exit 1; }
+	@$(TOOLS_DIR)/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+install: $(if $(filter $(TOOLS_DIR)/bin/uv,$(UV)),$(TOOLS_DIR)/bin/uv) ## Create .venv with every service, the embedded broker and dev tools
+	$(UV) sync --frozen --all-packages
+	@echo "Installed. Start Memoria with: make run"
+
+run: ## Start the broker and the four services; open http://127.0.0.1:8000/
+	$(VENV)/bin/memoria run
+
+test: ## Run every test (unit, contract, integration); container suites skip without Docker
+	$(PY) -m pytest -q
+
+test-unit: ## Fast tests only (no processes started)
+	$(PY) -m pytest -q -m "not integration and not containers"
+
+test-integration: ## Tests that start the broker and the services as processes
+	$(PY) -m pytest -q -m integration
+
+test-containers: ## testcontainers suites (need a Docker engine)
+	$(PY) -m pytest -q -m containers
+
+lint: ## ruff (lint + format check) and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt: ## Apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
+	$(VENV)/bin/memoria docs
+
+clean: ## Remove the environment and caches (keeps your data directory)
+	rm -rf $(VENV) $(TOOLS_DIR) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,117 @@
+"""Generated documentation: the AsyncAPI document of each service and the settings table.
+
+``make docs`` writes both; a test fails when the committed copies are out of date.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from faststream.redis import RedisBroker
+from faststream.specification import AsyncAPI
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from memoria_runtime.settings import Settings
+
+VERSION = "0.1.0"
+DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
+SETTINGS_START = "<!-- settings:start -->"
+SETTINGS_END = "<!-- settings:end -->"
+
+BrokerFactory = Callable[[Settings], tuple[RedisBroker, Any]]
+
+
+def _factories() -> dict[str, BrokerFactory]:
+    # Imported here: only documentation generation needs every service's wiring.
+    from memoria_action_worker.app import build_broker as action_worker
+    from memoria_decision.app import build_broker as decision
+    from memoria_gateway.core import build_broker as gateway
+    from memoria_memory.app import build_broker as memory
+
+    return {
+        "gateway": gateway,
+        "decision": decision,
+        "action-worker": action_worker,
+        "memory": memory,
+    }
+
+
+def asyncapi_documents() -> dict[str, str]:
+    """Service name -> AsyncAPI 3.0 YAML, built from the service's real subscriptions."""
+    # Defaults only, no environment: the documents must not depend on who generates them.
+    settings = Settings.model_construct(
+        redis_url=DOCUMENTED_REDIS_URL, consumer_name="<consumer>", llm_provider="offline"
+    )
+    documents: dict[str, str] = {}
+    for name, build in _factories().items():
+        broker, _ = build(settings)
+        spec = AsyncAPI(
+            broker,
+            title=f"Memoria {name}",
+            version=VERSION,
+            description=f"Streams the {name} service reads and writes. See docs/architecture.md.",
+        )
+        # FastStream keeps subscribers in sets; sorted keys make the output reproducible.
+        documents[name] = yaml.safe_dump(
+            spec.to_specification().to_jsonable(), sort_keys=True, allow_unicode=True
+        )
+    return documents
+
+
+def _env_names(name: str, field: FieldInfo) -> list[str]:
+    names = [f"MEMORIA_{name.upper()}"]
+    alias = field.validation_alias
+    choices = getattr(alias, "choices", None)
+    if choices:
+        names = [str(choice) for choice in choices]
+    return names
+
+
+def _default(field: FieldInfo) -> str:
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and "shown_default" in extra:
+        return str(extra["shown_default"])
+    if field.default_factory is not None:
+        return "(empty)"
+    if field.default is None or field.default is PydanticUndefined:
+        return "(unset)"
+    value = field.default
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def settings_table() -> str:
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        env = " / ".join(f"`{n}`" for n in _env_names(name, field))
+        description = (field.description or "").replace("|", "\\|")
+        rows.append(f"| {env} | `{_default(field)}` | {description} |")
+    return "\n".join(rows)
+
+
+def render_readme(readme: str) -> str:
+    pattern = re.compile(re.escape(SETTINGS_START) + r".*?" + re.escape(SETTINGS_END), re.S)
+    if not pattern.search(readme):
+        raise ValueError(f"README has no {SETTINGS_START} ... {SETTINGS_END} section")
+    block = f"{SETTINGS_START}\n{settings_table()}\n{SETTINGS_END}"
+    return pattern.sub(lambda _: block, readme)
+
+
+def write_docs(root: Path) -> list[Path]:
+    written: list[Path] = []
+    asyncapi_dir = root / "docs" / "asyncapi"
+    asyncapi_dir.mkdir(parents=True, exist_ok=True)
+    for name, document in asyncapi_documents().items():
+        path = asyncapi_dir / f"{name}.yaml"
+        path.write_text(document)
+        written.append(path)
+    readme = root / "README.md"
+    readme.write_text(render_readme(readme.read_text()))
+    written.append(readme)
+    return written

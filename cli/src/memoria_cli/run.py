@@ -1,0 +1,175 @@
+"""`memoria run`: the broker (embedded unless REDIS_URL is set) and the four services."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from redis.asyncio import Redis
+
+from memoria_cli import embedded_broker
+from memoria_cli.supervisor import (
+    EXIT_STARTUP_FAILED,
+    ProcessSpec,
+    ReadinessCheck,
+    StartupError,
+    Supervisor,
+)
+from memoria_runtime.settings import Settings
+
+LABEL = "memoria"
+# (process name, module run with `python -m`, prefix color), in start order: the gateway last,
+# so that once it answers /healthz everything behind it is already running.
+SERVICES: tuple[tuple[str, str, str], ...] = (
+    ("memory", "memoria_memory", "magenta"),
+    ("action-worker", "memoria_action_worker", "yellow"),
+    ("decision", "memoria_decision", "cyan"),
+    ("gateway", "memoria_gateway", "green"),
+)
+HEALTH_PATH = "/healthz"
+HTTP_PROBE_TIMEOUT_S = 2.0
+BROKER_PING_TIMEOUT_S = 5.0
+_WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+LOCK_FILE = "memoria-run.lock"
+
+
+def data_dir(settings: Settings) -> Path:
+    return settings.data_dir.expanduser().resolve()
+
+
+def service_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "MEMORIA_REDIS_URL": settings.effective_redis_url,
+        "MEMORIA_DATA_DIR": str(data_dir(settings)),
+        # Children write to a pipe, where Python would buffer print() output for a long time.
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def gateway_url(settings: Settings) -> str:
+    """Where a browser on this machine reaches the gateway."""
+    host = settings.gateway_host
+    if host in _WILDCARD_HOSTS:  # listening everywhere: loopback works and is clickable
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.gateway_port}/"
+
+
+def gateway_ready(url: str) -> ReadinessCheck:
+    health = url.rstrip("/") + HEALTH_PATH
+
+    async def check() -> bool:
+        # trust_env=False: an HTTP(S)_PROXY in the environment must not see a loopback probe.
+        async with httpx.AsyncClient(timeout=HTTP_PROBE_TIMEOUT_S, trust_env=False) as client:
+            return (await client.get(health)).status_code == httpx.codes.OK
+
+    return check
+
+
+def build_specs(settings: Settings) -> list[ProcessSpec]:
+    specs: list[ProcessSpec] = []
+    if settings.redis_url is None:
+        specs.append(embedded_broker.spec(settings.embedded_redis_port, data_dir(settings)))
+    env = service_env(settings)
+    for name, module, color in SERVICES:
+        specs.append(
+            ProcessSpec(
+                name=name,
+                argv=[sys.executable, "-m", module],
+                env=env,
+                ready=gateway_ready(gateway_url(settings)) if name == "gateway" else None,
+                critical=True,
+                color=color,
+            )
+        )
+    return specs
+
+
+def redact(url: str) -> str:
+    """The URL without its password, fit for an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def check_external_broker(url: str) -> None:
+    try:
+        client = Redis.from_url(
+            url,
+            socket_connect_timeout=BROKER_PING_TIMEOUT_S,
+            socket_timeout=BROKER_PING_TIMEOUT_S,
+        )
+    except ValueError as exc:
+        raise StartupError(f"MEMORIA_REDIS_URL/REDIS_URL is not a valid URL: {exc}") from exc
+    try:
+        await client.ping()
+    except Exception as exc:  # every way of failing means the same thing to the user
+        reason = f"{type(exc).__name__}: {str(exc).rstrip('.')}"
+        raise StartupError(
+            f"cannot reach the broker at {redact(url)} (from MEMORIA_REDIS_URL or REDIS_URL): "
+            f"{reason}; start it, or unset the variable to use the embedded one"
+        ) from exc
+    finally:
+        await client.aclose()
+
+
+def lock_data_dir(root: Path) -> TextIO:
+    """One `memoria run` per data directory: two embedded Valkeys appending to the same AOF
+    (on different ports) would corrupt it. Held until the returned file is closed; the
+    kernel drops it if we die. Not inherited by the children (PEP 446)."""
+    lock = (root / LOCK_FILE).open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StartupError(
+            f"another `memoria run` is using {root}; stop it, or set MEMORIA_DATA_DIR"
+        ) from None
+    return lock
+
+
+async def _prepare(settings: Settings) -> None:
+    root = data_dir(settings)
+    if settings.redis_url is not None:
+        await check_external_broker(settings.redis_url)
+        return
+    embedded_broker.broker_dir(root).mkdir(exist_ok=True)
+    await embedded_broker.ensure_port_free(settings.embedded_redis_port, root)
+
+
+async def run(settings: Settings) -> int:
+    """Run everything until Ctrl-C / SIGTERM; returns the process exit code."""
+    root = data_dir(settings)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        lock = lock_data_dir(root)
+    except (StartupError, OSError) as exc:
+        return _cannot_start(exc)
+    with lock:
+        try:
+            await _prepare(settings)
+            specs = build_specs(settings)
+        except (StartupError, OSError) as exc:
+            return _cannot_start(exc)
+        url = gateway_url(settings)
+
+        def banner() -> None:
+            print(f"Memoria is running: {url}  (Ctrl-C to stop)", flush=True)
+
+        return await Supervisor(specs, label=LABEL, on_started=banner).run()
+
+
+def _cannot_start(exc: Exception) -> int:
+    print(f"{LABEL}: cannot start: {exc}", file=sys.stderr, flush=True)
+    return EXIT_STARTUP_FAILED

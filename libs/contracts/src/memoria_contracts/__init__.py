@@ -1,0 +1,1 @@
+"""The vocabulary every Memoria service shares: chat messages, events, frames, stream names."""

@@ -1,0 +1,100 @@
+"""WebSocket frames between a browser (or any client) and the gateway; see docs/protocol.md."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from memoria_contracts.chat import Modal, Role
+from memoria_contracts.events import CycleEndReason, ThreadId
+
+ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
+
+ErrorCode = Literal[
+    "invalid_frame",  # not JSON, unknown type, or a field of the wrong shape
+    "too_large",  # the frame or the message text is over the limit
+    "unauthorized",  # missing, forged or expired token
+    "broker_unavailable",  # the message could not be queued; nothing was accepted
+    "rate_limited",
+]
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+
+class ClientMessage(_Frame):
+    """``{"type": "message", "thread_id": "...", "content": "..."}`` from the client.
+
+    ``id`` is optional: a client that sets it can resend after a reconnect without the
+    message being handled twice.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["message"]
+    thread_id: ThreadId
+    content: str = Field(min_length=1)
+    id: ClientMessageId | None = None
+
+
+ClientFrame = ClientMessage
+
+
+class AcceptedFrame(_Frame):
+    """The message is durably queued; its answer will follow as frames of the same thread."""
+
+    type: Literal["accepted"] = "accepted"
+    id: str
+    thread_id: str
+    queued: bool = Field(
+        default=False, description="True when another cycle of the thread runs first."
+    )
+    duplicate: bool = Field(
+        default=False, description="True when this client id was already accepted."
+    )
+
+
+class MessageFrame(_Frame):
+    type: Literal["message"] = "message"
+    id: str
+    thread_id: str
+    cycle_id: str | None
+    chat_history: bool = Field(alias="chat-history")
+    modal: Modal
+    role: Role
+    content: Any
+    model: str | None = None
+    created_at: datetime
+
+
+class DeltaFrame(_Frame):
+    type: Literal["delta"] = "delta"
+    id: str
+    thread_id: str
+    cycle_id: str | None
+    content: str
+
+
+class CycleEndFrame(_Frame):
+    type: Literal["cycle_end"] = "cycle_end"
+    cycle_id: str | None
+    thread_id: str
+    actions: list[str]
+    reason: CycleEndReason
+
+
+class ErrorFrame(_Frame):
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+
+
+ServerFrame = Annotated[
+    AcceptedFrame | MessageFrame | DeltaFrame | CycleEndFrame | ErrorFrame,
+    Field(discriminator="type"),
+]

@@ -1,0 +1,28 @@
+"""Every Redis stream and consumer group name, in one place."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Stream(StrEnum):
+    CHAT_IN = "memoria:chat.in"
+    """User messages accepted by a gateway; read by decision."""
+    ACTIONS = "memoria:actions"
+    """One entry per step to run; read by the action-worker group (scaled out)."""
+    ACTIONS_DONE = "memoria:actions.done"
+    """Step outcomes; read by decision to pick the next step or end the cycle."""
+    CHAT_OUT = "memoria:chat.out"
+    """Messages, stream deltas and cycle ends for users; every gateway reads all of it."""
+    MEMORY_RPC = "memoria:memory.rpc"
+    """Requests to the memory service (request/reply)."""
+    DEAD_LETTER = "memoria:dead-letter"
+    """Entries that failed too often or could not be parsed, with the reason."""
+
+
+class Group(StrEnum):
+    DECISION = "decision"
+    ACTION_WORKER = "action-worker"
+    MEMORY = "memory"
+    MEMORY_HISTORY = "memory-history"
+    """The memory service's second group on chat.out, to persist the chat history."""

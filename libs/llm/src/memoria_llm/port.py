@@ -1,0 +1,111 @@
+"""The LLM port: the four modes of SPEC R-2 behind one interface.
+
+Modes (seed 000): ``reasoningHeavy`` picks the next action (stream off), ``reasoning``
+returns JSON validated against a schema, ``chat`` streams text, ``embedding`` turns texts
+into vectors. Providers live beside this file, one module each, and pass one contract suite.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
+
+from memoria_contracts.events import CycleContext
+
+T = TypeVar("T", bound=BaseModel)
+
+EmbedPurpose = Literal["passage", "query"]
+
+
+class Mode(StrEnum):
+    REASONING_HEAVY = "reasoningHeavy"
+    REASONING = "reasoning"
+    CHAT = "chat"
+    EMBEDDING = "embedding"
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    role: Literal["user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Provider-neutral prompt: a system instruction and a conversation ending in the ask."""
+
+    system: str
+    messages: Sequence[PromptMessage]
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call. ``task`` names what is asked (``decide``, ``Finalize``, ...), ``context`` is the
+    structured cycle so rule-based providers (offline, scripted) need not parse prompt text.
+    ``attempt`` counts re-asks of the same question, starting at 0."""
+
+    task: str
+    prompt: Prompt
+    context: CycleContext | None = None
+    attempt: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+class LLMError(Exception):
+    """Base of every failure a provider reports."""
+
+
+class LLMUnavailable(LLMError):
+    """The provider could not answer (network, 429, 5xx) after its retries."""
+
+
+class LLMTimeout(LLMUnavailable):
+    """The provider did not answer in time."""
+
+
+class LLMOutputError(LLMError):
+    """The provider answered, but not in the shape asked for, after its retries."""
+
+
+class UnsupportedMode(LLMError):
+    """This provider does not implement the mode."""
+
+
+class LanguageModel(ABC):
+    """What services call. Implementations must be safe to share between concurrent tasks."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Provider name: ``gemini``, ``offline``, ``scripted``..."""
+
+    @abstractmethod
+    def label(self, mode: Mode) -> str:
+        """What users are shown as the author of an answer in this mode, e.g.
+        ``gemini-2.5-flash`` or ``offline planner (no LLM)``."""
+
+    @abstractmethod
+    async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
+        """Return the name of the next action. ``choices`` are the valid names; providers that
+        can constrain output should, but callers still validate the answer."""
+
+    @abstractmethod
+    async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
+        """Return JSON output validated into ``schema``; retry on invalid output, then raise
+        :class:`LLMOutputError`."""
+
+    @abstractmethod
+    def chat(self, request: LLMRequest) -> AsyncIterator[str]:
+        """Stream the answer text piece by piece."""
+
+    @abstractmethod
+    async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
+        """One vector per text; ``passage`` for stored keys, ``query`` for searches."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most providers hold nothing
+        """Release connections."""

@@ -1,0 +1,131 @@
+"""A deterministic provider for tests and benchmarks, driven by a JSON script.
+
+```json
+{"rules": [
+   {"match": "remember|lembre", "decide": ["MemorySave", "Finalize"],
+    "chat": {"Finalize": "Saved it."}, "reasoning": {"MemorySave": {"items": []}}},
+   {"match": "", "decide": [["Bogus", "Finalize"]], "chat": {"Finalize": "Hello!"}}
+ ],
+ "delay_seconds": {"reasoningHeavy": 0.0, "chat": 0.0},
+ "chat_chunk_words": 1,
+ "embedding_dim": 8}
+```
+
+The first rule whose ``match`` (a case-insensitive regex) is found in the cycle's original
+message applies. ``decide[k]`` answers the k-th decision of a cycle (k = steps already
+taken; the last entry repeats); an entry may be a list indexed by the re-ask attempt, so a
+script can answer an unknown name first and a valid one next. ``chat[task]`` is streamed in
+chunks of ``chat_chunk_words`` words; ``reasoning[task]`` is validated into the asked schema.
+``delay_seconds`` per mode simulates latency (benchmarks) or a hung model (tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from memoria_llm.port import (
+    EmbedPurpose,
+    LanguageModel,
+    LLMOutputError,
+    LLMRequest,
+    Mode,
+    T,
+)
+
+LABEL = "scripted"
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+def _finalize_only() -> list[str | list[str]]:
+    return ["Finalize"]
+
+
+class ScriptRule(BaseModel):
+    match: str = ""
+    decide: list[str | list[str]] = Field(default_factory=_finalize_only)
+    chat: dict[str, str] = Field(default_factory=dict)
+    reasoning: dict[str, object] = Field(default_factory=dict)
+
+
+class Script(BaseModel):
+    rules: list[ScriptRule]
+    delay_seconds: dict[Mode, float] = Field(default_factory=dict)
+    chat_chunk_words: int = Field(default=1, ge=1)
+    embedding_dim: int = Field(default=8, ge=1)
+
+    @classmethod
+    def load(cls, path: Path) -> Script:
+        return cls.model_validate_json(path.read_text())
+
+
+def _pick(entries: Sequence[str | list[str]], index: int) -> str | list[str]:
+    return entries[min(index, len(entries) - 1)]
+
+
+class ScriptedModel(LanguageModel):
+    def __init__(self, script: Script) -> None:
+        self._script = script
+
+    @property
+    def name(self) -> str:
+        return "scripted"
+
+    def label(self, mode: Mode) -> str:
+        return LABEL
+
+    def _rule(self, request: LLMRequest) -> ScriptRule:
+        text = request.context.original_message.content if request.context else ""
+        for rule in self._script.rules:
+            if re.search(rule.match, str(text), re.IGNORECASE):
+                return rule
+        raise LLMOutputError(f"no script rule matches {str(text)[:60]!r}")
+
+    async def _delay(self, mode: Mode) -> None:
+        seconds = self._script.delay_seconds.get(mode, 0.0)
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+
+    async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
+        await self._delay(Mode.REASONING_HEAVY)
+        rule = self._rule(request)
+        steps = len(request.context.steps) if request.context else 0
+        entry = _pick(rule.decide, steps)
+        if isinstance(entry, list):
+            return _pick(entry, request.attempt)  # type: ignore[return-value]
+        return entry
+
+    async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
+        await self._delay(Mode.REASONING)
+        rule = self._rule(request)
+        if request.task not in rule.reasoning:
+            raise LLMOutputError(f"the script has no reasoning output for {request.task}")
+        try:
+            return schema.model_validate(rule.reasoning[request.task])
+        except ValidationError as exc:
+            raise LLMOutputError(f"scripted output does not fit {schema.__name__}: {exc}") from exc
+
+    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
+        await self._delay(Mode.CHAT)
+        text = self._rule(request).chat.get(request.task, f"(scripted) {request.task}")
+        words = _WORDS.findall(text)
+        size = self._script.chat_chunk_words
+        for start in range(0, len(words), size):
+            yield "".join(words[start : start + size])
+
+    async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
+        await self._delay(Mode.EMBEDDING)
+        return [self._vector(text) for text in texts]
+
+    def _vector(self, text: str) -> list[float]:
+        dim = self._script.embedding_dim
+        digest = hashlib.sha256(text.encode()).digest()
+        raw = [digest[i % len(digest)] - 127.5 for i in range(dim)]
+        norm = math.sqrt(sum(v * v for v in raw)) or 1.0
+        return [v / norm for v in raw]

@@ -1,0 +1,7 @@
+"""Redis Streams plumbing on FastStream: broker, publishers, group consumers, dead letters."""
+
+from memoria_runtime.bus.broker import create_broker
+from memoria_runtime.bus.consumer import Delivery, EventHandler, subscribe_group
+from memoria_runtime.bus.publisher import EventPublisher
+
+__all__ = ["Delivery", "EventHandler", "EventPublisher", "create_broker", "subscribe_group"]

@@ -1,0 +1,31 @@
+"""One way to build a RedisBroker, so every service has the same middlewares and limits."""
+
+from __future__ import annotations
+
+import logging
+
+from faststream.redis import RedisBroker
+from faststream.redis.opentelemetry import RedisTelemetryMiddleware
+from opentelemetry.sdk.trace import TracerProvider
+
+from memoria_runtime.settings import Settings
+
+_GRACEFUL_TIMEOUT_S = 10.0  # let in-flight handlers finish on shutdown before giving up
+_BROKER_LOGGER = "memoria.broker"
+
+
+def create_broker(
+    settings: Settings, *, tracer_provider: TracerProvider | None = None
+) -> RedisBroker:
+    middlewares = (RedisTelemetryMiddleware(tracer_provider=tracer_provider),)
+    # FastStream logs every received and processed entry at INFO: one line per streamed
+    # token. Keep that for MEMORIA_LOG_LEVEL=DEBUG.
+    broker_logger = logging.getLogger(_BROKER_LOGGER)
+    if settings.log_level.upper() != "DEBUG":
+        broker_logger.setLevel(logging.WARNING)
+    return RedisBroker(
+        settings.effective_redis_url,
+        middlewares=middlewares,
+        graceful_timeout=_GRACEFUL_TIMEOUT_S,
+        logger=broker_logger,
+    )

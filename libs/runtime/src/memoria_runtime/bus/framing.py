@@ -1,0 +1,23 @@
+"""Frame an envelope the way FastStream stores it in a stream entry.
+
+Needed where an entry must be written by a Lua script (atomically with other keys) instead of
+by a FastStream publisher: the thread gate admits a message and appends it to ``chat.in`` in
+one step. The current trace context goes into the headers, as FastStream's telemetry
+middleware would put it, so the consumer's span joins the same trace.
+"""
+
+from __future__ import annotations
+
+from faststream.redis import RedisBroker
+
+from memoria_contracts.events import Envelope
+from memoria_runtime.telemetry import current_trace_carrier
+
+
+async def frame_for_stream(broker: RedisBroker, event: Envelope) -> bytes:
+    return await broker.message_format.encode(
+        message=event.model_dump_json().encode(),
+        reply_to=None,
+        headers=current_trace_carrier(),
+        correlation_id=event.event_id,
+    )

@@ -1,0 +1,135 @@
+"""Status texts in the user's language, and a small language guess for picking them."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from memoria_contracts.events import Language
+
+_PT_HINTS: Final = frozenset(
+    [
+        "que",
+        "não",
+        "nao",
+        "você",
+        "voce",
+        "meu",
+        "minha",
+        "é",
+        "está",
+        "esta",
+        "isso",
+        "isto",
+        "para",
+        "com",
+        "uma",
+        "um",
+        "obrigado",
+        "olá",
+        "ola",
+        "oi",
+        "lembre",
+        "lembra",
+        "qual",
+        "quais",
+        "quando",
+        "onde",
+        "porque",
+        "por",
+        "favor",
+        "sim",
+        "tudo",
+        "bem",
+        "apague",
+        "esqueça",
+        "anota",
+        "guarde",
+        "na",
+        "verdade",
+        "atualize",
+        "eu",
+        "sou",
+        "tenho",
+        "gosto",
+    ]
+)
+_EN_HINTS: Final = frozenset(
+    [
+        "the",
+        "is",
+        "are",
+        "you",
+        "your",
+        "my",
+        "i",
+        "what",
+        "when",
+        "where",
+        "why",
+        "please",
+        "remember",
+        "forget",
+        "note",
+        "yes",
+        "thanks",
+        "thank",
+        "hello",
+        "hi",
+        "is",
+        "it",
+        "this",
+        "that",
+        "do",
+        "does",
+        "with",
+        "about",
+        "delete",
+        "actually",
+    ]
+)
+_WORD = re.compile(r"[a-zà-ú]+", re.IGNORECASE)
+_PT_ONLY_LETTERS = re.compile(r"[ãõçâêôáéíóúà]", re.IGNORECASE)
+
+TEXTS: Final[dict[str, dict[Language, str]]] = {
+    "thinking": {"en": "Thinking...", "pt": "Pensando..."},
+    "max_steps": {
+        "en": "I stopped after {steps} steps without finishing. Please rephrase or try again.",
+        "pt": "Parei depois de {steps} passos sem concluir. Reformule ou tente de novo.",
+    },
+    "step_timeout": {
+        "en": "The step '{action}' took longer than {seconds:.0f}s, so I stopped here.",
+        "pt": "O passo '{action}' passou de {seconds:.0f}s, então parei por aqui.",
+    },
+    "llm_error": {
+        "en": "The language model is not answering right now ({detail}). Please try again.",
+        "pt": "O modelo de linguagem não está respondendo agora ({detail}). Tente de novo.",
+    },
+    "no_workers": {
+        "en": "No action worker is running, so I cannot act on your message yet.",
+        "pt": "Nenhum action worker está rodando, então ainda não consigo agir.",
+    },
+    "history_unavailable": {
+        "en": "The memory service is not answering; I will reply without earlier messages.",
+        "pt": "O serviço de memória não está respondendo; vou responder sem as mensagens "
+        "anteriores.",
+    },
+    "action_failed": {
+        "en": "The step '{action}' failed: {detail}",
+        "pt": "O passo '{action}' falhou: {detail}",
+    },
+}
+
+
+def detect_language(text: str) -> Language:
+    """Portuguese or English, by accented letters and common words; English when unsure."""
+    if _PT_ONLY_LETTERS.search(text):
+        return "pt"
+    words = [w.lower() for w in _WORD.findall(text)]
+    pt = sum(w in _PT_HINTS for w in words)
+    en = sum(w in _EN_HINTS for w in words)
+    return "pt" if pt > en else "en"
+
+
+def text(key: str, language: Language, **values: object) -> str:
+    return TEXTS[key][language].format(**values)

@@ -1,0 +1,49 @@
+"""Every Redis key Memoria writes besides streams, in one place.
+
+User and thread ids are validated by the contracts (no ':' allowed in thread ids), so keys
+built from them cannot collide across users.
+"""
+
+from __future__ import annotations
+
+PREFIX = "memoria"
+
+
+def thread_lock(user_id: str, thread_id: str) -> str:
+    return f"{PREFIX}:thread:{user_id}:{thread_id}:lock"
+
+
+def thread_queue(user_id: str, thread_id: str) -> str:
+    return f"{PREFIX}:thread:{user_id}:{thread_id}:queue"
+
+
+def thread_dispatch(user_id: str, thread_id: str) -> str:
+    return f"{PREFIX}:thread:{user_id}:{thread_id}:dispatch"
+
+
+def message_seen(user_id: str, client_message_id: str) -> str:
+    return f"{PREFIX}:seen:{user_id}:{client_message_id}"
+
+
+def cycle_state(cycle_id: str) -> str:
+    return f"{PREFIX}:cycle:{cycle_id}"
+
+
+def cycle_ended(cycle_id: str) -> str:
+    """Set when a cycle ends, so workers stop steps that are no longer wanted."""
+    return f"{PREFIX}:cycle:{cycle_id}:ended"
+
+
+def step_done(cycle_id: str, step: int) -> str:
+    return f"{PREFIX}:step:{cycle_id}:{step}:done"
+
+
+def step_lease(cycle_id: str, step: int) -> str:
+    return f"{PREFIX}:step:{cycle_id}:{step}:lease"
+
+
+STEP_DEADLINES = f"{PREFIX}:deadlines"
+"""Sorted set: member = ``cycle_id|step``, score = unix time the step must be done by."""
+
+ACTION_CATALOG = f"{PREFIX}:actions:catalog"
+"""Hash: field = worker id, value = JSON list of the actions it runs and when it expires."""

@@ -1,0 +1,194 @@
+"""All settings, read from ``MEMORIA_*`` environment variables (and a ``.env`` file).
+
+Every field here appears in the README's configuration table; ``memoria docs`` writes it and
+a test keeps the two in sync.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LlmProvider = Literal["auto", "gemini", "offline", "scripted"]
+OtelExporter = Literal["none", "console", "otlp"]
+
+_LOCK_SLACK_S = 60
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memoria"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORIA_",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
+    )
+
+    # -- where things live ------------------------------------------------------------------
+    data_dir: Path = Field(
+        default_factory=_default_data_dir,
+        description="Directory for all local data (embedded broker, documents, secrets).",
+        json_schema_extra={"shown_default": "$XDG_DATA_HOME/memoria or ~/.local/share/memoria"},
+    )
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMORIA_REDIS_URL", "REDIS_URL"),
+        description="Redis/Valkey URL. Unset: `memoria run` starts the embedded Valkey. "
+        "`REDIS_URL` is read too.",
+    )
+    embedded_redis_port: int = Field(
+        default=6390, description="Port of the embedded Valkey started by `memoria run`."
+    )
+    docstore_url: str | None = Field(
+        default=None,
+        description="Document store: `sqlite:///path.db` or `mongodb://...`. "
+        "Unset: SQLite file in the data directory.",
+    )
+
+    # -- gateway ----------------------------------------------------------------------------
+    gateway_host: str = Field(default="127.0.0.1", description="Gateway bind address.")
+    gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
+    auth_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret that signs session tokens (HS256). Unset: one is generated once "
+        "and kept in the data directory.",
+    )
+    dev_login: bool = Field(
+        default=True,
+        description="Enable `POST /api/token` (log in by user id, no password). "
+        "Turn off wherever real users connect.",
+    )
+    token_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Session token lifetime.")
+    max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
+    max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
+
+    # -- LLM --------------------------------------------------------------------------------
+    llm_provider: LlmProvider = Field(
+        default="auto",
+        description="`auto` = Gemini when a key is set, else the offline planner; "
+        "`scripted` replays MEMORIA_SCRIPTED_LLM_FILE (tests, benchmarks).",
+    )
+    gemini_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMORIA_GEMINI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        description="Gemini API key (`GEMINI_API_KEY` or `GOOGLE_API_KEY` are read too).",
+    )
+    gemini_base_url: str | None = Field(
+        default=None, description="Override the Gemini endpoint (proxy, gateway, local fake)."
+    )
+    model_reasoning_heavy: str = Field(
+        default="gemini-2.5-pro", description="Model for the `reasoningHeavy` mode (next action)."
+    )
+    model_reasoning: str = Field(
+        default="gemini-2.5-flash", description="Model for the `reasoning` mode (JSON output)."
+    )
+    model_chat: str = Field(
+        default="gemini-2.5-flash", description="Model for the `chat` mode (streamed text)."
+    )
+    model_embedding: str = Field(
+        default="gemini-embedding-001", description="Model for the `embedding` mode."
+    )
+    embedding_dim: int = Field(default=768, description="Output dimension asked of Gemini.")
+    llm_timeout_seconds: float = Field(default=60.0, description="Timeout of one LLM call.")
+    llm_retries: int = Field(
+        default=3, description="Attempts per LLM call on 429/5xx/timeouts (with backoff)."
+    )
+    scripted_llm_file: Path | None = Field(
+        default=None, description="JSON script for the `scripted` provider."
+    )
+
+    # -- thought cycle ----------------------------------------------------------------------
+    cycle_max_steps: int = Field(default=8, description="Steps before a cycle gives up.")
+    step_timeout_seconds: float = Field(
+        default=120.0, description="Longest a step may run before the cycle ends with a notice."
+    )
+    decision_retries: int = Field(
+        default=2, description="Re-asks when the LLM names an unknown action; then Finalize."
+    )
+    history_limit: int = Field(
+        default=50, description="Earlier chat-history messages given to each decision."
+    )
+    actions_disabled: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated action names to turn off, e.g. `Question,MemoryDelete`.",
+    )
+
+    action_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated importable modules with extra actions (besides the "
+        "built-in ones and `memoria.actions` entry points).",
+    )
+
+    # -- broker -----------------------------------------------------------------------------
+    stream_maxlen: int = Field(
+        default=100_000, description="Approximate MAXLEN each stream is trimmed to."
+    )
+    reclaim_idle_ms: int = Field(
+        default=30_000,
+        description="Pending entries idle this long are reclaimed from dead consumers.",
+    )
+    max_deliveries: int = Field(
+        default=5, description="Deliveries before an entry goes to the dead-letter stream."
+    )
+    consumer_concurrency: int = Field(
+        default=16, description="Entries a service handles at once per stream."
+    )
+    rpc_timeout_seconds: float = Field(default=10.0, description="Timeout of a memory request.")
+    consumer_name: str | None = Field(
+        default=None,
+        description="Consumer name in the groups; must be unique per replica. "
+        "Unset: host name + process id.",
+    )
+    catalog_ttl_seconds: float = Field(
+        default=15.0, description="A worker that stops advertising is forgotten after this."
+    )
+
+    # -- observability ----------------------------------------------------------------------
+    otel_exporter: OtelExporter = Field(
+        default="none", description="Trace exporter: `none`, `console` or `otlp`."
+    )
+    otel_console_path: Path | None = Field(
+        default=None, description="With `console`: append spans as JSON lines here, not stdout."
+    )
+    otel_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP endpoint (e.g. http://collector:4318); "
+        "`OTEL_EXPORTER_OTLP_ENDPOINT` applies when unset.",
+    )
+    log_level: str = Field(default="INFO", description="Log level of every service.")
+
+    @field_validator("actions_disabled", "action_modules", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @cached_property
+    def consumer(self) -> str:
+        return self.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
+    def effective_docstore_url(self) -> str:
+        return self.docstore_url or f"sqlite:///{self.data_dir / 'memoria.db'}"
+
+    @property
+    def thread_lock_ttl_s(self) -> int:
+        """A thread's lock outlives the longest possible cycle, so only a dead cycle's lock
+        ever expires."""
+        return int(self.cycle_max_steps * self.step_timeout_seconds) + _LOCK_SLACK_S
+
+    @property
+    def effective_redis_url(self) -> str:
+        return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"

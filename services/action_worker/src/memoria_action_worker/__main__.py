@@ -1,0 +1,10 @@
+from memoria_action_worker.app import build_app
+from memoria_runtime.service import run_service
+
+
+def main() -> None:
+    run_service("action-worker", build_app)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Question (R-4): information is missing and memory did not have it; ask, end the cycle."""
+
+from __future__ import annotations
+
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt, steps_summary
+from memoria_action_worker.registry import action
+from memoria_contracts.events import ActionOutcome
+from memoria_llm.port import LLMRequest, Mode
+
+WHEN_TO_USE = (
+    "After reviewing the whole history, and after trying to find the information in memory "
+    "(or with a tool) without success, the best choice is to ask the user for what is missing."
+)
+
+SYSTEM = (
+    "You are Memoria, an assistant with long-term memory. Something the user asked for needs "
+    "information you do not have and could not find in memory. Ask ONE short, specific "
+    "question in {language} to get it. Only the question."
+)
+
+
+@action("Question", when_to_use=WHEN_TO_USE, ends_cycle=True)
+async def question(ctx: ActionContext) -> ActionOutcome:
+    prompt = chat_prompt(
+        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
+        ctx.cycle,
+        f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nAsk your question now.",
+    )
+    request = LLMRequest(task="Question", prompt=prompt, context=ctx.cycle)
+    record = await ctx.chat.stream(
+        ctx.llm.chat(request), chat_history=True, role="assistant", model=ctx.llm.label(Mode.CHAT)
+    )
+    return ActionOutcome(
+        status="ok", ends_cycle=True, summary="asked the user a question", messages=[record]
+    )

@@ -1,0 +1,87 @@
+"""Wiring of the action worker: the registry, the step runner, the catalog advert."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from faststream import FastStream
+from faststream.redis import RedisBroker
+from opentelemetry.sdk.trace import TracerProvider
+from redis.asyncio import Redis
+
+from memoria_action_worker.registry import load_actions
+from memoria_action_worker.runner import StepRunner
+from memoria_contracts.streams import Group, Stream
+from memoria_llm.factory import create_language_model
+from memoria_runtime import catalog
+from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.action_worker")
+
+_ADVERTS_PER_TTL = 3  # refresh the advert three times per lifetime: one lost write is fine
+
+
+def build_broker(
+    settings: Settings, provider: TracerProvider | None = None
+) -> tuple[RedisBroker, StepRunner]:
+    broker = create_broker(settings, tracer_provider=provider)
+    publisher = EventPublisher(broker, settings)
+    publisher.declare(Stream.ACTIONS_DONE, "A step's outcome, for decision.")
+    publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")
+    runner = StepRunner(
+        settings=settings,
+        redis=Redis.from_url(settings.effective_redis_url),
+        publisher=publisher,
+        llm=create_language_model(settings),
+        actions=load_actions(extra_modules=settings.action_modules).enabled(
+            settings.actions_disabled
+        ),
+    )
+    subscribe_group(
+        broker,
+        settings,
+        stream=Stream.ACTIONS,
+        group=Group.ACTION_WORKER,
+        handler=runner.on_action_requested,
+        description="Run one step of a cycle (workers share the group and scale out).",
+    )
+    return broker, runner
+
+
+async def _advertise_forever(runner: StepRunner, settings: Settings) -> None:
+    specs = [registered.spec for registered in runner.actions.values()]
+    while True:
+        try:
+            await catalog.advertise(
+                runner.redis, settings.consumer, specs, settings.catalog_ttl_seconds
+            )
+        except Exception:  # the broker may be restarting; try again next round
+            log.exception("could not advertise actions")
+        await asyncio.sleep(settings.catalog_ttl_seconds / _ADVERTS_PER_TTL)
+
+
+def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
+    broker, runner = build_broker(settings, provider)
+    app = FastStream(broker)
+    tasks: list[asyncio.Task[None]] = []
+
+    @app.after_startup
+    async def start_advertising() -> None:
+        tasks.append(asyncio.create_task(_advertise_forever(runner, settings)))
+        log.info("action worker ready: %s (LLM: %s)", ", ".join(runner.actions), runner.llm.name)
+
+    @app.on_shutdown
+    async def stop() -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await catalog.withdraw(runner.redis, settings.consumer)
+        await runner.llm.aclose()
+        await runner.redis.aclose()
+
+    return app

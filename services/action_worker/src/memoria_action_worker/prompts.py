@@ -1,0 +1,25 @@
+"""Prompt pieces shared by actions."""
+
+from __future__ import annotations
+
+from memoria_contracts.events import CycleContext, Language
+from memoria_llm.conversation import conversation
+from memoria_llm.port import Prompt, PromptMessage
+
+LANGUAGE_NAMES: dict[Language, str] = {"en": "English", "pt": "Brazilian Portuguese"}
+
+
+def steps_summary(context: CycleContext) -> str:
+    if not context.steps:
+        return "(no steps yet)"
+    return "\n".join(f"{s.step}. {s.action} ({s.status}): {s.summary}" for s in context.steps)
+
+
+def chat_prompt(system: str, context: CycleContext, ask: str) -> Prompt:
+    """Conversation so far (earlier cycles and this one), then the action's ask."""
+    messages = conversation([*context.history, *context.transcript])
+    if messages and messages[-1].role == "user":
+        last = messages.pop()
+        ask = f"{last.content}\n\n{ask}"
+    messages.append(PromptMessage(role="user", content=ask))
+    return Prompt(system=system, messages=messages)

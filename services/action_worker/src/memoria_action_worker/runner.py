@@ -1,0 +1,134 @@
+"""Run one requested step exactly once in effect, whatever the deliveries.
+
+* A step already done is not run again: its stored completion is published again (the first
+  publish may have been lost in a crash) and decision drops the duplicate.
+* A step is leased to the stream entry that first took it; a duplicate request (decision
+  republished after a crash) is dropped while the lease holder runs. A crashed holder's entry
+  is reclaimed with the same entry id, so the lease lets it continue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+from memoria_action_worker.context import ActionContext, ChatSink
+from memoria_action_worker.registry import RegisteredAction
+from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
+from memoria_contracts.streams import Stream
+from memoria_llm.port import LanguageModel, LLMError
+from memoria_runtime import keys
+from memoria_runtime.bus import Delivery, EventPublisher
+from memoria_runtime.envelopes import follow
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.action_worker")
+
+_DONE_TTL_S = 24 * 3600  # longer than any redelivery can come
+CANCEL_POLL_S = 1.0  # how often a running step checks whether its cycle still wants it
+
+
+class CycleEnded(Exception):
+    """The step's cycle ended while the step ran."""
+
+
+@dataclass
+class StepRunner:
+    settings: Settings
+    redis: Any
+    publisher: EventPublisher
+    llm: LanguageModel
+    actions: dict[str, RegisteredAction]
+
+    async def on_action_requested(self, event: Envelope, delivery: Delivery) -> None:
+        request = event.payload
+        if not isinstance(request, ActionRequested) or event.cycle_id is None:
+            log.error("unexpected %s on actions (%s)", event.type, event.event_id)
+            return
+        done_key = keys.step_done(event.cycle_id, request.step)
+        stored = await self.redis.get(done_key)
+        if stored is not None:
+            log.info("%s step %d already done; republishing", event.cycle_id, request.step)
+            await self.publisher.publish(Stream.ACTIONS_DONE, Envelope.model_validate_json(stored))
+            return
+        if not await self._lease(event.cycle_id, request.step, delivery.entry_id):
+            log.info("%s step %d runs elsewhere; dropping duplicate", event.cycle_id, request.step)
+            return
+
+        outcome = await self._run(event, request)
+        completed = follow(
+            event,
+            ActionCompleted(
+                step=request.step,
+                action=request.action,
+                outcome=outcome,
+                worker=self.settings.consumer,
+            ),
+        )
+        await self.redis.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
+        await self.publisher.publish(Stream.ACTIONS_DONE, completed)
+
+    async def _until_cycle_ends(
+        self, cycle_id: str, work: Awaitable[ActionOutcome]
+    ) -> ActionOutcome:
+        """Run the action, but stop it when its cycle ends (a step timeout): nobody waits
+        for the result any more, and it may be spending LLM tokens."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+                if done:
+                    return task.result()
+                if await self.redis.exists(keys.cycle_ended(cycle_id)):
+                    raise CycleEnded
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _lease(self, cycle_id: str, step: int, entry_id: str) -> bool:
+        key = keys.step_lease(cycle_id, step)
+        ttl = int(self.settings.step_timeout_seconds) + 1
+        if await self.redis.set(key, entry_id, nx=True, ex=ttl):
+            return True
+        holder = await self.redis.get(key)
+        return holder is not None and holder.decode() == entry_id
+
+    async def _run(self, event: Envelope, request: ActionRequested) -> ActionOutcome:
+        registered = self.actions.get(request.action)
+        if registered is None:
+            return ActionOutcome(
+                status="failed",
+                ends_cycle=False,
+                summary="not run",
+                error=f"action {request.action} is not available on this worker",
+            )
+        context = ActionContext(
+            event=event,
+            request=request,
+            llm=self.llm,
+            chat=ChatSink(self.publisher, event, request.step),
+            settings=self.settings,
+        )
+        try:
+            return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))
+        except CycleEnded:
+            log.info("%s step %d stopped: its cycle ended", event.cycle_id, request.step)
+            error = "stopped: the cycle had already ended (timed out or cancelled)"
+        except LLMError as exc:
+            log.warning("%s failed on the LLM: %s", request.action, exc)
+            error = f"the language model failed: {exc}"
+        except Exception as exc:  # a bug in one action must not stall the cycle until timeout
+            log.exception("%s raised", request.action)
+            error = f"internal error ({type(exc).__name__})"
+        return ActionOutcome(
+            status="failed",
+            ends_cycle=registered.spec.ends_cycle,
+            summary="failed",
+            error=error,
+        )

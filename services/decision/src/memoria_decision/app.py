@@ -1,0 +1,99 @@
+"""Wiring of the decision service: subscriptions, publishers, the deadline sweeper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from faststream import FastStream
+from faststream.redis import RedisBroker
+from opentelemetry.sdk.trace import TracerProvider
+from redis.asyncio import Redis
+
+from memoria_contracts.streams import Group, Stream
+from memoria_decision.cycle import CycleEngine
+from memoria_decision.deadlines import Deadlines
+from memoria_decision.handlers import DecisionHandlers
+from memoria_decision.state import CycleStore
+from memoria_llm.factory import create_language_model
+from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
+from memoria_runtime.gate import ThreadGate
+from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.decision")
+
+SWEEP_INTERVAL_S = 1.0
+
+
+def build_broker(
+    settings: Settings, provider: TracerProvider | None = None
+) -> tuple[RedisBroker, CycleEngine]:
+    broker = create_broker(settings, tracer_provider=provider)
+    redis = Redis.from_url(settings.effective_redis_url)
+    publisher = EventPublisher(broker, settings)
+    publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")
+    publisher.declare(Stream.CHAT_OUT, "The user's message echo, status lines and cycle ends.")
+    publisher.declare(Stream.CHAT_IN, "The next queued message of a thread (from release).")
+    engine = CycleEngine(
+        settings=settings,
+        redis=redis,
+        publisher=publisher,
+        gate=ThreadGate(
+            redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+        ),
+        store=CycleStore(redis),
+        deadlines=Deadlines(redis),
+        memory=MemoryClient(broker, settings),
+        llm=create_language_model(settings),
+    )
+    handlers = DecisionHandlers(engine)
+    subscribe_group(
+        broker,
+        settings,
+        stream=Stream.CHAT_IN,
+        group=Group.DECISION,
+        handler=handlers.on_chat_in,
+        description="Start a thought cycle for a user message.",
+    )
+    subscribe_group(
+        broker,
+        settings,
+        stream=Stream.ACTIONS_DONE,
+        group=Group.DECISION,
+        handler=handlers.on_action_done,
+        description="Record a step's outcome, then decide the next step or end the cycle.",
+    )
+    return broker, engine
+
+
+async def _sweep_forever(engine: CycleEngine) -> None:
+    while True:
+        try:
+            await engine.sweep_deadlines()
+        except Exception:  # keep sweeping: one bad cycle must not stop timeouts for all
+            log.exception("deadline sweep failed")
+        await asyncio.sleep(SWEEP_INTERVAL_S)
+
+
+def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
+    broker, engine = build_broker(settings, provider)
+    app = FastStream(broker)
+    tasks: list[asyncio.Task[None]] = []
+
+    @app.after_startup
+    async def start_sweeper() -> None:
+        tasks.append(asyncio.create_task(_sweep_forever(engine)))
+        log.info("decision ready (LLM: %s)", engine.llm.name)
+
+    @app.on_shutdown
+    async def stop() -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await engine.llm.aclose()
+        await engine.redis.aclose()
+
+    return app

@@ -1,0 +1,318 @@
+"""The thought cycle (R-2): start, decide the next step, record outcomes, end.
+
+Every method is safe to run twice for the same event (at-least-once delivery): the cycle's
+state in Redis says what already happened, requests carry deterministic (cycle, step)
+identities that action workers deduplicate, and ending releases the thread only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import (
+    ActionCompleted,
+    ActionRequested,
+    ChatPosted,
+    CycleEnded,
+    CycleEndReason,
+    Envelope,
+    Payload,
+    StepRecord,
+    UserMessageReceived,
+)
+from memoria_contracts.streams import Stream
+from memoria_decision.chooser import choose_action
+from memoria_decision.deadlines import Deadlines
+from memoria_decision.state import CycleState, CycleStore, PendingStep
+from memoria_llm.port import LanguageModel, LLMError
+from memoria_runtime import i18n, keys
+from memoria_runtime.bus import EventPublisher
+from memoria_runtime.catalog import read_catalog
+from memoria_runtime.gate import ThreadGate
+from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.rpc import RpcError
+from memoria_runtime.settings import Settings
+from memoria_runtime.telemetry import attached_trace, current_trace_carrier
+
+log = logging.getLogger("memoria.decision")
+tracer = trace.get_tracer("memoria.decision")
+
+_SWEEP_BATCH = 50  # deadlines handled per sweep
+_ENDED_MARK_TTL_S = 24 * 3600
+
+
+def cycle_id_for(message_id: str) -> str:
+    """One message, one cycle: redeliveries of the message find the same cycle."""
+    return f"cyc_{message_id.removeprefix('msg_')}"
+
+
+@dataclass
+class CycleEngine:
+    settings: Settings
+    redis: Any
+    publisher: EventPublisher
+    gate: ThreadGate
+    store: CycleStore
+    deadlines: Deadlines
+    memory: MemoryClient
+    llm: LanguageModel
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def on_user_message(
+        self, event: Envelope, payload: UserMessageReceived, framed: bytes
+    ) -> None:
+        """``framed`` is the stream entry as stored, to queue it again unchanged if needed."""
+        cycle_id = cycle_id_for(payload.message_id)
+        state = await self.store.load(cycle_id)
+        if state is None:
+            owns = await self.gate.take_over(event.user_id, event.thread_id, payload.message_id)
+            if not owns:
+                # Only after a lock expired: another cycle runs; wait behind it.
+                log.warning("thread busy, requeueing %s", payload.message_id)
+                await self.gate.requeue_first(
+                    event.user_id, event.thread_id, payload.message_id, framed
+                )
+                return
+            state = await self._start(event, payload, cycle_id)
+        await self.advance(state)
+
+    async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
+        if event.cycle_id is None:
+            log.error("action.completed without cycle id: %s", event.event_id)
+            return
+        state = await self.store.load(event.cycle_id)
+        if state is None:
+            log.error("no state for cycle %s (expired?)", event.cycle_id)
+            return
+        if state.status == "ended":
+            await self._finish(state)  # a late or repeated completion: make sure we released
+            return
+        pending = state.pending
+        if pending is None or pending.step != payload.step:
+            await self._on_out_of_order(state, payload)
+            return
+        await self.deadlines.clear(state.cycle_id, payload.step)
+        state.record(payload)
+        await self.store.save(state)
+        outcome = payload.outcome
+        if outcome.ends_cycle and outcome.status == "failed":
+            notice = i18n.text(
+                "action_failed", state.language, action=payload.action, detail=outcome.error
+            )
+            await self._end(state, "action_failed", notice)
+        elif outcome.ends_cycle:
+            await self._end(state, "done")
+        else:
+            await self._decide_next(state)
+
+    async def sweep_deadlines(self) -> int:
+        """End the cycles whose current step is overdue; returns how many."""
+        ended = 0
+        for cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
+            if not await self.deadlines.clear(cycle_id, step):
+                continue  # another replica (or the completion) got there first
+            state = await self.store.load(cycle_id)
+            if state is None or state.status == "ended":
+                continue
+            if state.pending is None or state.pending.step != step:
+                continue
+            with attached_trace(state.trace), tracer.start_as_current_span("cycle.step_timeout"):
+                state.steps.append(
+                    StepRecord(
+                        step=step, action=state.pending.action, status="failed", summary="timed out"
+                    )
+                )
+                notice = i18n.text(
+                    "step_timeout",
+                    state.language,
+                    action=state.pending.action,
+                    seconds=self.settings.step_timeout_seconds,
+                )
+                await self._end(state, "step_timeout", notice)
+            ended += 1
+        return ended
+
+    # -- steps ------------------------------------------------------------------------------
+
+    async def advance(self, state: CycleState) -> None:
+        """Continue a cycle from whatever its state says happened last."""
+        if state.status == "ended":
+            await self._finish(state)
+        elif state.pending is not None:
+            await self._republish_pending(state)
+        else:
+            await self._decide_next(state)
+
+    async def _start(
+        self, event: Envelope, payload: UserMessageReceived, cycle_id: str
+    ) -> CycleState:
+        original = ChatRecord(
+            id=payload.message_id,
+            chat_history=True,
+            modal="text",
+            role="user",
+            content=payload.content,
+            cycle_id=cycle_id,
+            created_at=event.time,
+        )
+        language = i18n.detect_language(payload.content)
+        history, history_error = await self._earlier_messages(event, cycle_id)
+        state = CycleState(
+            cycle_id=cycle_id,
+            user_id=event.user_id,
+            thread_id=event.thread_id,
+            message_id=payload.message_id,
+            trace=current_trace_carrier() or dict(event.trace),
+            language=language,
+            original=original,
+            history=history,
+            transcript=[original],
+        )
+        state = await self.store.create(state)
+        await self._post(state, ChatPosted(message=original))
+        if history_error:
+            await self._notice(state, "history", i18n.text("history_unavailable", language))
+        log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
+        return state
+
+    async def _earlier_messages(
+        self, event: Envelope, cycle_id: str
+    ) -> tuple[list[ChatRecord], bool]:
+        """The thread's earlier chat-history messages; when the memory service does not
+        answer, the cycle goes on without them (and says so) rather than hang."""
+        try:
+            history = await self.memory.history(
+                event.user_id,
+                event.thread_id,
+                limit=self.settings.history_limit,
+                exclude_cycle_id=cycle_id,
+                cycle_id=cycle_id,
+            )
+        except (TimeoutError, RpcError) as exc:
+            log.error("cycle %s: no history from the memory service: %r", cycle_id, exc)
+            return [], True
+        return history, False
+
+    async def _decide_next(self, state: CycleState) -> None:
+        step = state.next_step
+        if step > self.settings.cycle_max_steps:
+            notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
+            await self._end(state, "max_steps", notice)
+            return
+        await self.gate.refresh(state.user_id, state.thread_id, state.message_id)
+        await self._status(state, step, i18n.text("thinking", state.language))
+        catalog = await read_catalog(self.redis)
+        if not catalog:
+            await self._end(state, "no_workers", i18n.text("no_workers", state.language))
+            return
+        try:
+            async with asyncio.timeout(self.settings.step_timeout_seconds):
+                action = await choose_action(
+                    self.llm, state, catalog, self.settings.decision_retries
+                )
+        except (LLMError, TimeoutError) as exc:
+            detail = str(exc) or type(exc).__name__
+            log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
+            await self._end(
+                state, "llm_error", i18n.text("llm_error", state.language, detail=detail)
+            )
+            return
+        request = self._envelope(
+            state, ActionRequested(step=step, action=action, context=state.context())
+        )
+        state.pending = PendingStep(step=step, action=action, request_event_id=request.event_id)
+        await self.store.save(state)
+        await self.deadlines.set(state.cycle_id, step, self.settings.step_timeout_seconds)
+        await self.publisher.publish(Stream.ACTIONS, request)
+        log.info("cycle %s step %d: %s", state.cycle_id, step, action)
+
+    async def _republish_pending(self, state: CycleState) -> None:
+        """A crash may have come between saving a step and publishing it; workers drop the
+        duplicate when both arrive."""
+        assert state.pending is not None
+        pending = state.pending
+        request = self._envelope(
+            state,
+            ActionRequested(step=pending.step, action=pending.action, context=state.context()),
+        )
+        await self.deadlines.set(state.cycle_id, pending.step, self.settings.step_timeout_seconds)
+        await self.publisher.publish(Stream.ACTIONS, request)
+
+    async def _on_out_of_order(self, state: CycleState, payload: ActionCompleted) -> None:
+        pending = state.pending
+        if pending is not None and pending.step == payload.step + 1:
+            await self._republish_pending(state)
+        elif pending is None and state.steps and state.steps[-1].step == payload.step:
+            await self._decide_next(state)  # crashed after recording this step
+        else:
+            log.info("ignoring stale completion of %s step %d", state.cycle_id, payload.step)
+
+    # -- ending -----------------------------------------------------------------------------
+
+    async def _end(
+        self, state: CycleState, reason: CycleEndReason, notice: str | None = None
+    ) -> None:
+        await self.redis.set(keys.cycle_ended(state.cycle_id), reason, ex=_ENDED_MARK_TTL_S)
+        if notice:
+            await self._notice(state, "end", notice)
+        state.status = "ended"
+        state.end_reason = reason
+        state.pending = None
+        await self.store.save(state)
+        await self._finish(state)
+
+    async def _finish(self, state: CycleState) -> None:
+        if not state.end_announced:
+            await self._post(
+                state, CycleEnded(actions=state.actions, reason=state.end_reason or "done")
+            )
+            state.end_announced = True
+            await self.store.save(state)
+            log.info("cycle %s ended (%s): %s", state.cycle_id, state.end_reason, state.actions)
+        next_id = await self.gate.release(state.user_id, state.thread_id, state.message_id)
+        if next_id:
+            log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
+
+    # -- output -----------------------------------------------------------------------------
+
+    def _envelope(self, state: CycleState, payload: Payload) -> Envelope:
+        return Envelope(
+            cycle_id=state.cycle_id,
+            user_id=state.user_id,
+            thread_id=state.thread_id,
+            trace=current_trace_carrier() or state.trace,
+            payload=payload,
+        )
+
+    async def _post(self, state: CycleState, payload: Payload) -> None:
+        await self.publisher.publish(Stream.CHAT_OUT, self._envelope(state, payload))
+
+    async def _notice(self, state: CycleState, name: str, text: str) -> None:
+        """A visible system line that is kept in the thread but not shown to the LLM."""
+        record = ChatRecord(
+            id=f"{state.cycle_id}.{name}",
+            cycle_id=state.cycle_id,
+            chat_history=False,
+            modal="text",
+            role="system",
+            content=text,
+        )
+        await self._post(state, ChatPosted(message=record))
+
+    async def _status(self, state: CycleState, step: int, text: str) -> None:
+        record = ChatRecord(
+            id=f"{state.cycle_id}.{step}.status",
+            cycle_id=state.cycle_id,
+            chat_history=False,
+            modal="textForReplace",
+            role="system",
+            content=text,
+        )
+        await self._post(state, ChatPosted(message=record))

@@ -1,0 +1,58 @@
+"""The reasoningHeavy prompt: pick the next action's name and nothing else (seed 000)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memoria_contracts.events import ActionSpec, StepRecord
+from memoria_decision.state import CycleState
+from memoria_llm.conversation import conversation
+from memoria_llm.port import Prompt, PromptMessage
+
+SYSTEM = (
+    "You are the decision step of Memoria, an assistant with long-term memory. "
+    "You see the conversation, the user's original message, the actions already taken in "
+    "this cycle and the actions available. Choose the ONE next action that moves toward what "
+    "the user asked for. Reply with the action's exact name only: no punctuation, no "
+    "explanation. Other steps will work out the details."
+)
+
+
+def _steps(steps: Sequence[StepRecord]) -> str:
+    if not steps:
+        return "(none yet)"
+    return "\n".join(f"{s.step}. {s.action} ({s.status}): {s.summary}" for s in steps)
+
+
+def _actions(catalog: Sequence[ActionSpec]) -> str:
+    return "\n".join(f"- {spec.name}: {spec.description}" for spec in catalog)
+
+
+def decision_prompt(
+    state: CycleState, catalog: Sequence[ActionSpec], rejected: Sequence[str] = ()
+) -> Prompt:
+    names = ", ".join(spec.name for spec in catalog)
+    ask = (
+        f"Original message from the user:\n<<<\n{state.original.content}\n>>>\n\n"
+        f"Actions already taken in this cycle:\n{_steps(state.steps)}\n\n"
+        f"Available actions (name: when to use):\n{_actions(catalog)}\n\n"
+    )
+    if rejected:
+        ask += f"Your previous answer {', '.join(map(repr, rejected))} is not an action name.\n"
+    ask += f"Reply with exactly one of: {names}"
+    messages = [*conversation([*state.history, *state.transcript])]
+    messages.append(PromptMessage(role="user", content=ask))
+    return Prompt(system=SYSTEM, messages=_alternate(messages))
+
+
+def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:
+    """The ask is a user turn; merge it into a trailing user turn so roles still alternate."""
+    merged: list[PromptMessage] = []
+    for message in messages:
+        if merged and merged[-1].role == message.role:
+            merged[-1] = PromptMessage(
+                role=message.role, content=f"{merged[-1].content}\n\n{message.content}"
+            )
+        else:
+            merged.append(message)
+    return merged

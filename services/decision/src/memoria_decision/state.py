@@ -1,0 +1,100 @@
+"""A cycle's state, kept in Redis between events (decision holds none in memory)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from memoria_contracts.chat import ChatRecord, utcnow
+from memoria_contracts.events import (
+    ActionCompleted,
+    CycleContext,
+    CycleEndReason,
+    Language,
+    StepRecord,
+)
+from memoria_runtime import keys
+
+_STATE_TTL_S = 7 * 24 * 3600  # long enough to inspect a cycle after the fact
+
+
+class PendingStep(BaseModel):
+    step: int
+    action: str
+    request_event_id: str
+
+
+class CycleState(BaseModel):
+    cycle_id: str
+    user_id: str
+    thread_id: str
+    message_id: str
+    trace: dict[str, str]
+    language: Language
+    original: ChatRecord
+    history: list[ChatRecord]
+    transcript: list[ChatRecord]
+    steps: list[StepRecord] = Field(default_factory=list)
+    pending: PendingStep | None = None
+    status: Literal["running", "ended"] = "running"
+    end_reason: CycleEndReason | None = None
+    end_announced: bool = False
+    started_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def next_step(self) -> int:
+        return len(self.steps) + 1
+
+    @property
+    def actions(self) -> list[str]:
+        return [step.action for step in self.steps]
+
+    def context(self) -> CycleContext:
+        return CycleContext(
+            original_message=self.original,
+            history=self.history,
+            transcript=self.transcript,
+            steps=self.steps,
+            language=self.language,
+        )
+
+    def record(self, completed: ActionCompleted) -> None:
+        outcome = completed.outcome
+        self.steps.append(
+            StepRecord(
+                step=completed.step,
+                action=completed.action,
+                status=outcome.status,
+                summary=outcome.error or outcome.summary,
+            )
+        )
+        self.transcript.extend(m for m in outcome.messages if m.chat_history)
+        self.pending = None
+
+
+class CycleStore:
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+
+    async def load(self, cycle_id: str) -> CycleState | None:
+        raw = await self._redis.get(keys.cycle_state(cycle_id))
+        return CycleState.model_validate_json(raw) if raw else None
+
+    async def create(self, state: CycleState) -> CycleState:
+        """Store a new cycle; if a concurrent delivery created it first, return that one."""
+        created = await self._redis.set(
+            keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_STATE_TTL_S
+        )
+        if created:
+            return state
+        existing = await self.load(state.cycle_id)
+        return existing or state
+
+    async def save(self, state: CycleState) -> None:
+        state.updated_at = utcnow()
+        await self._redis.set(
+            keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=_STATE_TTL_S
+        )

@@ -1,0 +1,35 @@
+"""Run the gateway with uvicorn."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from memoria_gateway.app import create_app
+from memoria_runtime.logs import configure_logging
+from memoria_runtime.settings import Settings
+from memoria_runtime.telemetry import setup_tracing
+
+# uvicorn closes a socket whose frame exceeds ws_max_size; keep that hard cap well above
+# MEMORIA_MAX_FRAME_BYTES so an oversized frame gets an error frame and the socket lives.
+_HARD_FRAME_CAP_FACTOR = 16
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging(settings.log_level)
+    provider = setup_tracing("gateway", settings)
+    try:
+        uvicorn.run(
+            create_app(settings, provider),
+            host=settings.gateway_host,
+            port=settings.gateway_port,
+            log_config=None,
+            ws_max_size=settings.max_frame_bytes * _HARD_FRAME_CAP_FACTOR,
+            ws_ping_interval=20.0,
+        )
+    finally:
+        provider.shutdown()
+
+
+if __name__ == "__main__":
+    main()

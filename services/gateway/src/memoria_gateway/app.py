@@ -1,0 +1,40 @@
+"""Wiring of the gateway: HTTP + WebSocket (FastAPI) around the broker's fan-out."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from opentelemetry.sdk.trace import TracerProvider
+
+from memoria_gateway.auth import TokenIssuer, load_or_create_secret
+from memoria_gateway.core import build_broker
+from memoria_gateway.http_routes import STATIC, http_router
+from memoria_gateway.ws import ws_router
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.gateway")
+
+
+def create_app(settings: Settings, provider: TracerProvider | None = None) -> FastAPI:
+    broker, gateway = build_broker(settings, provider)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        gateway.issuer = TokenIssuer(load_or_create_secret(settings), settings.token_ttl_seconds)
+        await broker.start()
+        log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
+        try:
+            yield
+        finally:
+            await broker.stop()
+            await gateway.redis.aclose()
+
+    app = FastAPI(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
+    app.include_router(http_router(gateway))
+    app.include_router(ws_router(gateway))
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    return app

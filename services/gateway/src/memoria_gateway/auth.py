@@ -1,0 +1,65 @@
+"""Session tokens: HS256 JWTs signed with MEMORIA_AUTH_SECRET (PyJWT)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+import jwt
+
+from memoria_contracts.events import UserId
+from memoria_runtime.settings import Settings
+
+_ALGORITHM = "HS256"
+_ISSUER = "memoria"
+_SECRET_FILE = "auth_secret"
+_SECRET_BYTES = 32
+
+
+class AuthError(Exception):
+    """Missing, malformed, forged or expired token."""
+
+
+def load_or_create_secret(settings: Settings) -> str:
+    """The configured secret, else one generated once and kept (0600) in the data directory,
+    so tokens survive restarts and every local gateway replica accepts them."""
+    if settings.auth_secret is not None:
+        return settings.auth_secret.get_secret_value()
+    path: Path = settings.data_dir / _SECRET_FILE
+    if not path.exists():
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(_SECRET_BYTES))
+    return path.read_text().strip()
+
+
+class TokenIssuer:
+    def __init__(self, secret: str, ttl_seconds: int) -> None:
+        self._secret = secret
+        self._ttl = ttl_seconds
+
+    def issue(self, user_id: UserId) -> str:
+        now = int(time.time())
+        claims = {"sub": user_id, "iss": _ISSUER, "iat": now, "exp": now + self._ttl}
+        return jwt.encode(claims, self._secret, algorithm=_ALGORITHM)
+
+    def verify(self, token: str | None) -> str:
+        """Return the user id the token was issued to."""
+        if not token:
+            raise AuthError("a token is required (?token=...)")
+        try:
+            claims = jwt.decode(
+                token,
+                self._secret,
+                algorithms=[_ALGORITHM],
+                issuer=_ISSUER,
+                options={"require": ["sub", "exp", "iss"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthError("the token has expired") from exc
+        except jwt.PyJWTError as exc:
+            raise AuthError("the token is not valid") from exc
+        return str(claims["sub"])

@@ -1,0 +1,79 @@
+"""The gateway's parts: broker with the chat.out fan-out, thread gate, intake, sockets."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from faststream.redis import RedisBroker, StreamSub
+from opentelemetry.sdk.trace import TracerProvider
+from redis.asyncio import Redis
+
+from memoria_contracts.events import Envelope
+from memoria_contracts.streams import Stream
+from memoria_gateway.auth import TokenIssuer
+from memoria_gateway.frames import frame_for
+from memoria_gateway.hub import ConnectionHub
+from memoria_gateway.intake import Intake
+from memoria_runtime.bus import EventPublisher, create_broker
+from memoria_runtime.gate import ThreadGate
+from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.gateway")
+
+
+@dataclass
+class Gateway:
+    """Everything the routes need; the token issuer is set at start-up (it may create the
+    secret file)."""
+
+    settings: Settings
+    broker: RedisBroker
+    redis: Any
+    intake: Intake
+    memory: MemoryClient
+    hub: ConnectionHub = field(default_factory=ConnectionHub)
+    issuer: TokenIssuer | None = None
+
+    def tokens(self) -> TokenIssuer:
+        if self.issuer is None:
+            raise RuntimeError("the gateway has not started")
+        return self.issuer
+
+
+def build_broker(
+    settings: Settings, provider: TracerProvider | None = None
+) -> tuple[RedisBroker, Gateway]:
+    broker = create_broker(settings, tracer_provider=provider)
+    redis = Redis.from_url(settings.effective_redis_url)
+    gate = ThreadGate(
+        redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+    )
+    gateway = Gateway(
+        settings=settings,
+        broker=broker,
+        redis=redis,
+        intake=Intake(settings, broker, gate),
+        memory=MemoryClient(broker, settings),
+    )
+    # Declared for the AsyncAPI document; the entries are appended by the thread gate's
+    # script, atomically with the thread's lock and queue.
+    EventPublisher(broker, settings).declare(
+        Stream.CHAT_IN, "A user message whose thread is free (later ones wait in its queue)."
+    )
+
+    # No consumer group: every gateway replica reads all of chat.out and delivers what
+    # belongs to its own sockets.
+    @broker.subscriber(
+        stream=StreamSub(Stream.CHAT_OUT.value),
+        title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
+        description="Deliver messages, deltas and cycle ends to the user's sockets.",
+    )
+    async def fan_out(event: Envelope) -> None:
+        frame = frame_for(event)
+        if frame is not None:
+            gateway.hub.deliver(event.user_id, frame.model_dump_json())
+
+    return broker, gateway

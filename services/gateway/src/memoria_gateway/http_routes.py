@@ -1,0 +1,90 @@
+"""HTTP endpoints: the chat page, health, dev login, a thread's stored messages."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel
+
+from memoria_contracts.events import ThreadId, UserId
+from memoria_contracts.frames import MessageFrame
+from memoria_gateway.auth import AuthError
+from memoria_gateway.core import Gateway
+
+STATIC = files("memoria_gateway") / "static"
+_DEFAULT_PAGE = 100
+_MAX_PAGE = 1000
+
+
+class TokenRequest(BaseModel):
+    user_id: UserId
+
+
+class TokenResponse(BaseModel):
+    token: str
+    user_id: str
+
+
+def http_router(gateway: Gateway) -> APIRouter:
+    router = APIRouter()
+
+    def user_from(authorization: str | None) -> str:
+        token = (authorization or "").removeprefix("Bearer ").strip()
+        try:
+            return gateway.tokens().verify(token)
+        except AuthError as exc:
+            raise HTTPException(status_code=401, detail=str(exc)) from exc
+
+    @router.get("/", include_in_schema=False)
+    async def index() -> FileResponse:
+        return FileResponse(str(STATIC / "index.html"))
+
+    @router.get("/healthz")
+    async def healthz() -> JSONResponse:
+        try:
+            await gateway.redis.ping()
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "broker": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ok", "connections": gateway.hub.count})
+
+    @router.post("/api/token")
+    async def token(request: TokenRequest) -> TokenResponse:
+        """Dev login: a token for any user id, without a password. Off unless
+        MEMORIA_DEV_LOGIN is true (the default only in the embedded profile)."""
+        if not gateway.settings.dev_login:
+            raise HTTPException(status_code=404, detail="dev login is disabled")
+        return TokenResponse(token=gateway.tokens().issue(request.user_id), user_id=request.user_id)
+
+    @router.get("/api/threads/{thread_id}/messages")
+    async def thread_messages(
+        thread_id: ThreadId,
+        authorization: Annotated[str | None, Header()] = None,
+        limit: Annotated[int, Query(ge=1, le=_MAX_PAGE)] = _DEFAULT_PAGE,
+    ) -> list[MessageFrame]:
+        """The thread's stored messages, oldest first (status lines are never stored)."""
+        user_id = user_from(authorization)
+        try:
+            records = await gateway.memory.history(
+                user_id, thread_id, limit=limit, only_chat_history=False
+            )
+        except TimeoutError as exc:
+            raise HTTPException(503, detail="the memory service is not answering") from exc
+        return [
+            MessageFrame(
+                id=r.id,
+                thread_id=thread_id,
+                cycle_id=r.cycle_id,
+                chat_history=r.chat_history,
+                modal=r.modal,
+                role=r.role,
+                content=r.content,
+                model=r.model,
+                created_at=r.created_at,
+            )
+            for r in records
+        ]
+
+    return router

@@ -1,0 +1,95 @@
+"""Turning a client frame into a durably queued user message, or a clear error."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from faststream.redis import RedisBroker
+from opentelemetry import trace
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from memoria_contracts.events import Envelope, UserMessageReceived
+from memoria_contracts.frames import AcceptedFrame, ClientMessage, ErrorFrame
+from memoria_contracts.ids import new_id
+from memoria_runtime.bus.framing import frame_for_stream
+from memoria_runtime.gate import ThreadGate
+from memoria_runtime.settings import Settings
+from memoria_runtime.telemetry import current_trace_carrier
+
+log = logging.getLogger("memoria.gateway.intake")
+tracer = trace.get_tracer("memoria.gateway")
+
+_MAX_ERROR_DETAILS = 3
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_input=False)[:_MAX_ERROR_DETAILS]:
+        where = ".".join(str(p) for p in error["loc"]) or "frame"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+class Intake:
+    def __init__(self, settings: Settings, broker: RedisBroker, gate: ThreadGate) -> None:
+        self._settings = settings
+        self._broker = broker
+        self._gate = gate
+
+    def parse(self, raw: str | bytes) -> ClientMessage | ErrorFrame:
+        size = len(raw.encode() if isinstance(raw, str) else raw)
+        if size > self._settings.max_frame_bytes:
+            return ErrorFrame(
+                code="too_large",
+                message=f"frame of {size} bytes; the limit is {self._settings.max_frame_bytes}",
+            )
+        try:
+            data = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return ErrorFrame(code="invalid_frame", message="frames must be JSON text")
+        try:
+            frame = ClientMessage.model_validate(data)
+        except ValidationError as exc:
+            return ErrorFrame(code="invalid_frame", message=_describe(exc))
+        if not frame.content.strip():
+            return ErrorFrame(code="invalid_frame", message="content: the message is empty")
+        if len(frame.content) > self._settings.max_message_chars:
+            return ErrorFrame(
+                code="too_large",
+                message=f"message of {len(frame.content)} characters; "
+                f"the limit is {self._settings.max_message_chars}",
+            )
+        return frame
+
+    async def submit(self, user_id: str, frame: ClientMessage) -> AcceptedFrame | ErrorFrame:
+        message_id = new_id("msg")
+        with tracer.start_as_current_span(
+            "gateway.user_message",
+            attributes={"memoria.user_id": user_id, "memoria.thread_id": frame.thread_id},
+        ):
+            event = Envelope(
+                user_id=user_id,
+                thread_id=frame.thread_id,
+                trace=current_trace_carrier(),
+                payload=UserMessageReceived(message_id=message_id, content=frame.content),
+            )
+            try:
+                framed = await frame_for_stream(self._broker, event)
+                result = await self._gate.admit(
+                    user_id, frame.thread_id, message_id, framed, frame.id
+                )
+            except (RedisError, OSError) as exc:
+                log.error("could not queue a message of %s: %s", user_id, exc)
+                return ErrorFrame(
+                    code="broker_unavailable",
+                    message="the message could not be queued; nothing was accepted, "
+                    "please send it again",
+                )
+        return AcceptedFrame(
+            id=result.message_id,
+            thread_id=frame.thread_id,
+            queued=result.outcome == "queued",
+            duplicate=result.outcome == "duplicate",
+        )

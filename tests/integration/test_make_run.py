@@ -1,0 +1,149 @@
+"""`memoria run` (what `make run` starts): the embedded broker and four services under one
+supervisor, usable from a WebSocket, surviving a crashed service, stopping cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from stack import free_port
+from ws_client import chat
+
+pytestmark = pytest.mark.integration
+
+MEMORIA = Path(sys.executable).parent / "memoria"
+BANNER = re.compile(r"Memoria is running: (http://\S+)")
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+
+
+class Run:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str | re.Pattern[str], timeout: float = START_TIMEOUT_S) -> str:
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if compiled.search(line):
+                    return line
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{compiled.pattern!r} never appeared:\n{self.output[-6000:]}")
+
+    def children(self) -> dict[str, int]:
+        """Service name -> pid of the supervisor's children."""
+        out = subprocess.run(
+            ["ps", "-o", "pid=,args=", "--ppid", str(self.process.pid)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        found: dict[str, int] = {}
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            for module in ("memoria_gateway", "memoria_decision", "memoria_action_worker"):
+                if f"-m {module}" in args:
+                    found[module] = int(pid)
+            if "-m memoria_memory" in args:
+                found["memoria_memory"] = int(pid)
+            if "valkey-server" in args:
+                found["valkey"] = int(pid)
+        return found
+
+
+@pytest.fixture
+def memoria_run(tmp_path: Path) -> Iterator[tuple[Run, int]]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORIA_", "GEMINI_"))}
+    env.pop("REDIS_URL", None)
+    env.pop("GOOGLE_API_KEY", None)
+    env.update(
+        {
+            "MEMORIA_DATA_DIR": str(tmp_path / "data"),
+            "MEMORIA_GATEWAY_PORT": str(port),
+            "MEMORIA_EMBEDDED_REDIS_PORT": str(free_port()),
+            "MEMORIA_RECLAIM_IDLE_MS": "2000",
+            "NO_COLOR": "1",
+        }
+    )
+    process = subprocess.Popen(
+        [str(MEMORIA), "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    run = Run(process)
+    try:
+        yield run, port
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+async def ask(port: int, text: str) -> str:
+    async with httpx.AsyncClient() as http:
+        token = await http.post(f"http://127.0.0.1:{port}/api/token", json={"user_id": "newcomer"})
+    url = f"ws://127.0.0.1:{port}/ws?token={token.json()['token']}"
+    async with chat(url) as client:
+        accepted = await client.send("main", text)
+        frames = await client.cycle(accepted["id"], timeout=60)
+    answers = [f for f in frames if f["type"] == "message" and f["role"] == "assistant"]
+    return str(answers[-1]["content"])
+
+
+def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
+    memoria_run: tuple[Run, int],
+) -> None:
+    run, port = memoria_run
+    banner = run.wait_for(BANNER)
+    assert f"http://127.0.0.1:{port}/" in banner
+    assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200
+    for name in ("gateway", "decision", "action-worker", "memory"):
+        assert re.search(rf"^\S*{name}\S*\s*\|", run.output, re.M), f"no {name} log lines"
+
+    answer = asyncio.run(ask(port, "hello, who is answering?"))
+    assert "offline planner" in answer
+
+    children = run.children()
+    assert set(children) >= {"memoria_gateway", "memoria_decision", "memoria_memory", "valkey"}
+    os.kill(children["memoria_decision"], signal.SIGKILL)
+    run.wait_for(r"decision.*(exit|restart)", timeout=30)
+    assert "offline planner" in asyncio.run(ask(port, "still there?"))
+
+    pids = list(run.children().values())
+    run.process.send_signal(signal.SIGINT)
+    assert run.process.wait(STOP_TIMEOUT_S) == 0
+    time.sleep(0.5)
+    alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert not alive, f"processes left behind: {alive}\n{run.output[-3000:]}"

@@ -1,0 +1,84 @@
+"""What `memoria run` asks the supervisor to run, in both broker profiles.
+
+The end-to-end run of the real services is tests/integration/test_make_run.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from memoria_cli import embedded_broker
+from memoria_cli.run import build_specs
+from memoria_cli.supervisor import ProcessSpec
+from memoria_runtime.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SERVICES = [
+    ("memory", "memoria_memory"),
+    ("action-worker", "memoria_action_worker"),
+    ("decision", "memoria_decision"),
+    ("gateway", "memoria_gateway"),
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("REDIS_URL", "MEMORIA_REDIS_URL", "MEMORIA_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SOME_USER_SETTING", "kept")
+    monkeypatch.chdir(tmp_path)  # a relative data directory resolves here
+
+
+def assert_services(specs: list[ProcessSpec], redis_url: str, data_dir: Path) -> None:
+    """The four services, in start order, each told where the broker and the data are."""
+    assert [(spec.name, list(spec.argv)) for spec in specs] == [
+        (name, [sys.executable, "-m", module]) for name, module in SERVICES
+    ]
+    for spec in specs:
+        assert spec.env is not None
+        assert spec.env["MEMORIA_REDIS_URL"] == redis_url
+        assert spec.env["MEMORIA_DATA_DIR"] == str(data_dir)
+        assert Path(spec.env["MEMORIA_DATA_DIR"]).is_absolute()
+        assert spec.env["SOME_USER_SETTING"] == "kept"
+        assert spec.critical
+        # Only the gateway has a readiness check: its /healthz.
+        assert (spec.ready is not None) == (spec.name == "gateway")
+
+
+def test_embedded_profile_starts_valkey_first_then_the_services(tmp_path: Path) -> None:
+    settings = Settings(data_dir=Path("data"), embedded_redis_port=6411, gateway_port=8111)
+    specs = build_specs(settings)
+
+    valkey = specs[0]
+    assert valkey.name == "valkey"
+    assert valkey.argv == embedded_broker.argv(6411, tmp_path / "data")
+    assert valkey.executable == str(embedded_broker.binary_path())
+    assert valkey.argv[valkey.argv.index("--dir") + 1] == str(tmp_path / "data" / "valkey")
+    assert valkey.ready is not None
+    assert valkey.critical
+    assert_services(specs[1:], "redis://127.0.0.1:6411/0", tmp_path / "data")
+
+
+def test_external_profile_starts_no_broker_and_passes_the_url_on(tmp_path: Path) -> None:
+    url = "redis://broker.example:6379/3"
+    settings = Settings(data_dir=tmp_path / "d", redis_url=url)
+    specs = build_specs(settings)
+
+    assert "valkey" not in [spec.name for spec in specs]
+    assert_services(specs, url, tmp_path / "d")
+
+
+def test_redis_url_from_the_environment_selects_the_external_profile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/0")
+    specs = build_specs(Settings(data_dir=tmp_path))
+    assert [spec.name for spec in specs] == [name for name, _ in SERVICES]
+    assert all(
+        spec.env is not None and spec.env["MEMORIA_REDIS_URL"] == "redis://elsewhere:6379/0"
+        for spec in specs
+    )

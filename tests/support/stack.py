@@ -1,0 +1,168 @@
+"""Start Memoria's four services as real processes against a real broker, for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SUPPORT_DIR = Path(__file__).parent
+SERVICES = {
+    "memory": "memoria_memory",
+    "action-worker": "memoria_action_worker",
+    "decision": "memoria_decision",
+    "gateway": "memoria_gateway",
+}
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    redis_url: str
+    data_dir: Path
+    port: int
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_base(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    def log_path(self, name: str) -> Path:
+        return self.data_dir / f"{name}.log"
+
+    def logs(self, name: str) -> str:
+        path = self.log_path(name)
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self, name: str, extra_env: Mapping[str, str] | None = None) -> None:
+        env = {**self.env, **(extra_env or {})}
+        log = self.log_path(name).open("ab")
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", SERVICES[name]], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self, name: str, sig: int = signal.SIGTERM) -> None:
+        process = self.processes.pop(name)
+        process.send_signal(sig)
+        try:
+            process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def token(self, user_id: str) -> str:
+        response = httpx.post(f"{self.base_url}/api/token", json={"user_id": user_id})
+        response.raise_for_status()
+        return str(response.json()["token"])
+
+    def ws_url(self, user_id: str) -> str:
+        return f"{self.ws_base}?token={self.token(user_id)}"
+
+    def history(self, user_id: str, thread_id: str) -> list[dict[str, Any]]:
+        response = httpx.get(
+            f"{self.base_url}/api/threads/{thread_id}/messages",
+            headers={"Authorization": f"Bearer {self.token(user_id)}"},
+        )
+        response.raise_for_status()
+        data: list[dict[str, Any]] = response.json()
+        return data
+
+    def wait_ready(self, actions: int = 1) -> None:
+        """Gateway healthy and at least ``actions`` actions advertised by workers."""
+        import redis as sync_redis
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        client = sync_redis.Redis.from_url(self.redis_url)
+        try:
+            while time.monotonic() < deadline:
+                self._check_alive()
+                try:
+                    healthy = httpx.get(f"{self.base_url}/healthz").status_code == 200
+                except httpx.HTTPError:
+                    healthy = False
+                adverts = client.hgetall("memoria:actions:catalog")
+                count = sum(len(json.loads(v)["actions"]) for v in adverts.values())
+                if healthy and count >= actions:
+                    return
+                time.sleep(0.1)
+        finally:
+            client.close()
+        raise TimeoutError(f"stack not ready; logs:\n{self.all_logs()}")
+
+    def _check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.logs(name)}")
+
+    def all_logs(self) -> str:
+        return "\n".join(f"===== {name}\n{self.logs(name)[-4000:]}" for name in SERVICES)
+
+    def shutdown(self) -> None:
+        for name in reversed(list(self.processes)):
+            self.stop(name)
+
+
+def stack_env(
+    redis_url: str, data_dir: Path, port: int, script: Mapping[str, Any], **settings: str
+) -> dict[str, str]:
+    script_path = data_dir / "script.json"
+    script_path.write_text(json.dumps(script))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORIA_", "GEMINI_"))}
+    env.pop("GOOGLE_API_KEY", None)
+    env.pop("REDIS_URL", None)
+    env.update(
+        {
+            "MEMORIA_REDIS_URL": redis_url,
+            "MEMORIA_DATA_DIR": str(data_dir),
+            "MEMORIA_GATEWAY_PORT": str(port),
+            "MEMORIA_LLM_PROVIDER": "scripted",
+            "MEMORIA_SCRIPTED_LLM_FILE": str(script_path),
+            "MEMORIA_ACTION_MODULES": "memoria_test_actions",
+            "MEMORIA_RECLAIM_IDLE_MS": "2000",
+            "MEMORIA_LOG_LEVEL": "INFO",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT_DIR), env.get("PYTHONPATH")])),
+        }
+    )
+    env.update({f"MEMORIA_{key.upper()}": value for key, value in settings.items()})
+    return env
+
+
+@contextmanager
+def running_stack(
+    redis_url: str, data_dir: Path, script: Mapping[str, Any], **settings: str
+) -> Iterator[Stack]:
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stack = Stack(
+        redis_url, data_dir, port, stack_env(redis_url, data_dir, port, script, **settings)
+    )
+    try:
+        for name in SERVICES:
+            stack.start(name)
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.shutdown()

@@ -1,0 +1,42 @@
+"""Generated docs stay in sync with the code: a setting or a subscription added without
+running `make docs` fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from memoria_cli.docs import asyncapi_documents, render_readme
+from memoria_runtime.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_readme_settings_table_is_current() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert render_readme(readme) == readme, "run `make docs` to refresh the README table"
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in Settings.model_fields:
+        assert f"MEMORIA_{name.upper()}" in readme or name in {"redis_url", "gemini_api_key"}
+
+
+def test_committed_asyncapi_documents_are_current() -> None:
+    for name, document in asyncapi_documents().items():
+        path = ROOT / "docs" / "asyncapi" / f"{name}.yaml"
+        assert path.exists(), f"{path} is missing: run `make docs`"
+        assert path.read_text() == document, f"{path} is stale: run `make docs`"
+
+
+def test_asyncapi_documents_describe_the_streams_each_service_uses() -> None:
+    documents = {name: yaml.safe_load(doc) for name, doc in asyncapi_documents().items()}
+    channels = {
+        name: {c["address"] for c in doc["channels"].values()} for name, doc in documents.items()
+    }
+    assert {"memoria:chat.in", "memoria:actions.done", "memoria:actions"} <= channels["decision"]
+    assert {"memoria:actions", "memoria:actions.done"} <= channels["action-worker"]
+    assert {"memoria:chat.out", "memoria:memory.rpc"} <= channels["memory"]
+    assert {"memoria:chat.out", "memoria:chat.in"} <= channels["gateway"]

@@ -1,0 +1,114 @@
+"""`memoria run` around the supervisor: URLs, the external-broker check, the gateway probe."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from memoria_cli.run import (
+    check_external_broker,
+    gateway_ready,
+    gateway_url,
+    lock_data_dir,
+    redact,
+    run,
+)
+from memoria_cli.supervisor import EXIT_STARTUP_FAILED, StartupError
+from memoria_runtime.settings import Settings
+
+
+class Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:  # keep test output quiet
+        pass
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8123/"),
+        ("0.0.0.0", "http://127.0.0.1:8123/"),
+        ("::", "http://127.0.0.1:8123/"),
+        ("::1", "http://[::1]:8123/"),
+        ("chat.local", "http://chat.local:8123/"),
+    ],
+)
+def test_gateway_url_is_one_a_browser_on_this_machine_can_open(host: str, url: str) -> None:
+    assert gateway_url(Settings(gateway_host=host, gateway_port=8123)) == url
+
+
+def test_redact_hides_only_the_password() -> None:
+    assert redact("redis://user:s3cret@db.example:6380/2") == "redis://user:***@db.example:6380/2"
+    assert redact("redis://:s3cret@db.example/0") == "redis://:***@db.example/0"
+    assert redact("redis://db.example:6379/0") == "redis://db.example:6379/0"
+
+
+async def test_gateway_is_ready_when_healthz_answers_200(health_server: str) -> None:
+    assert await gateway_ready(health_server)()
+    assert not await gateway_ready(health_server + "missing/")()
+
+
+async def test_an_unreachable_external_broker_is_a_clear_error_without_the_password(
+    unused_port: int,
+) -> None:
+    url = f"redis://user:s3cret@127.0.0.1:{unused_port}/0"
+    with pytest.raises(StartupError) as caught:
+        await check_external_broker(url)
+    message = str(caught.value)
+    assert f"cannot reach the broker at redis://user:***@127.0.0.1:{unused_port}/0" in message
+    assert "s3cret" not in message
+
+
+async def test_run_stops_before_starting_anything_when_the_broker_is_unreachable(
+    tmp_path: Path, unused_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", redis_url=f"redis://127.0.0.1:{unused_port}")
+    assert await run(settings) == EXIT_STARTUP_FAILED
+    captured = capsys.readouterr()
+    assert "memoria: cannot start: cannot reach the broker" in captured.err
+    assert "started" not in captured.out
+    assert (tmp_path / "data").is_dir()
+
+
+def test_one_run_per_data_directory(tmp_path: Path) -> None:
+    with (
+        lock_data_dir(tmp_path),
+        pytest.raises(StartupError, match="another `memoria run` is using"),
+    ):
+        lock_data_dir(tmp_path)
+    lock_data_dir(tmp_path).close()  # free again once the first run let go
+
+
+async def test_run_refuses_a_data_directory_in_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with lock_data_dir(tmp_path):
+        assert await run(Settings(data_dir=tmp_path)) == EXIT_STARTUP_FAILED
+    assert f"another `memoria run` is using {tmp_path}" in capsys.readouterr().err

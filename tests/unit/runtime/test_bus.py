@@ -1,0 +1,231 @@
+"""Delivery semantics of the bus on a real server: ack after success, reclaim after a
+failure or a crash, dead letters after too many deliveries, request/reply."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import cast
+
+import pytest
+from faststream.redis import RedisBroker
+from redis.asyncio import Redis
+
+from memoria_contracts.events import (
+    Envelope,
+    HistoryPage,
+    HistoryQuery,
+    RpcFailure,
+    UserMessageReceived,
+)
+from memoria_contracts.streams import Group, Stream
+from memoria_runtime.bus import Delivery, EventPublisher, create_broker, subscribe_group
+from memoria_runtime.rpc import RpcClient, RpcError
+from memoria_runtime.settings import Settings
+
+WAIT_S = 10.0
+
+
+def settings_for(redis_url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "redis_url": redis_url,
+        "reclaim_idle_ms": 300,
+        "max_deliveries": 3,
+        "consumer_name": "test-consumer",
+        "rpc_timeout_seconds": 1.0,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def message(text: str = "hello") -> Envelope:
+    return Envelope(
+        user_id="ana", thread_id="t1", payload=UserMessageReceived(message_id="m1", content=text)
+    )
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[RedisBroker]]:
+    brokers: list[RedisBroker] = []
+    yield brokers
+    for broker in brokers:
+        await broker.stop()
+
+
+async def start(
+    running: list[RedisBroker], settings: Settings, handler: object, stream: Stream
+) -> EventPublisher:
+    broker = create_broker(settings)
+    subscribe_group(
+        broker,
+        settings,
+        stream=stream,
+        group=Group.DECISION,
+        handler=handler,  # type: ignore[arg-type]
+        description="test",
+    )
+    publisher = EventPublisher(broker, settings)
+    publisher.declare(stream, "test")
+    await broker.start()
+    running.append(broker)
+    return publisher
+
+
+async def dead_letters(redis: Redis) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    return cast(
+        "list[tuple[bytes, dict[bytes, bytes]]]", await redis.xrange(Stream.DEAD_LETTER.value)
+    )
+
+
+async def pending_count(redis: Redis, stream: Stream) -> int:
+    summary = await redis.xpending(stream.value, Group.DECISION.value)
+    return int(summary["pending"])
+
+
+async def test_handled_entries_are_acknowledged(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        assert isinstance(event.payload, UserMessageReceived)
+        seen.append((event.payload.content, delivery.redelivered))
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message("one"))
+    await publisher.publish(Stream.CHAT_IN, message("two"))
+
+    await eventually(lambda: len(seen) == 2)
+    assert sorted(seen) == [("one", False), ("two", False)]
+    assert await pending_count(redis, Stream.CHAT_IN) == 0
+
+
+async def test_a_failed_entry_is_reclaimed_and_retried(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    attempts: list[bool] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        attempts.append(delivery.redelivered)
+        if len(attempts) == 1:
+            raise RuntimeError("transient failure")
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message())
+
+    await eventually(lambda: len(attempts) == 2)
+    assert attempts == [False, True]
+    await eventually_pending_zero(redis)
+
+
+async def eventually_pending_zero(redis: Redis) -> None:
+    async with asyncio.timeout(WAIT_S):
+        while await pending_count(redis, Stream.CHAT_IN):
+            await asyncio.sleep(0.05)
+
+
+async def test_an_entry_failing_every_time_goes_to_the_dead_letter_stream(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    attempts = 0
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        nonlocal attempts
+        attempts += 1
+        raise RuntimeError("always broken")
+
+    settings = settings_for(redis_url, max_deliveries=2)
+    publisher = await start(running, settings, handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message())
+
+    async with asyncio.timeout(WAIT_S):
+        while not await redis.xlen(Stream.DEAD_LETTER.value):
+            await asyncio.sleep(0.05)
+    [(_, fields)] = await dead_letters(redis)
+    assert fields[b"stream"] == Stream.CHAT_IN.value.encode()
+    assert b"failed 2 times" in fields[b"reason"]
+    assert attempts == 2
+    await eventually_pending_zero(redis)
+
+
+async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    seen: list[str] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        assert isinstance(event.payload, UserMessageReceived)
+        seen.append(event.payload.content)
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    await redis.xadd(Stream.CHAT_IN.value, {"__data__": b"\xff not json at all"})
+    await publisher.publish(Stream.CHAT_IN, message("after the poison"))
+
+    await eventually(lambda: seen == ["after the poison"])
+    async with asyncio.timeout(WAIT_S):
+        while not await redis.xlen(Stream.DEAD_LETTER.value):
+            await asyncio.sleep(0.05)
+    [(_, fields)] = await dead_letters(redis)
+    assert b"unparseable" in fields[b"reason"]
+
+
+async def test_a_slow_handler_keeps_its_entry(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    calls = 0
+    done = asyncio.Event()
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(1.5)  # five reclaim windows
+        done.set()
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message())
+    await asyncio.wait_for(done.wait(), WAIT_S)
+    await asyncio.sleep(0.5)
+    assert calls == 1
+
+
+async def test_request_reply(redis: Redis, redis_url: str, running: list[RedisBroker]) -> None:
+    async def handler(event: Envelope, delivery: Delivery) -> Envelope:
+        assert isinstance(event.payload, HistoryQuery)
+        payload = (
+            HistoryPage(messages=[])
+            if event.payload.limit < 100
+            else RpcFailure(code="too_many", message="limit too high")
+        )
+        return Envelope(user_id=event.user_id, thread_id=event.thread_id, payload=payload)
+
+    settings = settings_for(redis_url)
+    await start(running, settings, handler, Stream.MEMORY_RPC)
+    client = RpcClient(running[0], settings, Stream.MEMORY_RPC)
+
+    def query(limit: int) -> Envelope:
+        return Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=limit))
+
+    reply = await client.call(query(10))
+    assert isinstance(reply.payload, HistoryPage)
+    with pytest.raises(RpcError, match="too_many"):
+        await client.call(query(500))
+
+
+async def test_request_without_a_server_times_out(redis: Redis, redis_url: str) -> None:
+    settings = settings_for(redis_url, rpc_timeout_seconds=0.3)
+    broker = create_broker(settings)
+    await broker.start()
+    try:
+        client = RpcClient(broker, settings, Stream.MEMORY_RPC)
+        with pytest.raises(TimeoutError):
+            await client.call(
+                Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=1))
+            )
+    finally:
+        await broker.stop()

@@ -1,0 +1,114 @@
+"""The thread gate on a real server: one cycle per thread, queued messages never lost."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from redis.asyncio import Redis
+
+from memoria_contracts.streams import Stream
+from memoria_runtime import keys
+from memoria_runtime.gate import ThreadGate
+
+LOCK_TTL_S = 60
+MAXLEN = 1000
+
+
+def gate(redis: Redis) -> ThreadGate:
+    return ThreadGate(redis, lock_ttl_s=LOCK_TTL_S, stream_maxlen=MAXLEN)
+
+
+async def chat_in(redis: Redis) -> list[bytes]:
+    entries = cast(
+        "list[tuple[bytes, dict[bytes, bytes]]]", await redis.xrange(Stream.CHAT_IN.value)
+    )
+    return [fields[b"__data__"] for _, fields in entries]
+
+
+async def test_free_thread_dispatches_and_busy_thread_queues(redis: Redis) -> None:
+    g = gate(redis)
+    first = await g.admit("ana", "t1", "m1", b"frame-1")
+    second = await g.admit("ana", "t1", "m2", b"frame-2")
+
+    assert first.outcome == "dispatched"
+    assert second.outcome == "queued"
+    assert await chat_in(redis) == [b"frame-1"]
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+
+
+async def test_release_dispatches_queued_messages_in_order(redis: Redis) -> None:
+    g = gate(redis)
+    for n in range(1, 4):
+        await g.admit("ana", "t1", f"m{n}", f"frame-{n}".encode())
+
+    assert await g.release("ana", "t1", "m1") == "m2"
+    assert await g.release("ana", "t1", "m2") == "m3"
+    assert await g.release("ana", "t1", "m3") is None
+    assert await chat_in(redis) == [b"frame-1", b"frame-2", b"frame-3"]
+    assert await redis.exists(keys.thread_lock("ana", "t1")) == 0
+
+
+async def test_release_twice_is_harmless(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await g.admit("ana", "t1", "m2", b"frame-2")
+    await g.admit("ana", "t1", "m3", b"frame-3")
+
+    assert await g.release("ana", "t1", "m1") == "m2"
+    assert await g.release("ana", "t1", "m1") is None  # a redelivered end of m1's cycle
+    assert await chat_in(redis) == [b"frame-1", b"frame-2"]
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+
+
+async def test_threads_and_users_are_independent(redis: Redis) -> None:
+    g = gate(redis)
+    assert (await g.admit("ana", "t1", "m1", b"a")).outcome == "dispatched"
+    assert (await g.admit("ana", "t2", "m2", b"b")).outcome == "dispatched"
+    assert (await g.admit("bob", "t1", "m3", b"c")).outcome == "dispatched"
+
+
+async def test_client_id_makes_a_resend_a_duplicate(redis: Redis) -> None:
+    g = gate(redis)
+    first = await g.admit("ana", "t1", "m1", b"frame-1", client_message_id="client-0001")
+    again = await g.admit("ana", "t1", "m9", b"frame-1", client_message_id="client-0001")
+
+    assert again.outcome == "duplicate"
+    assert again.message_id == first.message_id == "m1"
+    assert await chat_in(redis) == [b"frame-1"]
+    other_user = await g.admit("bob", "t1", "m5", b"x", client_message_id="client-0001")
+    assert other_user.outcome == "dispatched"
+
+
+async def test_expired_lock_serves_the_oldest_waiting_message_first(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await g.admit("ana", "t1", "m2", b"frame-2")
+    await redis.delete(keys.thread_lock("ana", "t1"))  # m1's cycle died; its lock expired
+
+    result = await g.admit("ana", "t1", "m3", b"frame-3")
+
+    assert result.outcome == "queued"
+    assert await chat_in(redis) == [b"frame-1", b"frame-2"]
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+    assert await g.release("ana", "t1", "m2") == "m3"
+
+
+async def test_refresh_and_take_over_respect_the_owner(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+
+    assert await g.refresh("ana", "t1", "m1") is True
+    assert await g.refresh("ana", "t1", "m2") is False
+    assert await g.take_over("ana", "t1", "m1") is True
+    assert await g.take_over("ana", "t1", "m2") is False
+    await g.release("ana", "t1", "m1")
+    assert await g.take_over("ana", "t1", "m2") is True
+
+
+async def test_binary_frames_survive_the_queue(redis: Redis) -> None:
+    g = gate(redis)
+    framed = bytes(range(256)) + b"\t\x00tail"
+    await g.admit("ana", "t1", "m1", b"first")
+    await g.admit("ana", "t1", "m2", framed)
+    await g.release("ana", "t1", "m1")
+    assert (await chat_in(redis))[-1] == framed

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import pytest
+
+from memoria_runtime.i18n import TEXTS, detect_language, text
+
+
+@pytest.mark.parametrize(
+    ("message", "language"),
+    [
+        ("Lembre que meu aniversário é em março", "pt"),
+        ("qual é o meu nome?", "pt"),
+        ("você lembra do meu cachorro", "pt"),
+        ("esqueça meu endereço", "pt"),
+        ("Remember that my birthday is in March", "en"),
+        ("what is my name?", "en"),
+        ("forget my address", "en"),
+        ("ok", "en"),
+    ],
+)
+def test_detect_language(message: str, language: str) -> None:
+    assert detect_language(message) == language
+
+
+def test_every_text_exists_in_both_languages_with_the_same_placeholders() -> None:
+    for key, versions in TEXTS.items():
+        assert set(versions) == {"en", "pt"}, key
+        assert versions["en"].count("{") == versions["pt"].count("{"), key
+
+
+def test_text_formats_values() -> None:
+    assert text("max_steps", "pt", steps=8).startswith("Parei depois de 8 passos")
+    assert text("thinking", "en") == "Thinking..."
