@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-integration test-containers lint fmt docs clean
+.PHONY: help install run test test-unit test-integration test-containers lint fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ lint: ## ruff (lint + format check) and mypy
 fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+bench: ## Measure the latency the bus adds over raw Redis Streams (starts its own Valkey)
+	$(PY) bench/bus_floor.py
 
 docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
 	$(VENV)/bin/memoria docs
