@@ -41,11 +41,14 @@ SCRIPT: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def stack(valkey_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     redis_url = f"redis://127.0.0.1:{valkey_server.port}/1"
     data_dir: Path = tmp_path_factory.mktemp("stack")
     with running_stack(
         redis_url,
+        milvus_server.uri,
         data_dir,
         SCRIPT,
         cycle_max_steps="3",

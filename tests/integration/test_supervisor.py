@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memoria_cli import embedded_broker
+from memoria_cli import embedded_broker, embedded_milvus
 from memoria_cli.run import build_specs
 from memoria_cli.supervisor import ProcessSpec
 from memoria_runtime.settings import Settings
@@ -18,39 +18,50 @@ from memoria_runtime.settings import Settings
 pytestmark = pytest.mark.integration
 
 SERVICES = [
-    ("memory", "memoria_memory"),
     ("action-worker", "memoria_action_worker"),
     ("decision", "memoria_decision"),
+    ("memory", "memoria_memory"),
     ("gateway", "memoria_gateway"),
 ]
+WAITED_FOR = {"memory", "gateway"}  # serving only once their stores / HTTP server are up
 
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in ("REDIS_URL", "MEMORIA_REDIS_URL", "MEMORIA_DATA_DIR"):
+    for name in ("REDIS_URL", "MEMORIA_REDIS_URL", "MEMORIA_DATA_DIR", "MEMORIA_MILVUS_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SOME_USER_SETTING", "kept")
     monkeypatch.chdir(tmp_path)  # a relative data directory resolves here
 
 
-def assert_services(specs: list[ProcessSpec], redis_url: str, data_dir: Path) -> None:
-    """The four services, in start order, each told where the broker and the data are."""
+def assert_services(
+    specs: list[ProcessSpec], redis_url: str, data_dir: Path, milvus_uri: str
+) -> None:
+    """The four services, in start order, each told where the broker, Milvus and the data
+    are."""
     assert [(spec.name, list(spec.argv)) for spec in specs] == [
         (name, [sys.executable, "-m", module]) for name, module in SERVICES
     ]
     for spec in specs:
         assert spec.env is not None
         assert spec.env["MEMORIA_REDIS_URL"] == redis_url
+        assert spec.env["MEMORIA_MILVUS_URI"] == milvus_uri
         assert spec.env["MEMORIA_DATA_DIR"] == str(data_dir)
         assert Path(spec.env["MEMORIA_DATA_DIR"]).is_absolute()
         assert spec.env["SOME_USER_SETTING"] == "kept"
         assert spec.critical
-        # Only the gateway has a readiness check: its /healthz.
-        assert (spec.ready is not None) == (spec.name == "gateway")
+        assert (spec.ready is not None) == (spec.name in WAITED_FOR)
 
 
-def test_embedded_profile_starts_valkey_first_then_the_services(tmp_path: Path) -> None:
-    settings = Settings(data_dir=Path("data"), embedded_redis_port=6411, gateway_port=8111)
+def test_embedded_profile_starts_valkey_and_milvus_first_then_the_services(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(
+        data_dir=Path("data"),
+        embedded_redis_port=6411,
+        embedded_milvus_port=19611,
+        gateway_port=8111,
+    )
     specs = build_specs(settings)
 
     valkey = specs[0]
@@ -60,16 +71,25 @@ def test_embedded_profile_starts_valkey_first_then_the_services(tmp_path: Path) 
     assert valkey.argv[valkey.argv.index("--dir") + 1] == str(tmp_path / "data" / "valkey")
     assert valkey.ready is not None
     assert valkey.critical
-    assert_services(specs[1:], "redis://127.0.0.1:6411/0", tmp_path / "data")
+    milvus = specs[1]
+    assert milvus.name == "milvus"
+    assert milvus.argv == embedded_milvus.argv(19611, tmp_path / "data")
+    assert milvus.ready is not None
+    assert_services(
+        specs[2:], "redis://127.0.0.1:6411/0", tmp_path / "data", "http://127.0.0.1:19611"
+    )
 
 
-def test_external_profile_starts_no_broker_and_passes_the_url_on(tmp_path: Path) -> None:
+def test_external_profile_starts_no_broker_or_milvus_and_passes_the_urls_on(
+    tmp_path: Path,
+) -> None:
     url = "redis://broker.example:6379/3"
-    settings = Settings(data_dir=tmp_path / "d", redis_url=url)
+    milvus = "http://milvus.example:19530"
+    settings = Settings(data_dir=tmp_path / "d", redis_url=url, milvus_uri=milvus)
     specs = build_specs(settings)
 
-    assert "valkey" not in [spec.name for spec in specs]
-    assert_services(specs, url, tmp_path / "d")
+    assert not {"valkey", "milvus"} & {spec.name for spec in specs}
+    assert_services(specs, url, tmp_path / "d", milvus)
 
 
 def test_redis_url_from_the_environment_selects_the_external_profile(
@@ -77,7 +97,8 @@ def test_redis_url_from_the_environment_selects_the_external_profile(
 ) -> None:
     monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/0")
     specs = build_specs(Settings(data_dir=tmp_path))
-    assert [spec.name for spec in specs] == [name for name, _ in SERVICES]
+    assert [spec.name for spec in specs] == ["milvus", *(name for name, _ in SERVICES)]
+    specs = specs[1:]
     assert all(
         spec.env is not None and spec.env["MEMORIA_REDIS_URL"] == "redis://elsewhere:6379/0"
         for spec in specs

@@ -91,7 +91,8 @@ class Stack:
         return data
 
     def wait_ready(self, actions: int = 1) -> None:
-        """Gateway healthy and at least ``actions`` actions advertised by workers."""
+        """Gateway healthy, the memory service serving, and at least ``actions`` actions
+        advertised by workers."""
         import redis as sync_redis
 
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -105,7 +106,10 @@ class Stack:
                     healthy = False
                 adverts = client.hgetall("memoria:actions:catalog")
                 count = sum(len(json.loads(v)["actions"]) for v in adverts.values())
-                if healthy and count >= actions:
+                services = [
+                    json.loads(v)["service"] for v in client.hgetall("memoria:services").values()
+                ]
+                if healthy and count >= actions and "memory" in services:
                     return
                 time.sleep(0.1)
         finally:
@@ -126,7 +130,12 @@ class Stack:
 
 
 def stack_env(
-    redis_url: str, data_dir: Path, port: int, script: Mapping[str, Any], **settings: str
+    redis_url: str,
+    milvus_uri: str,
+    data_dir: Path,
+    port: int,
+    script: Mapping[str, Any],
+    **settings: str,
 ) -> dict[str, str]:
     script_path = data_dir / "script.json"
     script_path.write_text(json.dumps(script))
@@ -136,6 +145,7 @@ def stack_env(
     env.update(
         {
             "MEMORIA_REDIS_URL": redis_url,
+            "MEMORIA_MILVUS_URI": milvus_uri,
             "MEMORIA_DATA_DIR": str(data_dir),
             "MEMORIA_GATEWAY_PORT": str(port),
             "MEMORIA_LLM_PROVIDER": "scripted",
@@ -152,13 +162,12 @@ def stack_env(
 
 @contextmanager
 def running_stack(
-    redis_url: str, data_dir: Path, script: Mapping[str, Any], **settings: str
+    redis_url: str, milvus_uri: str, data_dir: Path, script: Mapping[str, Any], **settings: str
 ) -> Iterator[Stack]:
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
-    stack = Stack(
-        redis_url, data_dir, port, stack_env(redis_url, data_dir, port, script, **settings)
-    )
+    env = stack_env(redis_url, milvus_uri, data_dir, port, script, **settings)
+    stack = Stack(redis_url, data_dir, port, env)
     try:
         for name in SERVICES:
             stack.start(name)

@@ -1,10 +1,12 @@
-"""`memoria run`: the broker (embedded unless REDIS_URL is set) and the four services."""
+"""`memoria run`: the broker (embedded unless REDIS_URL is set), the vector database (embedded
+milvus-lite unless MEMORIA_MILVUS_URI is set) and the four services."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
@@ -12,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from redis.asyncio import Redis
 
-from memoria_cli import embedded_broker
+from memoria_cli import embedded_broker, embedded_milvus
 from memoria_cli.supervisor import (
     EXIT_STARTUP_FAILED,
     ProcessSpec,
@@ -20,15 +22,17 @@ from memoria_cli.supervisor import (
     StartupError,
     Supervisor,
 )
+from memoria_runtime import presence
 from memoria_runtime.settings import Settings
 
 LABEL = "memoria"
-# (process name, module run with `python -m`, prefix color), in start order: the gateway last,
-# so that once it answers /healthz everything behind it is already running.
+# (process name, module run with `python -m`, prefix color), in start order. The memory
+# service is waited for (it serves once its stores are open, which takes seconds), the gateway
+# last: once it answers /healthz, everything behind it is serving.
 SERVICES: tuple[tuple[str, str, str], ...] = (
-    ("memory", "memoria_memory", "magenta"),
     ("action-worker", "memoria_action_worker", "yellow"),
     ("decision", "memoria_decision", "cyan"),
+    ("memory", "memoria_memory", "magenta"),
     ("gateway", "memoria_gateway", "green"),
 )
 HEALTH_PATH = "/healthz"
@@ -46,6 +50,7 @@ def service_env(settings: Settings) -> dict[str, str]:
     return {
         **os.environ,
         "MEMORIA_REDIS_URL": settings.effective_redis_url,
+        "MEMORIA_MILVUS_URI": settings.effective_milvus_uri,
         "MEMORIA_DATA_DIR": str(data_dir(settings)),
         # Children write to a pipe, where Python would buffer print() output for a long time.
         "PYTHONUNBUFFERED": "1",
@@ -73,18 +78,43 @@ def gateway_ready(url: str) -> ReadinessCheck:
     return check
 
 
+def memory_ready(redis_url: str, since: float) -> ReadinessCheck:
+    """The memory service announced itself (stores open) after ``since``: an announcement
+    left by a previous run does not count."""
+
+    async def check() -> bool:
+        client = Redis.from_url(redis_url, socket_connect_timeout=HTTP_PROBE_TIMEOUT_S)
+        try:
+            return bool(await presence.serving(client, "memory", since=since))
+        finally:
+            await client.aclose()
+
+    return check
+
+
+def _readiness(name: str, settings: Settings, since: float) -> ReadinessCheck | None:
+    if name == "gateway":
+        return gateway_ready(gateway_url(settings))
+    if name == "memory":
+        return memory_ready(settings.effective_redis_url, since)
+    return None
+
+
 def build_specs(settings: Settings) -> list[ProcessSpec]:
     specs: list[ProcessSpec] = []
     if settings.redis_url is None:
         specs.append(embedded_broker.spec(settings.embedded_redis_port, data_dir(settings)))
+    if settings.milvus_uri is None:
+        specs.append(embedded_milvus.spec(settings.embedded_milvus_port, data_dir(settings)))
     env = service_env(settings)
+    since = time.time()
     for name, module, color in SERVICES:
         specs.append(
             ProcessSpec(
                 name=name,
                 argv=[sys.executable, "-m", module],
                 env=env,
-                ready=gateway_ready(gateway_url(settings)) if name == "gateway" else None,
+                ready=_readiness(name, settings, since),
                 critical=True,
                 color=color,
             )
@@ -143,9 +173,11 @@ async def _prepare(settings: Settings) -> None:
     root = data_dir(settings)
     if settings.redis_url is not None:
         await check_external_broker(settings.redis_url)
-        return
-    embedded_broker.broker_dir(root).mkdir(exist_ok=True)
-    await embedded_broker.ensure_port_free(settings.embedded_redis_port, root)
+    else:
+        embedded_broker.broker_dir(root).mkdir(exist_ok=True)
+        await embedded_broker.ensure_port_free(settings.embedded_redis_port, root)
+    if settings.milvus_uri is None:
+        await embedded_milvus.ensure_port_free(settings.embedded_milvus_port, root)
 
 
 async def run(settings: Settings) -> int:

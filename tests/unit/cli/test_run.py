@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from memoria_cli.run import (
+    SERVICES,
+    build_specs,
     check_external_broker,
     gateway_ready,
     gateway_url,
@@ -112,3 +114,59 @@ async def test_run_refuses_a_data_directory_in_use(
     with lock_data_dir(tmp_path):
         assert await run(Settings(data_dir=tmp_path)) == EXIT_STARTUP_FAILED
     assert f"another `memoria run` is using {tmp_path}" in capsys.readouterr().err
+
+
+SERVICE_NAMES = [name for name, _, _ in SERVICES]
+
+
+def test_embedded_broker_and_milvus_start_before_the_services(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        redis_url=None,
+        milvus_uri=None,
+        embedded_redis_port=6391,
+        embedded_milvus_port=19555,
+    )
+    specs = build_specs(settings)
+
+    assert [spec.name for spec in specs] == ["valkey", "milvus", *SERVICE_NAMES]
+    milvus = specs[1]
+    assert milvus.critical
+    assert milvus.ready is not None
+    assert list(milvus.argv[-4:]) == ["--host", "127.0.0.1", "--port", "19555"]
+    for service in specs[2:]:
+        assert service.env is not None
+        assert service.env["MEMORIA_REDIS_URL"] == "redis://127.0.0.1:6391/0"
+        assert service.env["MEMORIA_MILVUS_URI"] == "http://127.0.0.1:19555"
+
+
+def test_external_broker_and_milvus_are_used_as_they_are(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path, redis_url="redis://broker:6379/0", milvus_uri="http://milvus:19530"
+    )
+    specs = build_specs(settings)
+
+    assert [spec.name for spec in specs] == SERVICE_NAMES
+    for service in specs:
+        assert service.env is not None
+        assert service.env["MEMORIA_REDIS_URL"] == "redis://broker:6379/0"
+        assert service.env["MEMORIA_MILVUS_URI"] == "http://milvus:19530"
+
+
+async def test_run_stops_before_starting_anything_when_the_milvus_port_is_taken(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", 0))
+        stranger.listen()
+        port = stranger.getsockname()[1]
+        settings = Settings(
+            data_dir=tmp_path, redis_url=redis_url, milvus_uri=None, embedded_milvus_port=port
+        )
+        assert await run(settings) == EXIT_STARTUP_FAILED
+    captured = capsys.readouterr()
+    assert (
+        f"memoria: cannot start: port {port} is in use; "
+        "set MEMORIA_EMBEDDED_MILVUS_PORT or MEMORIA_MILVUS_URI"
+    ) in captured.err
+    assert "started" not in captured.out

@@ -9,10 +9,29 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field
+from pydantic import Field, StringConstraints, computed_field
 
+from memoria_contracts.base import ContractModel
 from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.ids import new_id
+from memoria_contracts.memory import (
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryEmbed,
+    MemoryFailure,
+    MemoryFound,
+    MemoryGet,
+    MemoryHistory,
+    MemoryHistoryQuery,
+    MemoryList,
+    MemoryPage,
+    MemorySave,
+    MemorySaved,
+    MemorySearch,
+    MemoryUpdate,
+    MemoryUpdated,
+    MemoryVectors,
+)
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -31,17 +50,7 @@ CycleEndReason = Literal[
 ]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        frozen=True,
-        extra="ignore",  # newer producers may add fields; older consumers keep working
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
-
-
-class ActionSpec(_Model):
+class ActionSpec(ContractModel):
     """What an action worker advertises; the decision prompt is built from these."""
 
     name: ActionName
@@ -49,7 +58,7 @@ class ActionSpec(_Model):
     ends_cycle: bool
 
 
-class StepRecord(_Model):
+class StepRecord(ContractModel):
     """One executed step as the next decision sees it."""
 
     step: int = Field(ge=1)
@@ -58,7 +67,7 @@ class StepRecord(_Model):
     summary: str
 
 
-class CycleContext(_Model):
+class CycleContext(ContractModel):
     """Everything an action needs to do its work, carried with the request."""
 
     original_message: ChatRecord
@@ -72,20 +81,20 @@ class CycleContext(_Model):
     language: Language = "en"
 
 
-class UserMessageReceived(_Model):
+class UserMessageReceived(ContractModel):
     type: Literal["user.message"] = "user.message"
     message_id: str
     content: str
 
 
-class ActionRequested(_Model):
+class ActionRequested(ContractModel):
     type: Literal["action.requested"] = "action.requested"
     step: int = Field(ge=1)
     action: ActionName
     context: CycleContext
 
 
-class ActionOutcome(_Model):
+class ActionOutcome(ContractModel):
     status: Literal["ok", "failed"]
     ends_cycle: bool
     summary: str = Field(description="One line for the next decision, e.g. 'answered the user'.")
@@ -95,7 +104,7 @@ class ActionOutcome(_Model):
     error: str | None = None
 
 
-class ActionCompleted(_Model):
+class ActionCompleted(ContractModel):
     type: Literal["action.completed"] = "action.completed"
     step: int = Field(ge=1)
     action: ActionName
@@ -103,14 +112,14 @@ class ActionCompleted(_Model):
     worker: str
 
 
-class ChatPosted(_Model):
+class ChatPosted(ContractModel):
     """A complete message for the user's screen (and for the history unless transient)."""
 
     type: Literal["chat.message"] = "chat.message"
     message: ChatRecord
 
 
-class ChatDelta(_Model):
+class ChatDelta(ContractModel):
     """A piece of a message being streamed; the complete ChatPosted with the same id follows."""
 
     type: Literal["chat.delta"] = "chat.delta"
@@ -118,13 +127,13 @@ class ChatDelta(_Model):
     content: str
 
 
-class CycleEnded(_Model):
+class CycleEnded(ContractModel):
     type: Literal["cycle.ended"] = "cycle.ended"
     actions: list[str]
     reason: CycleEndReason
 
 
-class HistoryQuery(_Model):
+class HistoryQuery(ContractModel):
     """Ask the memory service for a thread's stored messages, newest ``limit``, oldest first."""
 
     type: Literal["history.query"] = "history.query"
@@ -133,12 +142,12 @@ class HistoryQuery(_Model):
     only_chat_history: bool = True
 
 
-class HistoryPage(_Model):
+class HistoryPage(ContractModel):
     type: Literal["history.page"] = "history.page"
     messages: list[ChatRecord]
 
 
-class RpcFailure(_Model):
+class RpcFailure(ContractModel):
     type: Literal["rpc.failure"] = "rpc.failure"
     code: str
     message: str
@@ -153,12 +162,28 @@ Payload = Annotated[
     | CycleEnded
     | HistoryQuery
     | HistoryPage
-    | RpcFailure,
+    | RpcFailure
+    | MemoryEmbed
+    | MemorySearch
+    | MemorySave
+    | MemoryUpdate
+    | MemoryDelete
+    | MemoryGet
+    | MemoryList
+    | MemoryHistoryQuery
+    | MemoryVectors
+    | MemoryFound
+    | MemorySaved
+    | MemoryUpdated
+    | MemoryDeleted
+    | MemoryPage
+    | MemoryHistory
+    | MemoryFailure,
     Field(discriminator="type"),
 ]
 
 
-class Envelope(_Model):
+class Envelope(ContractModel):
     """The one shape every stream entry has."""
 
     event_id: str = Field(default_factory=lambda: new_id("evt"))

@@ -17,6 +17,11 @@ taken; the last entry repeats); an entry may be a list indexed by the re-ask att
 script can answer an unknown name first and a valid one next. ``chat[task]`` is streamed in
 chunks of ``chat_chunk_words`` words; ``reasoning[task]`` is validated into the asked schema.
 ``delay_seconds`` per mode simulates latency (benchmarks) or a hung model (tests).
+
+Strings in ``reasoning`` outputs may refer to the cycle, so a script can act on ids it cannot
+know in advance: ``"$1"``…``"$9"`` are the groups of the rule's ``match`` in the message,
+``"$found"`` is the list of memory ids shown earlier in the cycle (memory messages) and
+``"$found[0]"`` one of them.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import math
 import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from memoria_contracts.events import CycleContext
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
@@ -41,6 +48,8 @@ from memoria_llm.port import (
 
 LABEL = "scripted"
 _WORDS = re.compile(r"\S+\s*|\s+")
+_GROUP = re.compile(r"^\$([1-9])$")
+_FOUND_ONE = re.compile(r"^\$found\[(\d+)\]$")
 
 
 def _finalize_only() -> list[str | list[str]]:
@@ -106,10 +115,19 @@ class ScriptedModel(LanguageModel):
         rule = self._rule(request)
         if request.task not in rule.reasoning:
             raise LLMOutputError(f"the script has no reasoning output for {request.task}")
+        output = _substitute(rule.reasoning[request.task], self._bindings(rule, request))
         try:
-            return schema.model_validate(rule.reasoning[request.task])
+            return schema.model_validate(output)
         except ValidationError as exc:
             raise LLMOutputError(f"scripted output does not fit {schema.__name__}: {exc}") from exc
+
+    @staticmethod
+    def _bindings(rule: ScriptRule, request: LLMRequest) -> dict[str, Any]:
+        context = request.context
+        text = str(context.original_message.content) if context else ""
+        match = re.search(rule.match, text, re.IGNORECASE)
+        groups = match.groups() if match else ()
+        return {"groups": groups, "found": _found_memory_ids(context)}
 
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
         await self._delay(Mode.CHAT)
@@ -129,3 +147,37 @@ class ScriptedModel(LanguageModel):
         raw = [digest[i % len(digest)] - 127.5 for i in range(dim)]
         norm = math.sqrt(sum(v * v for v in raw)) or 1.0
         return [v / norm for v in raw]
+
+
+def _found_memory_ids(context: CycleContext | None) -> list[str]:
+    if context is None:
+        return []
+    ids: list[str] = []
+    for record in [*context.history, *context.transcript]:
+        content = record.content
+        if record.modal == "memory" and isinstance(content, dict):
+            memory_id = content.get("memory_id")
+            if isinstance(memory_id, str) and memory_id not in ids:
+                ids.append(memory_id)
+    return ids
+
+
+def _substitute(value: object, bindings: dict[str, Any]) -> object:
+    """Replace ``$1``, ``$found`` and ``$found[i]`` strings anywhere in a JSON value."""
+    if isinstance(value, list):
+        return [_substitute(item, bindings) for item in value]
+    if isinstance(value, dict):
+        return {key: _substitute(item, bindings) for key, item in value.items()}
+    if not isinstance(value, str):
+        return value
+    if value == "$found":
+        return list(bindings["found"])
+    if group := _GROUP.match(value):
+        index = int(group.group(1)) - 1
+        groups = bindings["groups"]
+        return groups[index] if index < len(groups) else value
+    if one := _FOUND_ONE.match(value):
+        found = bindings["found"]
+        index = int(one.group(1))
+        return found[index] if index < len(found) else value
+    return value

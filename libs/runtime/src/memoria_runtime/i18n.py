@@ -118,6 +118,70 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "The step '{action}' failed: {detail}",
         "pt": "O passo '{action}' falhou: {detail}",
     },
+    # Memory actions (seed 000, R-4): status lines in the seed's order for each action.
+    "memory_search_started": {"en": "Searching memories...", "pt": "Buscando memórias..."},
+    "memory_search_formatting": {
+        "en": "Searching memories, formatting...",
+        "pt": "Buscando memórias, formatando...",
+    },
+    "memory_search_searching": {
+        "en": "Searching memories, searching...",
+        "pt": "Buscando memórias, pesquisando...",
+    },
+    "memory_save_started": {"en": "Saving memories...", "pt": "Salvando memórias..."},
+    "memory_save_formatting": {
+        "en": "Saving memories, formatting...",
+        "pt": "Salvando memórias, formatando...",
+    },
+    "memory_save_recording": {
+        "en": "Saving memories, recording...",
+        "pt": "Salvando memórias, gravando...",
+    },
+    "memory_update_started": {"en": "Updating memories...", "pt": "Atualizando memórias..."},
+    "memory_update_recording": {
+        "en": "Updating memories, recording...",
+        "pt": "Atualizando memórias, gravando...",
+    },
+    "memory_delete_started": {"en": "Deleting memories...", "pt": "Apagando memórias..."},
+    "memory_delete_deleting": {
+        "en": "Deleting memories, deleting...",
+        "pt": "Apagando memórias, deletando...",
+    },
+    # Memory actions: visible notices when a step cannot go on.
+    "memory_search_invalid_plan": {
+        "en": "I could not work out what to look for in your memories: the model's answer "
+        "was not in the expected form.",
+        "pt": "Não consegui definir o que procurar nas suas memórias: a resposta do modelo "
+        "não veio no formato esperado.",
+    },
+    "memory_save_invalid_plan": {
+        "en": "I could not work out which memories to save: the model's answer was not in "
+        "the expected form.",
+        "pt": "Não consegui definir quais memórias salvar: a resposta do modelo não veio no "
+        "formato esperado.",
+    },
+    "memory_update_invalid_plan": {
+        "en": "I could not work out which memories to update: the model's answer was not in "
+        "the expected form.",
+        "pt": "Não consegui definir quais memórias atualizar: a resposta do modelo não veio "
+        "no formato esperado.",
+    },
+    "memory_delete_invalid_plan": {
+        "en": "I could not work out which memories to delete: the model's answer was not in "
+        "the expected form.",
+        "pt": "Não consegui definir quais memórias apagar: a resposta do modelo não veio no "
+        "formato esperado.",
+    },
+    "memory_unavailable": {
+        "en": "The memory service is not answering right now, so I stopped this step. "
+        "Please try again in a moment.",
+        "pt": "O serviço de memória não está respondendo agora, então parei este passo. "
+        "Tente de novo em instantes.",
+    },
+    "memory_rejected": {
+        "en": "The memory service refused the request ({detail}), so I stopped this step.",
+        "pt": "O serviço de memória recusou o pedido ({detail}), então parei este passo.",
+    },
 }
 
 

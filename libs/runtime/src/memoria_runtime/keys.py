@@ -38,6 +38,11 @@ def step_done(cycle_id: str, step: int) -> str:
     return f"{PREFIX}:step:{cycle_id}:{step}:done"
 
 
+def step_plan(cycle_id: str, step: int) -> str:
+    """The structured plan an action made for the step (reused if the step runs again)."""
+    return f"{PREFIX}:step:{cycle_id}:{step}:plan"
+
+
 def step_lease(cycle_id: str, step: int) -> str:
     return f"{PREFIX}:step:{cycle_id}:{step}:lease"
 
@@ -47,3 +52,6 @@ STEP_DEADLINES = f"{PREFIX}:deadlines"
 
 ACTION_CATALOG = f"{PREFIX}:actions:catalog"
 """Hash: field = worker id, value = JSON list of the actions it runs and when it expires."""
+
+SERVICES = f"{PREFIX}:services"
+"""Hash: field = consumer name, value = JSON presence of a serving process (presence.py)."""

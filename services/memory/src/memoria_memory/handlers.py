@@ -1,4 +1,4 @@
-"""The memory service: owns the document store; persists chat.out, answers requests."""
+"""The memory service's event handlers: chat.out in (history), requests in, replies out."""
 
 from __future__ import annotations
 
@@ -9,64 +9,60 @@ from memoria_contracts.events import (
     Envelope,
     HistoryPage,
     HistoryQuery,
+    Payload,
     RpcFailure,
 )
-from memoria_memory.docstore import DocumentStore, open_document_store
-from memoria_memory.history import COLLECTION, HistoryRepository, stream_sequence
+from memoria_contracts.memory import (
+    MemoryDelete,
+    MemoryEmbed,
+    MemoryFailure,
+    MemoryGet,
+    MemoryHistoryQuery,
+    MemoryList,
+    MemorySave,
+    MemorySearch,
+    MemoryUpdate,
+)
+from memoria_memory.embedding.port import EmbeddingError
+from memoria_memory.history import stream_sequence
+from memoria_memory.storage import MemoryStorage
+from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.bus import Delivery
 
 log = logging.getLogger("memoria.memory")
 
 
-class MemoryService:
+class MemoryHandlers:
     """Storage is opened at start-up, after the subscriptions were declared."""
 
-    def __init__(self, docstore_url: str) -> None:
-        self._url = docstore_url
-        self._store: DocumentStore | None = None
-        self._history: HistoryRepository | None = None
+    def __init__(self) -> None:
+        self._storage: MemoryStorage | None = None
 
-    async def open(self) -> None:
-        self._store = await open_document_store(self._url)
-        self._history = HistoryRepository(self._store.collection(COLLECTION))
-        await self._history.setup()
-
-    async def close(self) -> None:
-        if self._store is not None:
-            await self._store.close()
+    def attach(self, storage: MemoryStorage) -> None:
+        self._storage = storage
 
     @property
-    def history(self) -> HistoryRepository:
-        if self._history is None:
+    def storage(self) -> MemoryStorage:
+        if self._storage is None:
             raise RuntimeError("the memory service's storage is not open")
-        return self._history
+        return self._storage
 
     async def on_chat_out(self, event: Envelope, delivery: Delivery) -> None:
         payload = event.payload
         if not isinstance(payload, ChatPosted) or payload.message.transient:
             return  # deltas, status lines and cycle ends are not history
-        await self.history.save(
+        await self.storage.history.save(
             event.user_id, event.thread_id, payload.message, stream_sequence(delivery.entry_id)
         )
 
     async def on_request(self, event: Envelope, delivery: Delivery) -> Envelope:
-        payload = event.payload
-        if isinstance(payload, HistoryQuery):
-            messages = await self.history.recent(
-                event.user_id,
-                event.thread_id,
-                limit=payload.limit,
-                exclude_cycle_id=payload.exclude_cycle_id,
-                only_chat_history=payload.only_chat_history,
-            )
-            return self._reply(event, HistoryPage(messages=messages))
-        log.error("unsupported request %s (%s)", event.type, event.event_id)
-        return self._reply(
-            event, RpcFailure(code="unsupported", message=f"no handler for {event.type}")
-        )
-
-    @staticmethod
-    def _reply(event: Envelope, payload: HistoryPage | RpcFailure) -> Envelope:
+        try:
+            payload = await self._answer(event)
+        except (EmbeddingError, VectorStoreError) as exc:
+            # Raising would retry the request until it is dead-lettered; the caller is
+            # waiting for an answer, so say what is wrong instead.
+            log.error("%s for %s failed: %s", event.type, event.user_id, exc)
+            payload = MemoryFailure(code="unavailable", error_message=str(exc))
         return Envelope(
             cycle_id=event.cycle_id,
             user_id=event.user_id,
@@ -74,3 +70,38 @@ class MemoryService:
             trace=event.trace,
             payload=payload,
         )
+
+    async def _answer(self, event: Envelope) -> Payload:
+        storage = self.storage
+        user_id = event.user_id  # the only owner any request can act for
+        payload = event.payload
+        match payload:
+            case HistoryQuery():
+                messages = await storage.history.recent(
+                    user_id,
+                    event.thread_id,
+                    limit=payload.limit,
+                    exclude_cycle_id=payload.exclude_cycle_id,
+                    only_chat_history=payload.only_chat_history,
+                )
+                return HistoryPage(messages=messages)
+            case MemoryEmbed():
+                return await storage.reader.embed(payload)
+            case MemorySearch():
+                return await storage.reader.search(user_id, payload)
+            case MemoryGet():
+                return await storage.reader.get(user_id, payload.memory_id)
+            case MemoryList():
+                return await storage.reader.list(user_id, payload)
+            case MemoryHistoryQuery():
+                return await storage.reader.history(user_id, payload)
+            case MemorySave():
+                return await storage.writer.save(user_id, payload, cycle_id=event.cycle_id)
+            case MemoryUpdate():
+                return await storage.writer.update(
+                    user_id, payload, cycle_id=event.cycle_id, request_id=event.event_id
+                )
+            case MemoryDelete():
+                return await storage.writer.delete(user_id, payload, cycle_id=event.cycle_id)
+        log.error("unsupported request %s (%s)", event.type, event.event_id)
+        return RpcFailure(code="unsupported", message=f"no handler for {event.type}")

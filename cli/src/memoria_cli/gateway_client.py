@@ -1,0 +1,118 @@
+"""An authenticated HTTP client for commands that use a running gateway's API."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import httpx
+
+TOKEN_ENV: Final = "MEMORIA_TOKEN"
+TOKEN_PATH: Final = "/api/token"
+HTTP_TIMEOUT_S: Final = 60.0
+"""Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
+a save embeds its bindings first, which takes a while on a CPU."""
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class GatewayError(Exception):
+    """What stops a command as a whole: no credentials, gateway unreachable, token refused."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the gateway is and who to be: a token, or a user id for the dev login."""
+
+    url: str
+    token: str | None = None
+    user: str | None = None
+    transport: httpx.AsyncBaseTransport | None = field(default=None, compare=False)
+    """Tests pass the gateway's ASGI app here; None is real HTTP."""
+
+
+def token_from(connection: Connection, environ: Mapping[str, str] | None = None) -> str | None:
+    """The token to send, or None when the dev login is to make one for ``user``. An
+    explicit --user wins over a token in the environment; both flags at once are a mistake."""
+    if connection.token and connection.user:
+        raise GatewayError("give --token or --user, not both")
+    if connection.user:
+        return None
+    token = connection.token or (os.environ if environ is None else environ).get(TOKEN_ENV)
+    if not token:
+        raise GatewayError(
+            f"no credentials: give --token (or set {TOKEN_ENV}), "
+            "or --user USER_ID to use the gateway's dev login"
+        )
+    return token
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The gateway's reason for a refusal: FastAPI's ``detail``, a text or field errors."""
+    try:
+        detail: Any = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        return "; ".join(_field_error(error) for error in detail)
+    return response.reason_phrase or f"HTTP {response.status_code}"
+
+
+def _field_error(error: Any) -> str:
+    if not isinstance(error, dict):
+        return str(error)
+    # Drop FastAPI's "body"/"query" head: the place within the record is what helps.
+    loc = [str(part) for part in error.get("loc", []) if part not in {"body", "query"}]
+    message = str(error.get("msg", "invalid"))
+    return f"{'.'.join(loc)}: {message}" if loc else message
+
+
+async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    """One request; an unreachable gateway or a refused token ends the command, since every
+    further request would fail the same way. Other refusals are the caller's to judge."""
+    try:
+        response = await client.request(method, path, **kwargs)
+    except httpx.TransportError as exc:
+        raise GatewayError(f"cannot reach the gateway at {client.base_url}: {exc}") from exc
+    if response.status_code == httpx.codes.UNAUTHORIZED:
+        raise GatewayError(f"the gateway refused the token: {error_detail(response)}")
+    return response
+
+
+async def dev_login(client: httpx.AsyncClient, user_id: str) -> str:
+    response = await send(client, "POST", TOKEN_PATH, json={"user_id": user_id})
+    if response.status_code == httpx.codes.NOT_FOUND:
+        raise GatewayError(
+            "the gateway's dev login is disabled (MEMORIA_DEV_LOGIN=false): "
+            f"pass --token or set {TOKEN_ENV} instead of --user"
+        )
+    if response.is_error:
+        raise GatewayError(f"dev login as {user_id!r} failed: {error_detail(response)}")
+    return str(response.json()["token"])
+
+
+def _is_loopback(url: str) -> bool:
+    return httpx.URL(url).host in LOOPBACK_HOSTS
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    connection: Connection, environ: Mapping[str, str] | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client that sends the bearer token with every request."""
+    token = token_from(connection, environ)
+    async with httpx.AsyncClient(
+        base_url=connection.url,
+        timeout=HTTP_TIMEOUT_S,
+        transport=connection.transport,
+        # An HTTP(S)_PROXY in the environment must not see a gateway on this machine.
+        trust_env=not _is_loopback(connection.url),
+    ) as client:
+        if connection.user:  # token_from gave no token: the dev login makes one
+            token = await dev_login(client, connection.user)
+        client.headers["Authorization"] = f"Bearer {token}"
+        yield client

@@ -1,0 +1,309 @@
+"""Long-term memories (SPEC R-4, R-5): the memory model and the requests the memory service
+answers, with their replies.
+
+Every reply follows seed 001's tool-result shape: ``{"success": true, ...}`` or
+``{"success": false, "error_message": ...}`` (:class:`MemoryFailure`). The user id is never a
+field here: it is the envelope's, which comes from the authenticated session only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import AwareDatetime, Field, StringConstraints, model_validator
+
+from memoria_contracts.base import ContractModel
+
+MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
+MEMORY_TYPES: Final[tuple[MemoryType, ...]] = (
+    "user_profile",
+    "preference",
+    "goal",
+    "constraint",
+    "critical_info",
+)
+DEFAULT_MEMORY_TYPE: Final[MemoryType] = "user_profile"
+
+DEFAULT_MEMORY_TYPE_DESCRIPTIONS: Final[dict[MemoryType, str]] = {
+    "user_profile": "Stable facts about the user (e.g. 'The user's name is Carlos', "
+    "'The user lives in São Paulo').",
+    "preference": "The user's subjective preferences and tastes (e.g. 'Prefers hotels with a "
+    "gym', 'Likes Italian food').",
+    "goal": "Something the user wants to achieve (e.g. 'Is planning a 10-day trip to Italy in "
+    "December').",
+    "constraint": "A restriction or condition to respect (e.g. 'Is allergic to peanuts', "
+    "'Has a maximum budget of R$ 5,000 for the trip').",
+    "critical_info": "Critical, specific and often short-lived information (e.g. 'The flight "
+    "booking number is ABC123').",
+}
+
+ContentKind = Literal["text", "json"]
+ChangeKind = Literal["created", "updated", "deleted"]
+ChangeSource = Literal["chat", "api", "import", "reconciler"]
+SearchMode = Literal["semantic", "chronological"]
+EmbedPurpose = Literal["passage", "query"]
+FailureCode = Literal["not_found", "invalid", "unavailable"]
+
+MAX_BINDINGS: Final = 16
+MAX_BINDING_CHARS: Final = 300
+MAX_CONTENT_CHARS: Final = 8000
+MAX_QUERIES: Final = 8
+MAX_EMBED_TEXTS: Final = 64  # texts one memory.embed request may carry
+MAX_SEARCH_LIMIT: Final = 100
+MAX_PAGE: Final = 500
+MAX_EXCLUDED: Final = 500
+
+MemoryId = Annotated[str, StringConstraints(pattern=r"^mem_[A-Za-z0-9]{1,60}$")]
+Binding = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS)
+]
+QueryText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS)
+]
+IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Vector = list[float]
+
+
+def content_size(content: Any) -> int:
+    """Characters a content takes, as stored (JSON contents count their JSON text)."""
+    if isinstance(content, str):
+        return len(content)
+    return len(json.dumps(content, ensure_ascii=False))
+
+
+def _check_content(kind: ContentKind, content: Any) -> None:
+    if kind == "text" and not (isinstance(content, str) and content.strip()):
+        raise ValueError("a text memory needs non-empty text content")
+    if kind == "json" and not isinstance(content, dict | list):
+        raise ValueError("a json memory needs an object or a list as content")
+    if content_size(content) > MAX_CONTENT_CHARS:
+        raise ValueError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+
+
+class Memory(ContractModel):
+    """A memory as users, the UI and the LLM see it."""
+
+    memory_id: MemoryId
+    memory_type: MemoryType
+    content_kind: ContentKind = "text"
+    content: Any
+    bindings: list[str]
+    creation_datetime: datetime
+    last_accessed: datetime
+    updated_at: datetime
+    relevance_score: float | None = Field(
+        default=None, description="0–1, calibrated per embedder; only in semantic results."
+    )
+
+
+class MemoryChange(ContractModel):
+    """One entry of a memory's history (audit log): what changed, when, and why."""
+
+    change_id: str
+    memory_id: MemoryId
+    kind: ChangeKind
+    at: datetime
+    source: ChangeSource
+    cycle_id: str | None = None
+    old: Memory | None = None
+    new: Memory | None = None
+
+
+# -- requests -------------------------------------------------------------------------------
+
+
+class MemoryEmbed(ContractModel):
+    """Embed texts with the memory service's embedder (it owns the model, so vector
+    dimensions never mix). ``passage`` for bindings, ``query`` for searches."""
+
+    type: Literal["memory.embed"] = "memory.embed"
+    texts: list[QueryText] = Field(min_length=1, max_length=MAX_EMBED_TEXTS)
+    purpose: EmbedPurpose
+
+
+class MemorySearch(ContractModel):
+    """Semantic search by ``queries`` (or by ``vectors`` already embedded for them), or the
+    latest memories (``chronological``). Unset limits come from the settings."""
+
+    type: Literal["memory.search"] = "memory.search"
+    mode: SearchMode = "semantic"
+    queries: list[QueryText] = Field(default_factory=list, max_length=MAX_QUERIES)
+    vectors: list[Vector] | None = Field(
+        default=None, description="One per query, from memory.embed (purpose 'query')."
+    )
+    embedder: str | None = Field(default=None, description="The embedder of ``vectors``.")
+    memory_type: MemoryType | None = None
+    limit: int | None = Field(default=None, ge=1, le=MAX_SEARCH_LIMIT)
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
+    exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDED)
+
+    @model_validator(mode="after")
+    def _queries_for_semantic(self) -> MemorySearch:
+        if self.mode == "semantic" and not self.queries:
+            raise ValueError("a semantic search needs at least one query")
+        if self.vectors is not None and len(self.vectors) != len(self.queries):
+            raise ValueError("vectors must match queries one to one")
+        return self
+
+
+class MemorySave(ContractModel):
+    """Create a memory. The id is derived from the user and ``idempotency_key``, so a
+    repeated save (redelivery, retry, re-import) finds the memory instead of duplicating it."""
+
+    type: Literal["memory.save"] = "memory.save"
+    idempotency_key: IdempotencyKey
+    memory_type: MemoryType = DEFAULT_MEMORY_TYPE
+    content_kind: ContentKind = "text"
+    content: Any
+    bindings: list[Binding] = Field(min_length=1, max_length=MAX_BINDINGS)
+    vectors: list[Vector] | None = Field(
+        default=None, description="One per binding, from memory.embed (purpose 'passage')."
+    )
+    embedder: str | None = None
+    source: ChangeSource = "chat"
+    creation_datetime: AwareDatetime | None = Field(
+        default=None, description="Kept from an export when importing; else now."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> MemorySave:
+        _check_content(self.content_kind, self.content)
+        if self.vectors is not None and len(self.vectors) != len(self.bindings):
+            raise ValueError("vectors must match bindings one to one")
+        return self
+
+
+class MemoryUpdate(ContractModel):
+    """Change a memory's content, type or bindings (bindings re-embedded when they change)."""
+
+    type: Literal["memory.update"] = "memory.update"
+    memory_id: str
+    content: Any = None
+    content_kind: ContentKind | None = None
+    memory_type: MemoryType | None = None
+    bindings: list[Binding] | None = Field(default=None, min_length=1, max_length=MAX_BINDINGS)
+    source: ChangeSource = "chat"
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> MemoryUpdate:
+        if self.content is None and self.memory_type is None and self.bindings is None:
+            raise ValueError("nothing to update: give content, memory_type or bindings")
+        if self.content is not None:
+            kind = self.content_kind or ("text" if isinstance(self.content, str) else "json")
+            _check_content(kind, self.content)
+        return self
+
+
+class MemoryDelete(ContractModel):
+    type: Literal["memory.delete"] = "memory.delete"
+    memory_id: str
+    source: ChangeSource = "chat"
+
+
+class MemoryGet(ContractModel):
+    type: Literal["memory.get"] = "memory.get"
+    memory_id: str
+
+
+class MemoryList(ContractModel):
+    """The user's memories, newest first, a page at a time."""
+
+    type: Literal["memory.list"] = "memory.list"
+    memory_type: MemoryType | None = None
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page")
+
+
+class MemoryHistoryQuery(ContractModel):
+    type: Literal["memory.history"] = "memory.history"
+    memory_id: str
+
+
+# -- replies --------------------------------------------------------------------------------
+
+
+class MemoryVectors(ContractModel):
+    type: Literal["memory.vectors"] = "memory.vectors"
+    success: Literal[True] = True
+    embedder: str
+    vectors: list[Vector]
+
+
+class MemoryFound(ContractModel):
+    type: Literal["memory.found"] = "memory.found"
+    success: Literal[True] = True
+    memories: list[Memory]
+
+
+class MemorySaved(ContractModel):
+    type: Literal["memory.saved"] = "memory.saved"
+    success: Literal[True] = True
+    memory_id: MemoryId
+    created: bool = Field(description="False when the save had already happened.")
+    memory: Memory
+
+
+class MemoryUpdated(ContractModel):
+    type: Literal["memory.updated"] = "memory.updated"
+    success: Literal[True] = True
+    memory_id: MemoryId
+    old_content: Any
+    new_content: Any
+    memory: Memory
+
+
+class MemoryDeleted(ContractModel):
+    type: Literal["memory.deleted"] = "memory.deleted"
+    success: Literal[True] = True
+    memory_id: MemoryId
+    deleted_content: Any
+    memory: Memory
+
+
+class MemoryPage(ContractModel):
+    type: Literal["memory.page"] = "memory.page"
+    success: Literal[True] = True
+    memories: list[Memory]
+    next_cursor: str | None = None
+
+
+class MemoryHistory(ContractModel):
+    type: Literal["memory.history_page"] = "memory.history_page"
+    success: Literal[True] = True
+    memory_id: str
+    changes: list[MemoryChange]
+
+
+class MemoryFailure(ContractModel):
+    """The request was refused or failed. ``not_found`` is also the answer for another
+    user's memory: whether it exists is nobody else's business."""
+
+    type: Literal["memory.failure"] = "memory.failure"
+    success: Literal[False] = False
+    code: FailureCode
+    error_message: str
+    memory_id: str | None = None
+
+
+MemoryRequest = (
+    MemoryEmbed
+    | MemorySearch
+    | MemorySave
+    | MemoryUpdate
+    | MemoryDelete
+    | MemoryGet
+    | MemoryList
+    | MemoryHistoryQuery
+)
+MemoryReply = (
+    MemoryVectors
+    | MemoryFound
+    | MemorySaved
+    | MemoryUpdated
+    | MemoryDeleted
+    | MemoryPage
+    | MemoryHistory
+    | MemoryFailure
+)

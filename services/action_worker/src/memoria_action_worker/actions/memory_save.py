@@ -1,0 +1,193 @@
+"""MemorySave (R-4): store what the user clearly wants remembered, one atomic memory per fact,
+each findable through a few short search keys ("bindings")."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.memory_steps import (
+    Content,
+    MemoryCalls,
+    StepFailed,
+    bare_list_as,
+    check_content,
+    describe,
+    explain,
+    guarded,
+    language_name,
+    listing,
+    make_plan,
+    memories_count,
+    memory_result,
+    memory_types_block,
+    short,
+    status,
+    succeeded,
+)
+from memoria_action_worker.prompts import chat_prompt
+from memoria_action_worker.registry import action
+from memoria_contracts.events import ActionOutcome
+from memoria_contracts.memory import (
+    MAX_BINDINGS,
+    MAX_EMBED_TEXTS,
+    Binding,
+    ContentKind,
+    MemorySave,
+    MemorySaved,
+    MemoryType,
+)
+from memoria_llm.port import Prompt
+
+TASK: Final = "MemorySave"
+MAX_SAVES: Final = 10  # one message rarely holds more facts; more is likely a runaway plan
+
+# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+WHEN_TO_USE = (
+    "After reviewing the whole history (the original message, answers, questions and actions "
+    "taken), it is explicitly clear that there is information that needs to be saved."
+)
+
+PLAN_SYSTEM = (
+    "You decide what Memoria, an assistant with long-term memory, stores about the user. From "
+    "the conversation, extract only facts the user explicitly wants remembered, or facts that "
+    "are clearly durable and useful later (who they are, preferences, goals, constraints, "
+    "critical details). Never store greetings, questions, or what is only true right now. "
+    "Write ONE atomic memory per fact, in {language}, faithful to the user's words. Use type "
+    '"text" with a string content, or "json" with an object or a list for structured data. '
+    "Give each memory 1 to 5 bindings: short, isolated contexts of a few words that a later "
+    'question would search for (for example "user\'s name", "aliexpress password"), written '
+    "in {language}{english_variant}. Pick the memory_type whose description fits best. At most "
+    "{max_saves} memories. Answer with JSON only: "
+    '{{"memories": [{{"type": "text", "content": "...", "bindings": ["..."], '
+    '"memory_type": "..."}}]}}'
+)
+# A memory is found only through its bindings' vectors. The embedders are multilingual, but a
+# same-language match scores clearly higher than a cross-language one, and the same user may
+# ask later in English (or a search may be planned in English). One extra English key costs
+# one vector and keeps the memory findable either way.
+ENGLISH_VARIANT = ", plus one English version of the most important binding"
+
+EXPLAIN_SYSTEM = (
+    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "or two short sentences what you just saved in memory (and what could not be saved, if "
+    "anything). Use only the results given; never invent memories."
+)
+
+
+class PlannedMemory(BaseModel):
+    type: ContentKind = Field(description='The content kind: "text" or "json" (seed 000).')
+    content: Content
+    bindings: list[Binding] = Field(min_length=1, max_length=MAX_BINDINGS)
+    memory_type: MemoryType
+
+    @field_validator("bindings")
+    @classmethod
+    def _distinct(cls, bindings: list[str]) -> list[str]:
+        return list(dict.fromkeys(bindings))  # a repeated key would only cost a vector
+
+    @model_validator(mode="after")
+    def _content_fits(self) -> PlannedMemory:
+        check_content(self.type, self.content)
+        return self
+
+
+class SavePlan(BaseModel):
+    memories: list[PlannedMemory] = Field(min_length=1, max_length=MAX_SAVES)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_shape(cls, data: Any) -> Any:
+        # Seed 000 shows one {"type", "content", "bindings"} object, "a list of these".
+        return bare_list_as(data, "memories", item_key="content")
+
+    @model_validator(mode="after")
+    def _one_embedding_call(self) -> SavePlan:
+        # All bindings go to the memory service in one embed request, which has a cap.
+        total = sum(len(m.bindings) for m in self.memories)
+        if total > MAX_EMBED_TEXTS:
+            raise ValueError(f"{total} bindings in all; at most {MAX_EMBED_TEXTS}")
+        return self
+
+
+def _plan_prompt(ctx: ActionContext) -> Prompt:
+    system = PLAN_SYSTEM.format(
+        language=language_name(ctx),
+        english_variant="" if ctx.language == "en" else ENGLISH_VARIANT,
+        max_saves=MAX_SAVES,
+    )
+    ask = f"Memory types:\n{memory_types_block(ctx)}\n\nList the memories to save now."
+    return chat_prompt(system, ctx.cycle, ask)
+
+
+def _summary(saved: list[MemorySaved], refused: list[tuple[PlannedMemory, str]]) -> str:
+    items = [
+        describe(s.memory_id, s.memory.content) + ("" if s.created else " (already saved)")
+        for s in saved
+    ]
+    summary = f"saved {memories_count(len(saved))}"
+    if items:
+        summary = f"{summary}: {listing(items)}"
+    if refused:
+        summary += "; not saved: " + listing([f'"{short(p.content)}" ({e})' for p, e in refused])
+    return summary
+
+
+async def _save(ctx: ActionContext) -> ActionOutcome:
+    await status(ctx, "memory_save_started")
+    # ctx.plan: a re-run of the step reuses this plan, so its saves carry the same
+    # idempotency keys and find the memories the first run made instead of duplicating them.
+    plan = await make_plan(
+        ctx,
+        task=TASK,
+        schema=SavePlan,
+        prompt=_plan_prompt(ctx),
+        invalid_notice="memory_save_invalid_plan",
+    )
+    calls = MemoryCalls(ctx)
+    await status(ctx, "memory_save_formatting")
+    embedded = await calls.embed([b for m in plan.memories for b in m.bindings], "passage")
+    await status(ctx, "memory_save_recording")
+    saved: list[MemorySaved] = []
+    refused: list[tuple[PlannedMemory, str]] = []
+    offset = 0
+    for index, planned in enumerate(plan.memories):
+        request = MemorySave(
+            idempotency_key=f"{ctx.event.cycle_id}:{ctx.request.step}:{index}",
+            memory_type=planned.memory_type,
+            content_kind=planned.type,
+            content=planned.content,
+            bindings=planned.bindings,
+            vectors=embedded.vectors[offset : offset + len(planned.bindings)],
+            embedder=embedded.embedder,
+            source="chat",
+        )
+        offset += len(planned.bindings)
+        try:
+            reply = await calls.save(request)
+        except StepFailed as failure:
+            failure.progress = _summary(saved, refused)
+            raise
+        if isinstance(reply, MemorySaved):
+            saved.append(reply)
+        else:
+            refused.append((planned, reply.error_message))
+    results = {
+        "saved": [memory_result(s.memory) for s in saved],
+        "not_saved": [{"content": p.content, "reason": e} for p, e in refused],
+    }
+    explanation = await explain(
+        ctx,
+        task=TASK,
+        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        ask="Explain what you just saved.",
+        results=results,
+    )
+    return succeeded(_summary(saved, refused), [explanation])
+
+
+@action("MemorySave", when_to_use=WHEN_TO_USE, ends_cycle=False)
+async def memory_save(ctx: ActionContext) -> ActionOutcome:
+    return await guarded(ctx, "MemorySave", _save)

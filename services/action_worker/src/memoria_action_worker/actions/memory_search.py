@@ -1,0 +1,160 @@
+"""MemorySearch (R-4): look up the user's long-term memories the conversation needs, show
+each one found as a memory card and explain briefly what was searched."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, Field, model_validator
+
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.memory_steps import (
+    MemoryCalls,
+    bare_list_as,
+    describe,
+    explain,
+    guarded,
+    language_name,
+    listing,
+    make_plan,
+    memories_block,
+    memories_count,
+    memories_in,
+    memory_result,
+    memory_types_block,
+    status,
+    succeeded,
+)
+from memoria_action_worker.prompts import chat_prompt
+from memoria_action_worker.registry import action
+from memoria_contracts.events import ActionOutcome
+from memoria_contracts.memory import (
+    MAX_EXCLUDED,
+    MAX_QUERIES,
+    Memory,
+    MemorySearch,
+    MemoryType,
+    QueryText,
+    SearchMode,
+)
+from memoria_llm.port import Prompt
+
+TASK: Final = "MemorySearch"
+
+# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+WHEN_TO_USE = (
+    "After reviewing the whole history (the original message, answers, questions and actions "
+    "taken), you need to look up some information before taking another action: something the "
+    "user is asking about, something needed before using a tool, or something you have no "
+    "idea about."
+)
+
+PLAN_SYSTEM = (
+    "You plan lookups in the user's long-term memory for Memoria, an assistant. From the "
+    "conversation, list the short, isolated pieces of information to look for, one topic "
+    'each, a few words each (for example "user\'s name", "aliexpress password"), at most '
+    "{max_queries}, written in {language}. Do not look again for what the memories already "
+    'retrieved in this cycle cover. Use mode "chronological" only when the user wants their '
+    "latest memories or everything you remember, with no particular topic; otherwise "
+    '"semantic". Set memory_type only when the request is clearly about one type, else null. '
+    'Answer with JSON only: {{"queries": ["..."], "mode": "semantic", "memory_type": null}}'
+)
+
+EXPLAIN_SYSTEM = (
+    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "or two short sentences what you just looked for in memory and what you found, or that "
+    "nothing was found. Use only the results given; never invent memories."
+)
+
+
+class SearchPlan(BaseModel):
+    queries: list[QueryText] = Field(
+        min_length=1,
+        max_length=MAX_QUERIES,
+        description="Short isolated contexts to look for, e.g. 'user's name'.",
+    )
+    mode: SearchMode = "semantic"
+    memory_type: MemoryType | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_shape(cls, data: Any) -> Any:
+        return bare_list_as(data, "queries")  # seed 000 answers with a bare list of strings
+
+
+def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:
+    ask = (
+        f"Memory types:\n{memory_types_block(ctx)}\n\n"
+        f"Memories already retrieved in this cycle (do not look for these again):\n"
+        f"{memories_block(retrieved)}\n\nPlan the lookup now."
+    )
+    system = PLAN_SYSTEM.format(max_queries=MAX_QUERIES, language=language_name(ctx))
+    return chat_prompt(system, ctx.cycle, ask)
+
+
+async def _search(ctx: ActionContext) -> ActionOutcome:
+    await status(ctx, "memory_search_started")
+    retrieved = memories_in(ctx.cycle.transcript)
+    # Through ctx.plan like the writing actions: a re-run of the step looks for the same
+    # things, so its memory cards replace the first run's (same message ids).
+    plan = await make_plan(
+        ctx,
+        task=TASK,
+        schema=SearchPlan,
+        prompt=_plan_prompt(ctx, retrieved),
+        invalid_notice="memory_search_invalid_plan",
+    )
+    queries = list(dict.fromkeys(plan.queries))
+    calls = MemoryCalls(ctx)
+    await status(ctx, "memory_search_formatting")
+    vectors: list[list[float]] | None = None
+    embedder: str | None = None
+    if plan.mode == "semantic":  # the latest memories need no query vectors
+        embedded = await calls.embed(queries, "query")
+        vectors, embedder = embedded.vectors, embedded.embedder
+    await status(ctx, "memory_search_searching")
+    found = await calls.search(
+        MemorySearch(
+            mode=plan.mode,
+            queries=queries,
+            vectors=vectors,
+            embedder=embedder,
+            memory_type=plan.memory_type,
+            limit=ctx.settings.memory_limit,
+            min_relevance=ctx.settings.memory_min_relevance,
+            # The newest retrievals matter most if a long cycle has more than the cap.
+            exclude_ids=[m.memory_id for m in retrieved][-MAX_EXCLUDED:],
+        )
+    )
+    cards = [
+        await ctx.chat.post(
+            modal="memory", role="system", chat_history=True, content=m.model_dump(mode="json")
+        )
+        for m in found.memories
+    ]
+    results = {
+        "looked_for": queries,
+        "mode": plan.mode,
+        "memory_type": plan.memory_type,
+        "found": [memory_result(m) for m in found.memories],
+    }
+    explanation = await explain(
+        ctx,
+        task=TASK,
+        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        ask="Explain the memory lookup you just did.",
+        results=results,
+    )
+    looked_for = ", ".join(f'"{q}"' for q in queries)
+    if found.memories:
+        items = listing([describe(m.memory_id, m.content) for m in found.memories])
+        outcome = f"found {memories_count(len(found.memories))}: {items}"
+    else:
+        outcome = "found no new memories"
+    summary = f"searched ({plan.mode}) for {looked_for}: {outcome}"
+    return succeeded(summary, [*cards, explanation])
+
+
+@action("MemorySearch", when_to_use=WHEN_TO_USE, ends_cycle=False)
+async def memory_search(ctx: ActionContext) -> ActionOutcome:
+    return await guarded(ctx, "MemorySearch", _search)

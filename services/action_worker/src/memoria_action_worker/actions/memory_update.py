@@ -1,0 +1,174 @@
+"""MemoryUpdate (R-4): give memories loaded earlier their new content (the memory service
+re-embeds the bindings when they change)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import AliasChoices, BaseModel, Field, model_validator
+
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.memory_steps import (
+    Content,
+    MemoryCalls,
+    StepFailed,
+    bare_list_as,
+    check_content,
+    explain,
+    guarded,
+    kind_of,
+    language_name,
+    listing,
+    make_plan,
+    memories_block,
+    memories_count,
+    memories_in,
+    memory_types_block,
+    short,
+    status,
+    succeeded,
+)
+from memoria_action_worker.prompts import chat_prompt
+from memoria_action_worker.registry import action
+from memoria_contracts.events import ActionOutcome
+from memoria_contracts.memory import (
+    MAX_BINDINGS,
+    Binding,
+    MemoryType,
+    MemoryUpdate,
+    MemoryUpdated,
+)
+from memoria_llm.port import Prompt
+
+TASK: Final = "MemoryUpdate"
+MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan
+
+# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+WHEN_TO_USE = (
+    "After reviewing the whole history (the original message, answers, questions and actions "
+    "taken), memories loaded earlier need their content updated."
+)
+
+PLAN_SYSTEM = (
+    "You update the long-term memories of Memoria, an assistant. From the conversation, decide "
+    "which of the memories loaded earlier (listed with their ids) must change, and write each "
+    "one's complete new content in {language}, faithful to what the user said: a string, or "
+    "an object or a list for structured data. Only use ids from the list. Give new bindings "
+    "(1 to 5 short search keys) or a new memory_type only when they must change, else null. "
+    "At most {max_updates} updates. Answer with JSON only: "
+    '{{"updates": [{{"_id": "mem_...", "content": "...", "bindings": null, '
+    '"memory_type": null}}]}}'
+)
+
+EXPLAIN_SYSTEM = (
+    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "or two short sentences which memories you just updated, from what to what, and which "
+    "could not be found. Use only the results given; never invent memories."
+)
+
+
+class PlannedUpdate(BaseModel):
+    # Seed 000 names the id "_id" (the document store's key); "memory_id" is what the model
+    # sees on the memory cards, so either is taken.
+    memory_id: str = Field(validation_alias=AliasChoices("_id", "memory_id"), min_length=1)
+    content: Content
+    bindings: list[Binding] | None = Field(default=None, min_length=1, max_length=MAX_BINDINGS)
+    memory_type: MemoryType | None = None
+
+    @model_validator(mode="after")
+    def _content_fits(self) -> PlannedUpdate:
+        check_content(kind_of(self.content), self.content)
+        return self
+
+
+class UpdatePlan(BaseModel):
+    updates: list[PlannedUpdate] = Field(min_length=1, max_length=MAX_UPDATES)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_shape(cls, data: Any) -> Any:
+        # Seed 000 shows one {"_id", "content"} object; accept it, or a bare list of them.
+        data = bare_list_as(data, "updates", item_key="_id")
+        return bare_list_as(data, "updates", item_key="memory_id")
+
+
+def _plan_prompt(ctx: ActionContext) -> Prompt:
+    loaded = memories_in([*ctx.cycle.history, *ctx.cycle.transcript])
+    system = PLAN_SYSTEM.format(language=language_name(ctx), max_updates=MAX_UPDATES)
+    ask = (
+        f"Memory types:\n{memory_types_block(ctx)}\n\n"
+        f"Memories loaded earlier:\n{memories_block(loaded)}\n\nList the updates now."
+    )
+    return chat_prompt(system, ctx.cycle, ask)
+
+
+def _summary(updated: list[MemoryUpdated], not_found: list[str], refused: list[str]) -> str:
+    items = [
+        f'{u.memory_id} ("{short(u.old_content)}" -> "{short(u.new_content)}")' for u in updated
+    ]
+    summary = f"updated {memories_count(len(updated))}"
+    if items:
+        summary = f"{summary}: {listing(items)}"
+    if not_found:
+        summary += f"; not found: {listing(not_found)}"
+    if refused:
+        summary += f"; not updated: {listing(refused)}"
+    return summary
+
+
+async def _update(ctx: ActionContext) -> ActionOutcome:
+    await status(ctx, "memory_update_started")
+    # ctx.plan: a re-run of the step applies the same changes instead of asking again.
+    plan = await make_plan(
+        ctx,
+        task=TASK,
+        schema=UpdatePlan,
+        prompt=_plan_prompt(ctx),
+        invalid_notice="memory_update_invalid_plan",
+    )
+    calls = MemoryCalls(ctx)
+    await status(ctx, "memory_update_recording")
+    updated: list[MemoryUpdated] = []
+    not_found: list[str] = []
+    refused: list[str] = []
+    for planned in plan.updates:
+        request = MemoryUpdate(
+            memory_id=planned.memory_id,
+            content=planned.content,
+            content_kind=kind_of(planned.content),
+            memory_type=planned.memory_type,
+            bindings=planned.bindings,
+            source="chat",
+        )
+        try:
+            reply = await calls.update(request)
+        except StepFailed as failure:
+            failure.progress = _summary(updated, not_found, refused)
+            raise
+        if isinstance(reply, MemoryUpdated):
+            updated.append(reply)
+        elif reply.code == "not_found":
+            not_found.append(planned.memory_id)
+        else:
+            refused.append(f"{planned.memory_id} ({reply.error_message})")
+    results = {
+        "updated": [
+            {"memory_id": u.memory_id, "old_content": u.old_content, "new_content": u.new_content}
+            for u in updated
+        ],
+        "not_found": not_found,
+        "not_updated": refused,
+    }
+    explanation = await explain(
+        ctx,
+        task=TASK,
+        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        ask="Explain what you just updated.",
+        results=results,
+    )
+    return succeeded(_summary(updated, not_found, refused), [explanation])
+
+
+@action("MemoryUpdate", when_to_use=WHEN_TO_USE, ends_cycle=False)
+async def memory_update(ctx: ActionContext) -> ActionOutcome:
+    return await guarded(ctx, "MemoryUpdate", _update)

@@ -1,0 +1,357 @@
+"""What the four memory actions (R-4) share: status lines, prompt blocks, the plan step, the
+memory calls (always for the cycle's own user) and the closing explanation.
+
+A step that cannot go on raises :class:`StepFailed`; :func:`guarded` turns it into ONE visible
+notice and a failed outcome that does not end the cycle, so the next decision can react (the
+runner would only log a generic error and the user would see nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import ActionOutcome
+from memoria_contracts.memory import (
+    MAX_CONTENT_CHARS,
+    MEMORY_TYPES,
+    ContentKind,
+    EmbedPurpose,
+    Memory,
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryEmbed,
+    MemoryFailure,
+    MemoryFound,
+    MemorySave,
+    MemorySaved,
+    MemorySearch,
+    MemoryUpdate,
+    MemoryUpdated,
+    MemoryVectors,
+    content_size,
+)
+from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Mode, Prompt
+from memoria_runtime import i18n
+from memoria_runtime.rpc import RpcError
+
+log = logging.getLogger("memoria.action_worker.memory")
+
+P = TypeVar("P", bound=BaseModel)
+R = TypeVar("R")
+
+Content = str | dict[str, Any] | list[Any]
+"""What a memory holds: text, or a JSON object or list (seed 000: "puro texto, json")."""
+
+SHORT_CONTENT_CHARS: Final = 60  # enough to recognise a memory in a one-line summary
+MAX_SUMMARY_ITEMS: Final = 10  # a summary stays one readable line for the next decision
+MAX_REASON_CHARS: Final = 300  # validation errors can be long; the outcome keeps the start
+NONE: Final = "(none)"
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+class StepFailed(Exception):
+    """The step cannot go on. ``notice`` is an i18n key shown to the user, ``reason`` a short
+    English cause for the outcome, ``progress`` what was already done (for the summary, so
+    the next decision does not redo it)."""
+
+    def __init__(self, notice: str, reason: str, *, detail: str = "") -> None:
+        super().__init__(reason)
+        self.notice = notice
+        self.reason = reason[:MAX_REASON_CHARS]
+        self.detail = detail[:MAX_REASON_CHARS]
+        self.progress = ""
+
+
+async def guarded(
+    ctx: ActionContext, name: str, work: Callable[[ActionContext], Awaitable[ActionOutcome]]
+) -> ActionOutcome:
+    """Run an action's body; a :class:`StepFailed` becomes one notice and a failed outcome."""
+    try:
+        return await work(ctx)
+    except StepFailed as failure:
+        log.warning("%s failed: %s", name, failure.reason)
+        await ctx.chat.post(
+            modal="text",
+            role="system",
+            chat_history=False,
+            content=i18n.text(failure.notice, ctx.language, detail=failure.detail),
+        )
+        summary = failure.reason  # the decision shows it after "<action> (failed): "
+        if failure.progress:
+            summary = f"{summary}; before that: {failure.progress}"
+        return ActionOutcome(
+            status="failed", ends_cycle=False, summary=summary, error=failure.reason
+        )
+
+
+# -- chat and prompt pieces -----------------------------------------------------------------
+
+
+async def status(ctx: ActionContext, key: str) -> None:
+    """A status line (``textForReplace``) in the user's language."""
+    await ctx.chat.status(i18n.text(key, ctx.language))
+
+
+def language_name(ctx: ActionContext) -> str:
+    return LANGUAGE_NAMES[ctx.language]
+
+
+def memory_types_block(ctx: ActionContext) -> str:
+    """The memory types with their configured descriptions (R-5: injected into prompts)."""
+    descriptions = ctx.settings.memory_type_descriptions
+    return "\n".join(f"- {name}: {descriptions[name]}" for name in MEMORY_TYPES)
+
+
+def memories_in(records: Iterable[ChatRecord]) -> list[Memory]:
+    """The memories shown as memory cards in ``records``, latest version of each, in order of
+    first appearance. Cards that do not parse (an older format, a hand-edited history) are
+    skipped: they can still be read in the conversation, they just cannot be acted on."""
+    found: dict[str, Memory] = {}
+    for record in records:
+        if record.modal != "memory":
+            continue
+        try:
+            memory = Memory.model_validate(record.content)
+        except ValidationError:
+            log.debug("memory card %s does not parse; skipped", record.id)
+            continue
+        found[memory.memory_id] = memory
+    return list(found.values())
+
+
+def as_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def short(content: Any) -> str:
+    flat = " ".join(as_text(content).split())
+    if len(flat) <= SHORT_CONTENT_CHARS:
+        return flat
+    return flat[: SHORT_CONTENT_CHARS - 1] + "…"
+
+
+def describe(memory_id: str, content: Any) -> str:
+    return f'{memory_id} ("{short(content)}")'
+
+
+def listing(items: Sequence[str]) -> str:
+    """Items joined on one line, the tail counted rather than listed."""
+    shown = ", ".join(items[:MAX_SUMMARY_ITEMS])
+    rest = len(items) - MAX_SUMMARY_ITEMS
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def memories_count(count: int) -> str:
+    return "1 memory" if count == 1 else f"{count} memories"
+
+
+def memories_block(memories: Sequence[Memory]) -> str:
+    """One line per memory, with the id a plan must use to refer to it."""
+    if not memories:
+        return NONE
+    return "\n".join(
+        f"- {m.memory_id} [{m.memory_type}] {as_text(m.content)} "
+        f"(search keys: {'; '.join(m.bindings)})"
+        for m in memories
+    )
+
+
+def memory_result(memory: Memory) -> dict[str, Any]:
+    """A memory as the explanation prompt sees it: no timestamps, nothing to misread."""
+    return {
+        "memory_id": memory.memory_id,
+        "memory_type": memory.memory_type,
+        "content": memory.content,
+    }
+
+
+# -- contents -------------------------------------------------------------------------------
+
+
+def kind_of(content: Content) -> ContentKind:
+    return "text" if isinstance(content, str) else "json"
+
+
+def check_content(kind: ContentKind, content: Content) -> None:
+    """Reject in the plan what the memory service would refuse, so the model is re-asked
+    instead of one item failing later."""
+    if kind == "text" and not (isinstance(content, str) and content.strip()):
+        raise ValueError('type "text" needs a non-empty string as content')
+    if kind == "json" and isinstance(content, str):
+        raise ValueError('type "json" needs an object or a list as content')
+    if content_size(content) > MAX_CONTENT_CHARS:
+        raise ValueError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+
+
+def bare_list_as(data: Any, key: str, item_key: str | None = None) -> Any:
+    """Accept the seed's own answer shapes: a bare JSON list, or (with ``item_key``) a single
+    item object, for a plan whose items live under ``key``."""
+    if isinstance(data, list):
+        return {key: data}
+    if item_key is not None and isinstance(data, dict) and key not in data and item_key in data:
+        return {key: [data]}
+    return data
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+async def make_plan(
+    ctx: ActionContext, *, task: str, schema: type[P], prompt: Prompt, invalid_notice: str
+) -> P:
+    """The step's structured plan, asked of the model in ``reasoning`` mode once per step
+    (:meth:`ActionContext.plan`). Output that never fit ``schema`` fails the step."""
+    request = LLMRequest(task=task, prompt=prompt, context=ctx.cycle)
+
+    async def produce() -> P:
+        try:
+            return await ctx.llm.reasoning(request, schema)
+        except LLMOutputError as exc:
+            # The validation details go to the log; the next decision only needs the gist.
+            log.warning("%s: no valid plan: %s", task, exc)
+            raise StepFailed(
+                invalid_notice, f"the model's plan did not fit {schema.__name__}; nothing done"
+            ) from exc
+
+    return await ctx.plan(schema, produce)
+
+
+# -- memory calls -----------------------------------------------------------------------------
+
+
+def _required(reply: R | MemoryFailure) -> R:
+    if isinstance(reply, MemoryFailure):
+        raise StepFailed(
+            "memory_rejected",
+            f"the memory service refused ({reply.code}): {reply.error_message}",
+            detail=reply.error_message,
+        )
+    return reply
+
+
+@dataclass(frozen=True)
+class MemoryCalls:
+    """The memory service as one step uses it. Every call is made for ``ctx.user_id`` (the
+    session's user; never an id a model wrote) in the step's thread and cycle. An unreachable
+    service fails the step; other per-item failures are returned for the action to report."""
+
+    ctx: ActionContext
+
+    async def _ask(self, call: Awaitable[R | MemoryFailure]) -> R | MemoryFailure:
+        try:
+            reply = await call
+        except (TimeoutError, RpcError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise StepFailed("memory_unavailable", f"memory service: {reason}") from exc
+        if isinstance(reply, MemoryFailure) and reply.code == "unavailable":
+            raise StepFailed(
+                "memory_unavailable", f"memory service unavailable: {reply.error_message}"
+            )
+        return reply
+
+    async def embed(self, texts: list[str], purpose: EmbedPurpose) -> MemoryVectors:
+        ctx = self.ctx
+        reply = _required(
+            await self._ask(
+                ctx.memory.embed(
+                    ctx.user_id,
+                    MemoryEmbed(texts=texts, purpose=purpose),
+                    thread_id=ctx.event.thread_id,
+                    cycle_id=ctx.event.cycle_id,
+                )
+            )
+        )
+        if len(reply.vectors) != len(texts):
+            raise StepFailed(
+                "memory_rejected",
+                f"the memory service embedded {len(reply.vectors)} of {len(texts)} texts",
+                detail="embedding count mismatch",
+            )
+        return reply
+
+    async def search(self, request: MemorySearch) -> MemoryFound:
+        ctx = self.ctx
+        return _required(
+            await self._ask(
+                ctx.memory.search(
+                    ctx.user_id,
+                    request,
+                    thread_id=ctx.event.thread_id,
+                    cycle_id=ctx.event.cycle_id,
+                )
+            )
+        )
+
+    async def save(self, request: MemorySave) -> MemorySaved | MemoryFailure:
+        ctx = self.ctx
+        return await self._ask(
+            ctx.memory.save(
+                ctx.user_id, request, thread_id=ctx.event.thread_id, cycle_id=ctx.event.cycle_id
+            )
+        )
+
+    async def update(self, request: MemoryUpdate) -> MemoryUpdated | MemoryFailure:
+        ctx = self.ctx
+        return await self._ask(
+            ctx.memory.update(
+                ctx.user_id, request, thread_id=ctx.event.thread_id, cycle_id=ctx.event.cycle_id
+            )
+        )
+
+    async def delete(self, memory_id: str) -> MemoryDeleted | MemoryFailure:
+        ctx = self.ctx
+        return await self._ask(
+            ctx.memory.delete(
+                ctx.user_id,
+                MemoryDelete(memory_id=memory_id),
+                thread_id=ctx.event.thread_id,
+                cycle_id=ctx.event.cycle_id,
+            )
+        )
+
+
+# -- the closing explanation ----------------------------------------------------------------
+
+
+async def explain(
+    ctx: ActionContext, *, task: str, system: str, ask: str, results: object
+) -> ChatRecord | None:
+    """Stream the step's short explanation (seed 000: chat-history true, role assistant).
+    ``results`` go into the prompt and, as JSON, into ``metadata["results"]`` for rule-based
+    providers. A model failure here does not undo the memory work already done, so it is
+    logged and the step still succeeds (reporting it as failed would invite a repeat)."""
+    results_json = json.dumps(results, ensure_ascii=False, default=str)
+    prompt = chat_prompt(system, ctx.cycle, f"{ask}\n\nResults (JSON):\n{results_json}")
+    request = LLMRequest(
+        task=task, prompt=prompt, context=ctx.cycle, metadata={"results": results_json}
+    )
+    try:
+        return await ctx.chat.stream(
+            ctx.llm.chat(request),
+            chat_history=True,
+            role="assistant",
+            model=ctx.llm.label(Mode.CHAT),
+        )
+    except LLMError as exc:
+        log.warning("%s: no explanation, the model failed: %s", task, exc)
+        return None
+
+
+def succeeded(summary: str, messages: Sequence[ChatRecord | None]) -> ActionOutcome:
+    return ActionOutcome(
+        status="ok",
+        ends_cycle=False,
+        summary=summary,
+        messages=[m for m in messages if m is not None],
+    )

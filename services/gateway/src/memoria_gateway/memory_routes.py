@@ -1,0 +1,351 @@
+"""HTTP API over the caller's own long-term memories (``/api/memories``).
+
+Every route acts for the user of the bearer token and nobody else: the user id is never read
+from a body or a query. Requests go to the memory service through the memory client with
+its default thread (``NO_THREAD``), and writes are recorded with the source ``api``.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations when they
+# are declared, and the user dependency they name is local to memory_router.
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Final, Protocol, TypeVar
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import TypeAdapter, ValidationError
+
+from memoria_contracts.memory import (
+    MAX_PAGE,
+    MAX_QUERIES,
+    MAX_SEARCH_LIMIT,
+    ChangeSource,
+    Memory,
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryFailure,
+    MemoryFound,
+    MemoryHistory,
+    MemoryId,
+    MemoryList,
+    MemoryPage,
+    MemorySave,
+    MemorySaved,
+    MemorySearch,
+    MemoryType,
+    MemoryUpdate,
+    MemoryUpdated,
+    QueryText,
+    SearchMode,
+)
+from memoria_gateway.auth import AuthError, TokenIssuer
+from memoria_gateway.memory_schemas import (
+    IDEMPOTENCY_PREFIX,
+    ClientIdempotencyKey,
+    ErrorBody,
+    MemoryChanged,
+    MemoryChanges,
+    MemoryCreate,
+    MemoryCreated,
+    MemoryListPage,
+    MemoryPatch,
+    MemoryRemoved,
+    MemorySearchResult,
+)
+from memoria_runtime.rpc import RpcError
+
+log = logging.getLogger("memoria.gateway.memories")
+
+SOURCE: Final[ChangeSource] = "api"
+DEFAULT_LIST_PAGE: Final = 50
+NOT_FOUND: Final = "memory not found"
+NOT_ANSWERING: Final = "the memory service is not answering"
+UNAVAILABLE: Final = "the memory service is unavailable"
+BAD_REPLY: Final = "the memory service gave an unexpected answer"
+TOKEN_REQUIRED: Final = "a bearer token is required (Authorization: Bearer <token>)"
+
+_MEMORY_IDS: Final = TypeAdapter(MemoryId)
+_BEARER: Final = "Bearer"
+
+R = TypeVar("R")
+
+
+class MemoryBackend(Protocol):
+    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses."""
+
+    async def search(self, user_id: str, request: MemorySearch) -> MemoryFound | MemoryFailure:
+        """Semantic or chronological search."""
+
+    async def get(self, user_id: str, memory_id: str) -> MemoryFound | MemoryFailure:
+        """One memory."""
+
+    async def list(self, user_id: str, request: MemoryList) -> MemoryPage | MemoryFailure:
+        """A page of memories, newest first."""
+
+    async def changes(self, user_id: str, memory_id: str) -> MemoryHistory | MemoryFailure:
+        """A memory's change history."""
+
+    async def save(self, user_id: str, request: MemorySave) -> MemorySaved | MemoryFailure:
+        """Create (or find again, by idempotency key)."""
+
+    async def update(self, user_id: str, request: MemoryUpdate) -> MemoryUpdated | MemoryFailure:
+        """Change content, type or bindings."""
+
+    async def delete(self, user_id: str, request: MemoryDelete) -> MemoryDeleted | MemoryFailure:
+        """Delete."""
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+COMMON_ERRORS: Final[dict[int | str, dict[str, Any]]] = {
+    status.HTTP_401_UNAUTHORIZED: _error("No bearer token, or a forged or expired one."),
+    status.HTTP_502_BAD_GATEWAY: _error("The memory service answered something unexpected."),
+    status.HTTP_503_SERVICE_UNAVAILABLE: _error(
+        "The memory service is not answering, or its storage or embedder is unavailable."
+    ),
+}
+NOT_FOUND_ERROR: Final[dict[int | str, dict[str, Any]]] = {
+    status.HTTP_404_NOT_FOUND: _error(
+        "No such memory of yours (another user's memory gets the same answer)."
+    ),
+}
+
+
+def not_found() -> HTTPException:
+    # A fixed body: an unknown id and another user's id must be indistinguishable.
+    return HTTPException(status.HTTP_404_NOT_FOUND, detail=NOT_FOUND)
+
+
+def invalid(message: str, *loc: str) -> RequestValidationError:
+    """A 422 in FastAPI's own shape, so clients parse every 422 the same way."""
+    return RequestValidationError([{"type": "invalid", "loc": loc, "msg": message}])
+
+
+def refusal(failure: MemoryFailure) -> HTTPException | RequestValidationError:
+    if failure.code == "not_found":
+        return not_found()
+    if failure.code == "invalid":
+        return invalid(failure.error_message)
+    # The message names storage internals (URIs, driver errors): logs only.
+    log.warning("memory service unavailable: %s", failure.error_message)
+    return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=UNAVAILABLE)
+
+
+async def answer(call: Awaitable[R | MemoryFailure]) -> R:
+    """The memory service's reply, or the HTTP error it amounts to."""
+    try:
+        reply = await call
+    except TimeoutError as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=NOT_ANSWERING) from exc
+    except RpcError as exc:
+        log.error("memory service protocol error: %s", exc)
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=BAD_REPLY) from exc
+    if isinstance(reply, MemoryFailure):
+        raise refusal(reply)
+    return reply
+
+
+def contract(build: Callable[[], R], location: str) -> R:
+    """Build a memory request; its own checks (content vs kind, nothing to update) are 422s
+    like the body's."""
+    try:
+        return build()
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        for error in errors:
+            error["loc"] = (location, *error["loc"])
+        raise RequestValidationError(errors) from exc
+
+
+def checked_id(memory_id: str) -> str:
+    """An id that cannot exist is just as not found; no need to ask the memory service."""
+    try:
+        return _MEMORY_IDS.validate_python(memory_id)
+    except ValidationError as exc:
+        raise not_found() from exc
+
+
+def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> APIRouter:
+    """The routes; ``tokens`` is called per request because the issuer exists only once the
+    gateway has started."""
+    router = APIRouter(prefix="/api/memories", tags=["memories"], responses=COMMON_ERRORS)
+    bearer = HTTPBearer(
+        auto_error=False,  # our own 401 (FastAPI's default would be a 403 without a token)
+        description="A session token from POST /api/token or your identity provider.",
+    )
+
+    async def current_user(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> str:
+        challenge = {"WWW-Authenticate": _BEARER}
+        if credentials is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED, detail=TOKEN_REQUIRED, headers=challenge
+            )
+        try:
+            return tokens().verify(credentials.credentials)
+        except AuthError as exc:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED, detail=str(exc), headers=challenge
+            ) from exc
+
+    User = Annotated[str, Depends(current_user)]
+    MemoryPath = Annotated[str, Path(description="The memory's id (mem_…).")]
+
+    @router.post(
+        "",
+        status_code=status.HTTP_201_CREATED,
+        summary="Create a memory",
+        response_description="The new memory.",
+        responses={
+            status.HTTP_200_OK: {
+                "model": MemoryCreated,
+                "description": "The memory this Idempotency-Key created before; nothing new.",
+            }
+        },
+    )
+    async def create_memory(
+        body: MemoryCreate,
+        user_id: User,
+        response: Response,
+        idempotency_key: Annotated[
+            ClientIdempotencyKey | None,
+            Header(
+                alias="Idempotency-Key",
+                description="Repeat a create safely: the same key never creates twice. "
+                "Unset: a random key (every call creates).",
+            ),
+        ] = None,
+    ) -> MemoryCreated:
+        """Save a memory for the token's user. Its bindings are embedded so that semantic
+        search finds it. With an `Idempotency-Key`, a retry (or a second import of the same
+        file) answers 200 with the memory the key created, unchanged, instead of a copy."""
+        key = IDEMPOTENCY_PREFIX + (idempotency_key or uuid.uuid4().hex)
+        kind = body.content_kind or ("text" if isinstance(body.content, str) else "json")
+        request = contract(
+            lambda: MemorySave(
+                idempotency_key=key,
+                memory_type=body.memory_type,
+                content_kind=kind,
+                content=body.content,
+                bindings=body.bindings,
+                source="import" if body.imported else SOURCE,
+                creation_datetime=body.creation_datetime,
+            ),
+            "body",
+        )
+        saved = await answer(memory.save(user_id, request))
+        if not saved.created:
+            response.status_code = status.HTTP_200_OK
+        return MemoryCreated.model_validate({**saved.memory.model_dump(), "created": saved.created})
+
+    @router.get("", summary="List memories")
+    async def list_memories(
+        user_id: User,
+        memory_type: Annotated[MemoryType | None, Query(description="Only this type.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIST_PAGE,
+        cursor: Annotated[
+            str | None, Query(description="next_cursor of the previous page.")
+        ] = None,
+    ) -> MemoryListPage:
+        """The token's user's memories, newest first, a page at a time: follow
+        `next_cursor` until it is null. An unknown cursor is a 422."""
+        request = MemoryList(memory_type=memory_type, limit=limit, cursor=cursor)
+        page = await answer(memory.list(user_id, request))
+        return MemoryListPage(memories=page.memories, next_cursor=page.next_cursor)
+
+    # Declared before /{memory_id}, which would otherwise take "search" for an id.
+    @router.get("/search", summary="Search memories")
+    async def search_memories(
+        user_id: User,
+        *,
+        q: Annotated[
+            list[QueryText] | None,
+            Query(max_length=MAX_QUERIES, description="A query; repeat for several."),
+        ] = None,
+        mode: Annotated[
+            SearchMode, Query(description="semantic (needs q) or chronological (newest).")
+        ] = "semantic",
+        memory_type: Annotated[MemoryType | None, Query(description="Only this type.")] = None,
+        limit: Annotated[
+            int | None, Query(ge=1, le=MAX_SEARCH_LIMIT, description="Unset: the default.")
+        ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Query(ge=0.0, le=1.0, description="Lowest relevance_score; unset: the default."),
+        ] = None,
+    ) -> MemorySearchResult:
+        """Semantic search: the memories whose bindings are closest to any `q`, most
+        relevant first, each with a calibrated `relevance_score` (0–1). `mode=chronological`
+        ignores `q` and gives the latest memories. Found memories count as accessed."""
+        queries = (q or []) if mode == "semantic" else []
+        if mode == "semantic" and not queries:
+            raise invalid("a semantic search needs at least one q", "query", "q")
+        request = contract(
+            lambda: MemorySearch(
+                mode=mode,
+                queries=queries,
+                memory_type=memory_type,
+                limit=limit,
+                min_relevance=min_relevance,
+            ),
+            "query",
+        )
+        found = await answer(memory.search(user_id, request))
+        return MemorySearchResult(memories=found.memories)
+
+    @router.get("/{memory_id}", summary="Get a memory", responses=NOT_FOUND_ERROR)
+    async def get_memory(memory_id: MemoryPath, user_id: User) -> Memory:
+        """One memory of the token's user (it counts as accessed)."""
+        found = await answer(memory.get(user_id, checked_id(memory_id)))
+        if not found.memories:
+            raise not_found()
+        return found.memories[0]
+
+    @router.patch("/{memory_id}", summary="Change a memory", responses=NOT_FOUND_ERROR)
+    async def update_memory(
+        memory_id: MemoryPath, body: MemoryPatch, user_id: User
+    ) -> MemoryChanged:
+        """Change any of content (with content_kind), memory_type and bindings; new
+        bindings are embedded again. The change is kept in the memory's history."""
+        known_id = checked_id(memory_id)
+        request = contract(
+            lambda: MemoryUpdate(
+                memory_id=known_id,
+                content=body.content,
+                content_kind=body.content_kind,
+                memory_type=body.memory_type,
+                bindings=body.bindings,
+                source=SOURCE,
+            ),
+            "body",
+        )
+        updated = await answer(memory.update(user_id, request))
+        return MemoryChanged(
+            memory=updated.memory,
+            old_content=updated.old_content,
+            new_content=updated.new_content,
+        )
+
+    @router.delete("/{memory_id}", summary="Delete a memory", responses=NOT_FOUND_ERROR)
+    async def delete_memory(memory_id: MemoryPath, user_id: User) -> MemoryRemoved:
+        """Delete a memory (its history stays, ending with the deletion)."""
+        request = MemoryDelete(memory_id=checked_id(memory_id), source=SOURCE)
+        deleted = await answer(memory.delete(user_id, request))
+        return MemoryRemoved(memory_id=deleted.memory_id, deleted_content=deleted.deleted_content)
+
+    @router.get(
+        "/{memory_id}/history", summary="A memory's change history", responses=NOT_FOUND_ERROR
+    )
+    async def memory_history(memory_id: MemoryPath, user_id: User) -> MemoryChanges:
+        """Every change of the memory, oldest first: when, how (created, updated, deleted),
+        from where (chat, api, import, reconciler) and the memory before and after. A
+        deleted memory keeps its history."""
+        history = await answer(memory.changes(user_id, checked_id(memory_id)))
+        return MemoryChanges(memory_id=history.memory_id, changes=history.changes)
+
+    return router

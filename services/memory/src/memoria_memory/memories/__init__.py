@@ -1,0 +1,1 @@
+"""Long-term memories: documents (source of truth) + binding vectors, written crash-safely."""

@@ -1,0 +1,30 @@
+"""Deterministic identities, so every write can be repeated without creating anything twice."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+MEMORY_ID_PREFIX = "mem_"
+_MEMORY_ID_CHARS = 26  # 130 bits of the hash: collisions are not a practical concern
+_ROW_HASH_CHARS = 16
+
+
+def _digest(*parts: str) -> str:
+    raw = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return base64.b32encode(raw).decode().lower().rstrip("=")
+
+
+def memory_id_for(user_id: str, idempotency_key: str) -> str:
+    """The same user saving with the same key always gets the same id; two users never do
+    (the user is part of the hash), so an imported file cannot collide with anyone else's."""
+    return MEMORY_ID_PREFIX + _digest(user_id, idempotency_key)[:_MEMORY_ID_CHARS]
+
+
+def row_id_for(memory_id: str, binding: str) -> str:
+    """One vector row per (memory, binding text): re-writing a binding is an upsert."""
+    return f"{memory_id}.{_digest(binding)[:_ROW_HASH_CHARS]}"
+
+
+def row_ids_for(memory_id: str, bindings: list[str]) -> list[str]:
+    return [row_id_for(memory_id, binding) for binding in bindings]

@@ -1,0 +1,78 @@
+"""Everything the memory service owns, opened and closed together: documents, binding
+vectors and the embedding model (so vector dimensions never mix)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from memoria_llm.factory import create_language_model
+from memoria_llm.port import LanguageModel
+from memoria_memory.docstore import DocumentStore, open_document_store
+from memoria_memory.embedding import Embedder
+from memoria_memory.embedding.factory import create_embedder
+from memoria_memory.faults import Faults
+from memoria_memory.history import COLLECTION as HISTORY_COLLECTION
+from memoria_memory.history import HistoryRepository
+from memoria_memory.memories.reads import MemoryReader, SearchDefaults
+from memoria_memory.memories.reconciler import Reconciler
+from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.writes import MemoryWriter
+from memoria_memory.vectors import VectorStore
+from memoria_memory.vectors.factory import open_vector_store
+from memoria_runtime.settings import Settings
+
+log = logging.getLogger("memoria.memory")
+
+
+@dataclass
+class MemoryStorage:
+    documents: DocumentStore
+    history: HistoryRepository
+    embedder: Embedder
+    vectors: VectorStore
+    reader: MemoryReader
+    writer: MemoryWriter
+    reconciler: Reconciler
+    llm: LanguageModel
+
+    @classmethod
+    async def open(cls, settings: Settings) -> MemoryStorage:
+        documents = await open_document_store(settings.effective_docstore_url)
+        history = HistoryRepository(documents.collection(HISTORY_COLLECTION))
+        await history.setup()
+        memories = MemoryRepository(documents)
+        await memories.setup()
+        llm = create_language_model(settings)
+        embedder = create_embedder(settings, llm)
+        vectors = await open_vector_store(settings, embedder.id, embedder.dim)
+        writer = MemoryWriter(memories, vectors, embedder, Faults(settings.fault_injection))
+        log.info(
+            "memories: embedder %s (%d-dim), vectors in %s",
+            embedder.id,
+            embedder.dim,
+            vectors.collection,
+        )
+        return cls(
+            documents=documents,
+            history=history,
+            embedder=embedder,
+            vectors=vectors,
+            reader=MemoryReader(
+                memories,
+                vectors,
+                embedder,
+                SearchDefaults(
+                    limit=settings.memory_limit, min_relevance=settings.memory_min_relevance
+                ),
+            ),
+            writer=writer,
+            reconciler=Reconciler(memories, vectors, writer),
+            llm=llm,
+        )
+
+    async def close(self) -> None:
+        await self.vectors.close()
+        await self.embedder.aclose()
+        await self.llm.aclose()
+        await self.documents.close()

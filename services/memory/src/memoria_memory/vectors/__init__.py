@@ -1,0 +1,5 @@
+"""Binding vectors: one row per binding, pointing to its memory document (seed 000)."""
+
+from memoria_memory.vectors.port import VectorHit, VectorRow, VectorStore, collection_name
+
+__all__ = ["VectorHit", "VectorRow", "VectorStore", "collection_name"]

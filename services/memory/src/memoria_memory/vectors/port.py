@@ -1,0 +1,85 @@
+"""Vector store port: the binding vectors of every user's memories.
+
+One row per binding: a deterministic id (so writing it again is an upsert, never a
+duplicate), the memory document it points to, the owner, and the vector. Every operation
+takes the owner's user id and touches that user's rows only; adapters enforce it twice
+(a per-user partition or partition key, and a user filter on every query), so a bug above
+this port cannot reach another user's vectors.
+
+Scores are cosine similarities in [-1, 1] (vectors are L2-normalised by the embedders;
+the metric is inner product). One contract suite (tests/contract/test_vectors.py) runs
+against every adapter.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_NOT_NAME_CHARS = re.compile(r"[^a-z0-9]+")
+COLLECTION_PREFIX = "memoria_bindings"
+
+
+def collection_name(embedder_id: str, dim: int) -> str:
+    """Vectors of different models (or dimensions) never share a collection: a query
+    vector is only ever compared with vectors from the same model."""
+    slug = _NOT_NAME_CHARS.sub("_", embedder_id.lower()).strip("_")
+    return f"{COLLECTION_PREFIX}_{slug}_{dim}"
+
+
+@dataclass(frozen=True)
+class VectorRow:
+    id: str
+    memory_id: str
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: str
+    memory_id: str
+    score: float
+
+
+class VectorStoreError(Exception):
+    """The vector store failed or cannot be reached."""
+
+
+class VectorStore(ABC):
+    """One collection of one embedder's vectors."""
+
+    @property
+    @abstractmethod
+    def collection(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def dim(self) -> int: ...
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Create the collection if it does not exist, and make it searchable."""
+
+    @abstractmethod
+    async def upsert(self, user_id: str, rows: Sequence[VectorRow]) -> None:
+        """Write rows; an existing id is replaced. Searchable when this returns."""
+
+    @abstractmethod
+    async def search(
+        self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
+    ) -> list[list[VectorHit]]:
+        """For each query vector, the user's ``limit`` nearest rows, best first."""
+
+    @abstractmethod
+    async def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        """Delete the user's rows with these ids; unknown ids (or another user's) are
+        ignored."""
+
+    @abstractmethod
+    async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
+        """Every ``(row id, memory id)`` of the user (for the reconciler)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...

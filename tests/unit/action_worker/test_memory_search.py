@@ -1,0 +1,94 @@
+"""MemorySearch: one memory card per memory found, nothing fetched twice in a cycle."""
+
+from __future__ import annotations
+
+import json
+
+from memoria_contracts.memory import MemoryEmbed, MemorySearch
+
+from .harness import CYCLE_ID, EMBEDDER, THREAD_ID, Harness, card, memory
+from .plans import ACTIONS, SEARCH_PLAN
+
+OLD = memory("mem_old1", "Is allergic to shellfish", memory_type="constraint")
+PEANUTS = memory("mem_nuts1", "Is allergic to peanuts", memory_type="constraint")
+VEGAN = memory("mem_vegan1", {"diet": "vegan"}, memory_type="preference")
+
+
+async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
+    harness: Harness,
+) -> None:
+    for found in (OLD, PEANUTS, VEGAN):
+        harness.memory.memories[found.memory_id] = found
+    ctx, llm = harness.context(
+        "MemorySearch",
+        SEARCH_PLAN,
+        message="what can't I eat?",
+        earlier=[card(OLD)],
+        chat="I looked for your allergies and found two memories.",
+    )
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    embeds = harness.memory.requests(MemoryEmbed)
+    assert [(e.texts, e.purpose) for e in embeds] == [(SEARCH_PLAN["queries"], "query")]
+    [search] = harness.memory.requests(MemorySearch)
+    assert search.exclude_ids == ["mem_old1"]
+    assert search.mode == "semantic"
+    assert search.queries == SEARCH_PLAN["queries"]
+    assert search.vectors == [[0.0, 16.0], [1.0, 17.0]]
+    assert search.embedder == EMBEDDER
+    assert search.limit == harness.settings.memory_limit
+    assert search.min_relevance == harness.settings.memory_min_relevance
+    assert {(s.thread_id, s.cycle_id) for s in harness.memory.sent} == {(THREAD_ID, CYCLE_ID)}
+
+    cards = [f for f in harness.publisher.frames() if f["modal"] == "memory"]
+    assert [c["content"]["memory_id"] for c in cards] == ["mem_nuts1", "mem_vegan1"]
+    assert all(c["chat-history"] is True and c["role"] == "system" for c in cards)
+    assert cards[1]["content"]["content"] == {"diet": "vegan"}
+
+    assert outcome.status == "ok"
+    assert [m.modal for m in outcome.messages] == ["memory", "memory", "text"]
+    assert outcome.messages[-1].content == "I looked for your allergies and found two memories."
+    assert "mem_nuts1" in outcome.summary
+    assert "Is allergic to peanuts" in outcome.summary
+    assert "mem_old1" not in outcome.summary
+
+    plan_request, explain_request = llm.requests
+    plan_prompt = plan_request.prompt.messages[-1].content
+    assert "mem_old1" in plan_prompt  # shown as already retrieved, so not looked for again
+    assert harness.settings.memory_type_descriptions["constraint"] in plan_prompt
+    found = json.loads(explain_request.metadata["results"])["found"]
+    assert [f["memory_id"] for f in found] == ["mem_nuts1", "mem_vegan1"]
+
+
+async def test_nothing_found_is_said_and_is_not_a_failure(harness: Harness) -> None:
+    ctx, llm = harness.context("MemorySearch", ["aliexpress password"])
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert outcome.status == "ok"
+    assert "found no new memories" in outcome.summary
+    assert '"aliexpress password"' in outcome.summary
+    assert [m.modal for m in outcome.messages] == ["text"]
+    assert json.loads(llm.requests[-1].metadata["results"])["found"] == []
+
+
+async def test_chronological_search_needs_no_embedding_but_shows_every_status(
+    harness: Harness,
+) -> None:
+    harness.memory.memories[PEANUTS.memory_id] = PEANUTS
+    plan = {"queries": ["latest memories"], "mode": "chronological", "memory_type": "constraint"}
+    ctx, _ = harness.context("MemorySearch", plan)
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert harness.memory.requests(MemoryEmbed) == []
+    [search] = harness.memory.requests(MemorySearch)
+    assert (search.mode, search.memory_type, search.vectors) == (
+        "chronological",
+        "constraint",
+        None,
+    )
+    assert len(harness.publisher.statuses()) == 3
+    assert outcome.status == "ok"
+    assert "mem_nuts1" in outcome.summary
