@@ -47,8 +47,9 @@ fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: ## Measure the latency the bus adds over raw Redis Streams (starts its own Valkey)
+bench: ## Bus vs raw Redis Streams, then memory search vs a numpy floor (own servers, ~7 min)
 	$(PY) bench/bus_floor.py
+	$(PY) bench/memory_search.py
 
 docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
 	$(VENV)/bin/memoria docs

@@ -169,6 +169,7 @@ async def test_search_updates_last_accessed_and_reports_it(
     before = saved.memory.last_accessed
     found = await storage.reader.search(user, MemorySearch(queries=["allergy"]))
     assert found.memories[0].last_accessed > before
+    await storage.reader.access.flush()  # written behind the reply
     stored = await repo(storage).get(user, saved.memory_id)
     assert stored is not None
     assert clock.parse(stored.last_accessed) == found.memories[0].last_accessed
@@ -501,3 +502,32 @@ async def test_orphan_vector_rows_are_removed(storage: MemoryStorage, user: str)
     assert report.orphans_removed == 1
     remaining = {r for r, _ in await storage.vectors.rows_of(user)}
     assert remaining == set(row_ids_for(saved.memory_id, PEANUT_BINDINGS))
+
+
+async def test_rows_written_for_a_memory_of_another_collection_are_not_orphans(
+    storage: MemoryStorage, user: str
+) -> None:
+    """`memoria reembed` writes a memory's rows here before it switches the document: a
+    reconcile in between must not take them for orphans."""
+    saved = await save(storage, user)
+    await repo(storage).change(
+        user, saved.memory_id, set={"vector_collection": "memoria_bindings_older_model_16"}
+    )
+    report = await storage.reconciler.run_once(grace_seconds=None)
+    assert report.orphans_removed == 0
+    remaining = {r for r, _ in await storage.vectors.rows_of(user)}
+    assert remaining == set(row_ids_for(saved.memory_id, PEANUT_BINDINGS))
+
+
+async def test_access_times_are_written_behind_the_search_and_flushed_on_stop(
+    storage: MemoryStorage, user: str
+) -> None:
+    saved = await save(storage, user)
+    found = await storage.reader.search(user, MemorySearch(queries=["allergy"]))
+    again = await storage.reader.get(user, saved.memory_id)
+    assert isinstance(again, MemoryFound)
+    await storage.reader.access.close()  # what stopping the service does
+    stored = await repo(storage).get(user, saved.memory_id)
+    assert stored is not None
+    assert clock.parse(stored.last_accessed) == again.memories[0].last_accessed
+    assert again.memories[0].last_accessed >= found.memories[0].last_accessed

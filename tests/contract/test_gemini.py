@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
+from memoria_llm import usage as llm_usage
 from memoria_llm.factory import create_language_model
 from memoria_llm.gemini import REASK, GeminiModel, _server_delay
 from memoria_llm.port import (
@@ -498,6 +499,91 @@ async def test_leaving_a_stream_early_closes_it_and_its_span(
     assert await anext(stream) == "one "
     await stream.aclose()
     assert span_named(spans, "llm.chat").status.status_code is StatusCode.UNSET
+
+
+# -- usage reported to the caller ----------------------------------------------------------------
+
+
+async def test_reasoning_heavy_reports_its_usage(gemini: GeminiModel, fake: FakeGemini) -> None:
+    fake.enqueue(Reply("Finalize", usage=Usage(prompt=120, candidates=3)))
+    with llm_usage.collecting() as used:
+        await gemini.reasoning_heavy(conversation(), CHOICES)
+    assert used == [llm_usage.Usage("gemini-2.5-pro", 120, 3)]
+
+
+async def test_reasoning_reports_every_attempt(gemini: GeminiModel, fake: FakeGemini) -> None:
+    fake.enqueue(
+        Reply("nope", usage=Usage(prompt=10, candidates=1)),
+        Reply(json.dumps({"title": "t", "count": 0}), usage=Usage(prompt=20, candidates=5)),
+    )
+    with llm_usage.collecting() as used:
+        await gemini.reasoning(conversation(), Answer)
+    assert used == [
+        llm_usage.Usage("gemini-2.5-flash", 10, 1),
+        llm_usage.Usage("gemini-2.5-flash", 20, 5),
+    ]
+    assert sum(u.input_tokens for u in used) == 30
+    assert sum(u.output_tokens for u in used) == 6
+
+
+async def test_reasoning_that_never_validates_still_reports_what_it_spent(
+    make: Any, fake: FakeGemini
+) -> None:
+    gemini: GeminiModel = make(llm_retries=2)
+    fake.enqueue(*[Reply("not json", usage=Usage(prompt=8, candidates=2))] * 2)
+    with llm_usage.collecting() as used, pytest.raises(LLMOutputError):
+        await gemini.reasoning(conversation(), Answer)
+    assert used == [llm_usage.Usage("gemini-2.5-flash", 8, 2)] * 2
+
+
+async def test_a_stream_reports_its_usage_once(gemini: GeminiModel, fake: FakeGemini) -> None:
+    fake.enqueue(Stream(["a ", "b ", "c"], usage=Usage(prompt=40, candidates=9)))
+    with llm_usage.collecting() as used:
+        assert await collect(gemini.chat(conversation())) == ["a ", "b ", "c"]
+    assert used == [llm_usage.Usage("gemini-2.5-flash", 40, 9)]
+
+
+async def test_a_stream_left_early_reports_what_it_counted(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    fake.enqueue(Stream(["one ", "two ", "three"], usage=Usage(prompt=40, candidates=9)))
+    with llm_usage.collecting() as used:
+        stream = gemini.chat(conversation())
+        assert isinstance(stream, AsyncGenerator)
+        await anext(stream)
+        await stream.aclose()
+    # The fake, like Gemini, sends only the prompt count before the last chunk.
+    assert used == [llm_usage.Usage("gemini-2.5-flash", 40, 0)]
+
+
+async def test_thinking_tokens_are_reported_as_output(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    body = {
+        "candidates": [
+            {"content": {"parts": [{"text": "Finalize"}], "role": "model"}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {
+            "promptTokenCount": 50,
+            "candidatesTokenCount": 2,
+            "thoughtsTokenCount": 30,
+            "totalTokenCount": 82,
+        },
+    }
+    fake.enqueue(Raw(json.dumps(body)))
+    with llm_usage.collecting() as used:
+        await gemini.reasoning_heavy(conversation(), CHOICES)
+    assert used == [llm_usage.Usage("gemini-2.5-pro", 50, 32)]
+
+
+async def test_embeddings_report_usage_only_when_the_api_counts_it(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    fake.enqueue(Embed(), Embed(prompt_tokens=7))
+    with llm_usage.collecting() as used:
+        await gemini.embedding(["a", "b"], "passage")  # batchEmbedContents without counts
+        await gemini.embedding(["c"], "query")
+    assert used == [llm_usage.Usage("gemini-embedding-001", 7, 0)]
 
 
 class Topic(BaseModel):

@@ -1,7 +1,8 @@
 """One contract for every provider of the LLM port (``memoria_llm.port``).
 
-Each test runs against the scripted provider, the offline planner and the Gemini adapter
-(the real ``google-genai`` SDK talking to a local fake of the Gemini API). A mode a provider
+Each test runs against the scripted provider, the offline planner, the Gemini adapter (the
+real ``google-genai`` SDK talking to a local fake of the Gemini API) and the OpenAI-compatible
+adapter (the real ``openai`` SDK talking to a local fake of the OpenAI API). A mode a provider
 does not offer must fail with the port's documented error, never with something else.
 """
 
@@ -21,6 +22,7 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext
 from memoria_llm.gemini import GeminiModel
 from memoria_llm.offline import OfflineModel
+from memoria_llm.openai_compat import OpenAICompatibleModel
 from memoria_llm.port import (
     LanguageModel,
     LLMError,
@@ -36,10 +38,13 @@ from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 from fake_gemini import Behaviour, FakeGemini, Reply, reply_json
+from fake_openai import FakeOpenAI
+from fake_openai import Reply as OpenAIReply
 
 SCRIPTED = "scripted"
 OFFLINE = "offline"
 GEMINI = "gemini"
+OPENAI = "openai"
 API_KEY = "test-key"
 MESSAGE = "Please remember that I like green tea."
 SYSTEM = "You are Memoria, a chat assistant with long-term memory."
@@ -81,6 +86,20 @@ def gemini_settings(base_url: str, **overrides: object) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[arg-type]
 
 
+def openai_settings(base_url: str) -> Settings:
+    """Settings for the OpenAI-compatible adapter from explicit values only."""
+    values: dict[str, object] = {
+        "openai_base_url": base_url,
+        "openai_api_key": API_KEY,
+        "openai_model": "fake-chat",
+        "openai_embedding_model": "fake-embed",
+        "embedding_dim": EMBED_DIM,
+        "llm_retries": 3,
+        "llm_timeout_seconds": 2.0,
+    }
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
 def request(task: str, text: str = MESSAGE) -> LLMRequest:
     original = ChatRecord(id="m-1", chat_history=True, modal="text", role="user", content=text)
     prompt = Prompt(system=SYSTEM, messages=[PromptMessage(role="user", content=text)])
@@ -94,11 +113,17 @@ class Provider:
     chat_answer: str | None  # None: the provider's own text, not scripted by the test
     unsupported: dict[Mode, type[LLMError]] = field(default_factory=dict)
     fake: FakeGemini | None = None
+    openai_fake: FakeOpenAI | None = None
 
     def will_answer(self, *behaviours: Behaviour) -> None:
         """What the next calls answer; providers without a fake are scripted up front."""
         if self.fake is not None:
             self.fake.enqueue(*behaviours)
+        if self.openai_fake is not None:
+            for behaviour in behaviours:
+                if not isinstance(behaviour, Reply):
+                    raise TypeError(f"no OpenAI equivalent of {behaviour!r}")
+                self.openai_fake.enqueue(OpenAIReply(behaviour.text))
 
 
 SCRIPT = Script.model_validate(
@@ -123,8 +148,16 @@ def fake() -> Iterator[FakeGemini]:
         yield server
 
 
-@pytest.fixture(params=[SCRIPTED, OFFLINE, GEMINI])
-async def provider(request: pytest.FixtureRequest, fake: FakeGemini) -> AsyncIterator[Provider]:
+@pytest.fixture(scope="module")
+def openai_fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(api_keys=[API_KEY], embedding_dim=EMBED_DIM) as server:
+        yield server
+
+
+@pytest.fixture(params=[SCRIPTED, OFFLINE, GEMINI, OPENAI])
+async def provider(
+    request: pytest.FixtureRequest, fake: FakeGemini, openai_fake: FakeOpenAI
+) -> AsyncIterator[Provider]:
     kind: str = request.param
     if kind == SCRIPTED:
         yield Provider(kind, ScriptedModel(SCRIPT), ANSWER)
@@ -134,6 +167,17 @@ async def provider(request: pytest.FixtureRequest, fake: FakeGemini) -> AsyncIte
             Mode.EMBEDDING: UnsupportedMode,
         }
         yield Provider(kind, OfflineModel(), None, unsupported)
+    elif kind == OPENAI:
+        openai_fake.reset()
+        compatible = OpenAICompatibleModel(
+            openai_settings(openai_fake.base_url),
+            backoff_base_s=TEST_BACKOFF_S,
+            backoff_max_s=TEST_BACKOFF_S,
+        )
+        try:
+            yield Provider(kind, compatible, ANSWER, openai_fake=openai_fake)
+        finally:
+            await compatible.aclose()
     else:
         fake.reset()
         model = GeminiModel(

@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
-from stack import Stack, running_stack
+from stack import Stack, free_port, running_stack
 from ws_client import Frame, chat
 
 pytestmark = pytest.mark.integration
@@ -40,6 +41,11 @@ SCRIPT: dict[str, Any] = {
 }
 
 
+# USD per million tokens for the scripted model (which counts words): costs big enough to see.
+SCRIPTED_PRICE = (1000.0, 2000.0)
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
 @pytest.fixture(scope="module")
 def stack(
     valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
@@ -51,6 +57,11 @@ def stack(
         milvus_server.uri,
         data_dir,
         SCRIPT,
+        service_settings={  # the gateway serves /metrics on its own port
+            "decision": {"metrics_port": str(free_port())},
+            "action-worker": {"metrics_port": str(free_port())},
+        },
+        llm_prices=json.dumps({"scripted": SCRIPTED_PRICE}),
         cycle_max_steps="3",
         step_timeout_seconds="10",
         otel_exporter="console",
@@ -86,7 +97,8 @@ async def test_a_message_streams_thinking_deltas_answer_and_cycle_end(stack: Sta
     assert frames.index(deltas[-1]) < frames.index(answer)
     assert (answer["role"], answer["chat-history"], answer["modal"]) == ("assistant", False, "text")
     assert answer["model"] == "scripted"
-    end = frames[-1]
+    end = dict(frames[-1])
+    assert end.pop("usage") is not None
     assert end == {
         "type": "cycle_end",
         "cycle_id": answer["cycle_id"],
@@ -94,6 +106,105 @@ async def test_a_message_streams_thinking_deltas_answer_and_cycle_end(stack: Sta
         "actions": ["Finalize"],
         "reason": "done",
     }
+
+
+def scripted_cost(input_tokens: int, output_tokens: int) -> float:
+    return (input_tokens * SCRIPTED_PRICE[0] + output_tokens * SCRIPTED_PRICE[1]) / 1e6
+
+
+async def test_cycle_end_reports_the_cycles_token_usage_and_cost(stack: Stack) -> None:
+    async with chat(stack.ws_url("ana")) as client:
+        accepted = await client.send("t-usage", "hi, what does this cost?")
+        frames = await client.cycle(accepted["id"])
+
+    usage = frames[-1]["usage"]
+    # The scripted model counts words: "Finalize" (decision) and "Hello there, friend!" (the
+    # Finalize step's answer) out; the decision and answer prompts in.
+    assert usage["output_tokens"] == 1 + 3
+    assert usage["input_tokens"] > 0
+    assert usage["cost_usd"] == pytest.approx(
+        scripted_cost(usage["input_tokens"], usage["output_tokens"])
+    )
+    assert usage["by_model"] == {
+        "scripted": {key: usage[key] for key in ("input_tokens", "output_tokens", "cost_usd")}
+    }
+
+    spans_file = stack.data_dir / "spans.jsonl"
+
+    def cycle_end_span() -> dict[str, Any] | None:
+        spans = [json.loads(line) for line in spans_file.read_text().splitlines() if line]
+        ends = [
+            s
+            for s in spans
+            if s["name"] == "cycle.end"
+            and s["attributes"].get("memoria.cycle_id") == frames[-1]["cycle_id"]
+        ]
+        return ends[0] if ends else None
+
+    async with asyncio.timeout(15):  # spans are exported in batches
+        while (span := cycle_end_span()) is None:
+            await asyncio.sleep(0.25)
+    assert span["attributes"]["gen_ai.usage.input_tokens"] == usage["input_tokens"]
+    assert span["attributes"]["gen_ai.usage.output_tokens"] == usage["output_tokens"]
+    assert span["attributes"]["memoria.cycle.cost_usd"] == pytest.approx(usage["cost_usd"])
+
+
+async def scrape(url: str) -> Samples:
+    """A /metrics page as (sample name, labels) → value."""
+    async with httpx.AsyncClient() as http:
+        response = await http.get(url)
+    response.raise_for_status()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def metrics_url(stack: Stack, service: str) -> str:
+    return f"http://127.0.0.1:{stack.service_env[service]['MEMORIA_METRICS_PORT']}/metrics"
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum of the samples of ``name`` that have these labels (and maybe others)."""
+    wanted = set(labels.items())
+    return sum(v for (n, found), v in samples.items() if n == name and wanted <= found)
+
+
+async def test_metrics_count_messages_cycles_and_tokens(stack: Stack) -> None:
+    async with chat(stack.ws_url("ana")) as client:
+        accepted = await client.send("t-metrics", "hi, count me")
+        await client.cycle(accepted["id"])
+
+    gateway = await scrape(f"{stack.base_url}/metrics")
+    assert total(gateway, "faststream_received_messages_total", app_name="gateway") > 0
+    assert total(gateway, "process_resident_memory_bytes") > 0
+
+    decision = await scrape(metrics_url(stack, "decision"))
+    assert total(decision, "memoria_cycles_total", reason="done") >= 1
+    assert total(decision, "memoria_cycle_duration_seconds_count") >= 1
+    assert total(decision, "faststream_received_messages_total", app_name="decision") > 0
+    assert (
+        total(
+            decision,
+            "memoria_llm_tokens_total",
+            model="scripted",
+            direction="output",
+            service="decision",
+        )
+        >= 1
+    )
+
+    worker = await scrape(metrics_url(stack, "action-worker"))
+    worker_out = total(
+        worker,
+        "memoria_llm_tokens_total",
+        model="scripted",
+        direction="output",
+        service="action-worker",
+    )
+    assert worker_out >= 3  # at least this cycle's answer
+    assert total(worker, "memoria_llm_cost_usd_total", service="action-worker") > 0
 
 
 async def test_history_is_persisted_by_the_memory_service(stack: Stack) -> None:

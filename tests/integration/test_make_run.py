@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -76,17 +77,19 @@ class Run:
         return found
 
 
-@pytest.fixture
-def memoria_run(tmp_path: Path) -> Iterator[tuple[Run, int]]:
+@contextmanager
+def memoria_running(data_dir: Path, cwd: Path) -> Iterator[tuple[Run, int]]:
+    """`memoria run` on ``data_dir`` with free ports; stopped with Ctrl-C at the end."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORIA_", "GEMINI_"))}
     env.pop("REDIS_URL", None)
     env.pop("GOOGLE_API_KEY", None)
     env.update(
         {
-            "MEMORIA_DATA_DIR": str(tmp_path / "data"),
+            "MEMORIA_DATA_DIR": str(data_dir),
             "MEMORIA_GATEWAY_PORT": str(port),
             "MEMORIA_EMBEDDED_REDIS_PORT": str(free_port()),
+            "MEMORIA_EMBEDDED_MILVUS_PORT": str(free_port()),
             "MEMORIA_RECLAIM_IDLE_MS": "2000",
             "NO_COLOR": "1",
         }
@@ -97,7 +100,7 @@ def memoria_run(tmp_path: Path) -> Iterator[tuple[Run, int]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
     )
     run = Run(process)
     try:
@@ -109,6 +112,12 @@ def memoria_run(tmp_path: Path) -> Iterator[tuple[Run, int]]:
                 process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+@pytest.fixture
+def memoria_run(tmp_path: Path) -> Iterator[tuple[Run, int]]:
+    with memoria_running(tmp_path / "data", tmp_path) as running:
+        yield running
 
 
 async def ask(port: int, text: str) -> str:
@@ -147,3 +156,31 @@ def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     time.sleep(0.5)
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     assert not alive, f"processes left behind: {alive}\n{run.output[-3000:]}"
+
+
+def _authorized(port: int, user: str) -> httpx.Client:
+    base = f"http://127.0.0.1:{port}"
+    token = httpx.post(f"{base}/api/token", json={"user_id": user}).json()["token"]
+    return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def test_memories_survive_a_restart_of_memoria_run(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with memoria_running(data_dir, tmp_path) as (run, port):
+        run.wait_for(BANNER)
+        with _authorized(port, "newcomer") as http:
+            created = http.post(
+                "/api/memories",
+                json={"content": "I am allergic to peanuts", "bindings": ["food allergy"]},
+            )
+            assert created.status_code == 201, created.text
+        run.process.send_signal(signal.SIGINT)
+        assert run.process.wait(STOP_TIMEOUT_S) == 0
+
+    with memoria_running(data_dir, tmp_path) as (run, port):
+        run.wait_for(BANNER)
+        with _authorized(port, "newcomer") as http:
+            found = http.get("/api/memories/search", params={"q": "what am I allergic to?"})
+            listed = http.get("/api/memories")
+    assert [m["memory_id"] for m in found.json()["memories"]] == [created.json()["memory_id"]]
+    assert [m["content"] for m in listed.json()["memories"]] == ["I am allergic to peanuts"]

@@ -175,9 +175,11 @@ class Hang:
 
 @dataclass(frozen=True)
 class Embed:
-    """Embeddings of this dimension instead of the one asked for."""
+    """Embeddings of this dimension instead of the one asked for (None: as asked); with
+    ``prompt_tokens``, also the batch's usage metadata (which Gemini usually leaves out)."""
 
-    dimension: int
+    dimension: int | None = None
+    prompt_tokens: int | None = None
 
 
 Behaviour = Reply | Stream | Fail | Raw | Hang | Embed
@@ -470,6 +472,9 @@ class FakeGemini:
         for item in body.get("requests", []):
             text = " ".join(part.get("text", "") for part in item["content"]["parts"])
             asked = item.get("outputDimensionality") or DEFAULT_EMBEDDING_DIM
-            dimension = behaviour.dimension if behaviour else asked
+            dimension = behaviour.dimension if behaviour and behaviour.dimension else asked
             embeddings.append({"values": embedding_vector(text, dimension)})
-        return JSONResponse({"embeddings": embeddings})
+        payload: Json = {"embeddings": embeddings}
+        if behaviour is not None and behaviour.prompt_tokens is not None:
+            payload["usageMetadata"] = {"promptTokenCount": behaviour.prompt_tokens}
+        return JSONResponse(payload)

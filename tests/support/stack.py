@@ -40,6 +40,8 @@ class Stack:
     data_dir: Path
     port: int
     env: dict[str, str]
+    service_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Settings of one service only (e.g. its own metrics port), kept across restarts."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -58,7 +60,7 @@ class Stack:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def start(self, name: str, extra_env: Mapping[str, str] | None = None) -> None:
-        env = {**self.env, **(extra_env or {})}
+        env = {**self.env, **self.service_env.get(name, {}), **(extra_env or {})}
         log = self.log_path(name).open("ab")
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", SERVICES[name]], env=env, stdout=log, stderr=subprocess.STDOUT
@@ -162,12 +164,23 @@ def stack_env(
 
 @contextmanager
 def running_stack(
-    redis_url: str, milvus_uri: str, data_dir: Path, script: Mapping[str, Any], **settings: str
+    redis_url: str,
+    milvus_uri: str,
+    data_dir: Path,
+    script: Mapping[str, Any],
+    service_settings: Mapping[str, Mapping[str, str]] | None = None,
+    **settings: str,
 ) -> Iterator[Stack]:
+    """``settings`` apply to every service, ``service_settings[name]`` to one (same names,
+    without the ``MEMORIA_`` prefix)."""
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     env = stack_env(redis_url, milvus_uri, data_dir, port, script, **settings)
-    stack = Stack(redis_url, data_dir, port, env)
+    service_env = {
+        name: {f"MEMORIA_{key.upper()}": value for key, value in values.items()}
+        for name, values in (service_settings or {}).items()
+    }
+    stack = Stack(redis_url, data_dir, port, env, service_env)
     try:
         for name in SERVICES:
             stack.start(name)

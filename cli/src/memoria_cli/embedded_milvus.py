@@ -39,6 +39,7 @@ LITE_VERSION_PREFIX = "milvus_lite"
 LOCK_FILE = "LOCK"
 PROC_LOCKS = Path("/proc/locks")
 HINT = "set MEMORIA_EMBEDDED_MILVUS_PORT or MEMORIA_MILVUS_URI"
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def milvus_dir(data_dir: Path) -> Path:
@@ -156,6 +157,12 @@ async def ensure_port_free(port: int, data_dir: Path) -> None:
 def main(args: Sequence[str] | None = None) -> int:
     """milvus-lite's command line, with SIGTERM stopping the server like Ctrl-C."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # One BLAS thread: a search is a few thousand dot products, where BLAS threads only
+    # contend with the memory service's embedder for the same cores (measured on 2 cores:
+    # query embedding p50 23.5 -> 9.2 ms, search no slower; docs/benchmarks.md). Set before
+    # numpy and faiss load; a user's own setting wins.
+    for variable in BLAS_THREAD_VARIABLES:
+        os.environ.setdefault(variable, "1")
     try:
         from milvus_lite.cmdline import main as milvus_lite_main
 

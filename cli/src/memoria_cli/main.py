@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -88,3 +90,65 @@ def import_(
     from memoria_cli.transfer import run_import
 
     raise typer.Exit(run_import(Connection(url, token=token, user=user), source))
+
+
+DOCTOR_TIMEOUT_S = 5.0
+
+
+@app.command()
+def doctor(
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print a machine-readable report.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, metavar="SECONDS", help="Time each check may take.")
+    ] = DOCTOR_TIMEOUT_S,
+) -> None:
+    """Show what the settings select and check that every part answers: broker, Milvus,
+    document store, embedder, LLM, and the running services. Exit code 1 if a check failed
+    (warnings, e.g. Memoria not running yet, do not count). With Gemini it makes one tiny
+    paid call per model (a fraction of a cent)."""
+    from memoria_cli.doctor import main as run_doctor
+
+    raise typer.Exit(run_doctor(json_output=json_output, timeout=timeout))
+
+
+# The memory service's own maintenance module: the CLI runs it, never imports it.
+MEMORY_ADMIN_MODULE = "memoria_memory.admin"
+REEMBED_DEFAULT_BATCH = 200
+# Paragraphs of one line each: typer keeps a help paragraph's line breaks as written.
+REEMBED_HELP = (
+    "Re-embed every memory with the embedding model the settings select now.\n\n"
+    "Run it after changing MEMORIA_EMBEDDER or the Gemini key (or the embedding model or "
+    "dimension), with the same settings (environment, .env) as the memory service. It asks "
+    "first: with a paid embedding API a migration costs money.\n\n"
+    "It can run while Memoria runs (SQLite and Milvus both take a second client), and must "
+    "with the embedded Milvus, which runs inside `memoria run`. Memories become searchable "
+    "with the new model as they migrate; restart Memoria with the new settings to search "
+    "with it. Safe to interrupt and to repeat: it continues where it stopped.\n\n"
+    "--drop-old is best used after that restart: it migrates what was saved meanwhile, then "
+    "drops the old vector collections - unless a memory failed to migrate."
+)
+
+
+@app.command(help=REEMBED_HELP)
+def reembed(
+    batch: Annotated[
+        int, typer.Option(min=1, help="Memories embedded and written per step.")
+    ] = REEMBED_DEFAULT_BATCH,
+    drop_old: Annotated[
+        bool,
+        typer.Option(
+            "--drop-old",
+            help="Afterwards drop the old vector collections, if every memory migrated.",
+        ),
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    argv = [sys.executable, "-m", MEMORY_ADMIN_MODULE, "reembed", "--batch", str(batch)]
+    if drop_old:
+        argv.append("--drop-old")
+    if yes:
+        argv.append("--yes")
+    # The child inherits this environment (and working directory, for .env) and terminal.
+    raise typer.Exit(subprocess.run(argv, check=False).returncode)

@@ -11,9 +11,12 @@ from memoria_contracts.events import (
     ChatPosted,
     CycleContext,
     CycleEnded,
+    CycleUsage,
     Envelope,
+    ModelUsage,
     Payload,
 )
+from memoria_contracts.frames import CycleEndFrame
 from memoria_gateway.frames import frame_for
 
 
@@ -49,6 +52,36 @@ def test_delta_and_cycle_end_frames() -> None:
     end = frame_for(envelope(CycleEnded(actions=["MemorySearch", "Finalize"], reason="done")))
     assert end is not None
     assert json.loads(end.model_dump_json())["actions"] == ["MemorySearch", "Finalize"]
+
+
+def test_cycle_end_frame_carries_the_cycles_usage() -> None:
+    flash = ModelUsage(input_tokens=1200, output_tokens=80, cost_usd=0.00056)
+    used = CycleUsage(
+        input_tokens=1200, output_tokens=80, cost_usd=0.00056, by_model={"gemini-2.5-flash": flash}
+    )
+    end = frame_for(envelope(CycleEnded(actions=["Finalize"], reason="done", usage=used)))
+    assert end is not None
+    assert json.loads(end.model_dump_json())["usage"] == {
+        "input_tokens": 1200,
+        "output_tokens": 80,
+        "cost_usd": 0.00056,
+        "by_model": {
+            "gemini-2.5-flash": {"input_tokens": 1200, "output_tokens": 80, "cost_usd": 0.00056}
+        },
+    }
+
+
+def test_cycle_end_without_usage_stays_readable_both_ways() -> None:
+    # From a decision service older than the field: no usage, the frame says null.
+    old_event = {"type": "cycle.ended", "actions": ["Finalize"], "reason": "done"}
+    ended = CycleEnded.model_validate(old_event)
+    end = frame_for(envelope(ended))
+    assert end is not None
+    data = json.loads(end.model_dump_json())
+    assert data["usage"] is None
+    # A frame from a gateway older than the field parses too.
+    data.pop("usage")
+    assert CycleEndFrame.model_validate(data).usage is None
 
 
 def test_internal_events_are_not_sent_to_clients() -> None:

@@ -127,10 +127,32 @@ class ChatDelta(ContractModel):
     content: str
 
 
+class ModelUsage(ContractModel):
+    """Tokens one model used in a cycle, and what they cost by ``MEMORIA_LLM_PRICES``."""
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost_usd: float = Field(ge=0, description="An estimate: 0 for a model without a price.")
+
+
+class CycleUsage(ContractModel):
+    """A cycle's LLM usage: totals over every model, and each model's share."""
+
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost_usd: float = Field(ge=0, description="An estimate, from MEMORIA_LLM_PRICES.")
+    by_model: dict[str, ModelUsage] = Field(default_factory=dict)
+
+
 class CycleEnded(ContractModel):
     type: Literal["cycle.ended"] = "cycle.ended"
     actions: list[str]
     reason: CycleEndReason
+    usage: CycleUsage | None = Field(
+        default=None,
+        description="Token usage and cost estimate of the cycle's LLM calls; absent when no "
+        "call reported usage (or from a decision service older than this field).",
+    )
 
 
 class HistoryQuery(ContractModel):

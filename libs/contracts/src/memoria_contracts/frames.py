@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from memoria_contracts.chat import Modal, Role
-from memoria_contracts.events import CycleEndReason, ThreadId
+from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
 
@@ -86,6 +86,10 @@ class CycleEndFrame(_Frame):
     thread_id: str
     actions: list[str]
     reason: CycleEndReason
+    usage: CycleUsage | None = Field(
+        default=None,
+        description="Tokens and estimated cost (USD) of the cycle's LLM calls, when known.",
+    )
 
 
 class ErrorFrame(_Frame):

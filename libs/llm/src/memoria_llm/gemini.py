@@ -12,6 +12,12 @@ Timeouts: ``llm_timeout_seconds`` bounds each attempt of a call. For ``chat`` it
 wait for the first piece and then for each next one, rather than the whole answer, so a long
 answer that keeps flowing is not cut; a stream is retried only while nothing was yielded.
 The SDK also gets the timeout, as its HTTP read timeout and the ``X-Server-Timeout`` header.
+
+Token usage goes on each call's span and to :func:`memoria_llm.usage.report`, once per API
+response that has counts: every attempt of ``reasoning`` (re-asks are paid for too), one
+report per ``chat`` stream (its counts are running totals), and embeddings only when the
+response carries counts (the Gemini API's ``batchEmbedContents`` usually does not; then
+nothing is reported rather than a made-up 0).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import BaseModel, ValidationError
 
+from memoria_llm import usage
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
@@ -46,6 +53,7 @@ from memoria_llm.port import (
     Prompt,
     T,
 )
+from memoria_llm.usage import Usage
 from memoria_runtime.settings import Settings
 
 try:
@@ -183,6 +191,44 @@ def _record_usage(span: Span, *usages: types.GenerateContentResponseUsageMetadat
             span.set_attribute(attribute, sum(count or 0 for count in counts))
 
 
+def _report(model: str, metadata: types.GenerateContentResponseUsageMetadata | None) -> None:
+    """Report one response's counts. Thinking tokens are billed as output, so they count as
+    output here (unlike ``gen_ai.usage.output_tokens`` on the span, which is the answer's)."""
+    if metadata is None:
+        return
+    counts = (
+        metadata.prompt_token_count,
+        metadata.candidates_token_count,
+        metadata.thoughts_token_count,
+    )
+    if all(count is None for count in counts):
+        return
+    prompt, candidates, thoughts = (count or 0 for count in counts)
+    usage.report(Usage(model, prompt, candidates + thoughts))
+
+
+def _report_embedding(model: str, response: types.EmbedContentResponse) -> None:
+    """Report an embedding batch's input tokens when the response counts them; embeddings
+    have no output tokens."""
+    metadata = response.usage_metadata
+    if metadata is not None and metadata.prompt_token_count is not None:
+        usage.report(Usage(model, metadata.prompt_token_count, 0))
+
+
+class _StreamUsage:
+    """The counts of a stream: running totals, so the latest chunk's replace the earlier,
+    and they are reported once, when the stream is over."""
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self.latest: types.GenerateContentResponseUsageMetadata | None = None
+
+    def see(self, chunk: types.GenerateContentResponse) -> None:
+        if chunk.usage_metadata is not None:
+            self.latest = chunk.usage_metadata
+            _record_usage(self._span, chunk.usage_metadata)
+
+
 def _finish_reason(response: types.GenerateContentResponse) -> str:
     if response.prompt_feedback and response.prompt_feedback.block_reason:
         return f"prompt blocked: {response.prompt_feedback.block_reason}"
@@ -246,6 +292,7 @@ class GeminiModel(LanguageModel):
         with self._span("llm.reasoning_heavy", model, request) as span:
             response = await self._generate(model, _contents(request.prompt), config)
             _record_usage(span, response.usage_metadata)
+            _report(model, response.usage_metadata)
             if not response.text:
                 # Callers validate and re-ask; an empty answer is just an unusable one.
                 log.warning("%s gave no action name (%s)", model, _finish_reason(response))
@@ -266,6 +313,7 @@ class GeminiModel(LanguageModel):
                 response = await self._generate(model, contents, config)
                 usages.append(response.usage_metadata)
                 _record_usage(span, *usages)
+                _report(model, response.usage_metadata)
                 # The text is the source of truth: ``.parsed`` is the SDK's validation of it,
                 # None on any mismatch and without saying why.
                 text = response.text or ""
@@ -293,16 +341,17 @@ class GeminiModel(LanguageModel):
         contents = _contents(request.prompt)
         # Not the current span: the consumer runs between our yields, in its own context.
         span = self._tracer.start_span("llm.chat", attributes=self._attributes(model, request))
+        counts = _StreamUsage(span)
         try:
             stream, first = await self._call(
-                model, functools.partial(self._open_stream, span, model, contents, config)
+                model, functools.partial(self._open_stream, counts, model, contents, config)
             )
             try:
                 yield first
                 while True:
                     try:
                         async with asyncio.timeout(self._timeout_s):
-                            piece = await self._next_piece(span, stream)
+                            piece = await self._next_piece(counts, stream)
                     except Exception as exc:
                         error = self._translate(exc, model, attempts=1)
                         if error is None:
@@ -318,6 +367,8 @@ class GeminiModel(LanguageModel):
             span.set_status(Status(StatusCode.ERROR, str(exc)))
             raise
         finally:
+            # Also for a stream that failed or was left early: what it counted was spent.
+            _report(model, counts.latest)
             span.end()
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
@@ -338,6 +389,7 @@ class GeminiModel(LanguageModel):
                         config=config,
                     ),
                 )
+                _report_embedding(model, response)
                 embeddings = response.embeddings or []
                 if len(embeddings) != len(batch):
                     raise LLMOutputError(
@@ -378,7 +430,7 @@ class GeminiModel(LanguageModel):
 
     async def _open_stream(
         self,
-        span: Span,
+        counts: _StreamUsage,
         model: str,
         contents: list[types.Content],
         config: types.GenerateContentConfig,
@@ -391,7 +443,7 @@ class GeminiModel(LanguageModel):
             config=config,
         )
         try:
-            first = await self._next_piece(span, stream)
+            first = await self._next_piece(counts, stream)
         except BaseException:
             await _aclose(stream)
             raise
@@ -402,11 +454,10 @@ class GeminiModel(LanguageModel):
 
     @staticmethod
     async def _next_piece(
-        span: Span, stream: AsyncIterator[types.GenerateContentResponse]
+        counts: _StreamUsage, stream: AsyncIterator[types.GenerateContentResponse]
     ) -> str | None:
         async for chunk in stream:
-            # Counts in a stream are running totals: the latest chunk's replace the earlier.
-            _record_usage(span, chunk.usage_metadata)
+            counts.see(chunk)
             if chunk.text:
                 return chunk.text
         return None

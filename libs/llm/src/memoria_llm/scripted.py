@@ -22,12 +22,17 @@ Strings in ``reasoning`` outputs may refer to the cycle, so a script can act on 
 know in advance: ``"$1"``…``"$9"`` are the groups of the rule's ``match`` in the message,
 ``"$found"`` is the list of memory ids shown earlier in the cycle (memory messages) and
 ``"$found[0]"`` one of them.
+
+Usage is reported like a real provider's, in words rather than tokens so tests can predict
+it: the prompt's words (system and messages) in, the answer's words out, under the model
+name ``scripted``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -37,14 +42,17 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from memoria_contracts.events import CycleContext
+from memoria_llm import usage
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
     LLMOutputError,
     LLMRequest,
     Mode,
+    Prompt,
     T,
 )
+from memoria_llm.usage import Usage
 
 LABEL = "scripted"
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -72,6 +80,18 @@ class Script(BaseModel):
     @classmethod
     def load(cls, path: Path) -> Script:
         return cls.model_validate_json(path.read_text())
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _prompt_words(prompt: Prompt) -> int:
+    return _words(prompt.system) + sum(_words(message.content) for message in prompt.messages)
+
+
+def _report(prompt: Prompt, answer: str) -> None:
+    usage.report(Usage(LABEL, _prompt_words(prompt), _words(answer)))
 
 
 def _pick(entries: Sequence[str | list[str]], index: int) -> str | list[str]:
@@ -106,9 +126,10 @@ class ScriptedModel(LanguageModel):
         rule = self._rule(request)
         steps = len(request.context.steps) if request.context else 0
         entry = _pick(rule.decide, steps)
-        if isinstance(entry, list):
-            return _pick(entry, request.attempt)  # type: ignore[return-value]
-        return entry
+        # An entry that is a list answers each re-ask in turn, its last one repeating.
+        answer = entry[min(request.attempt, len(entry) - 1)] if isinstance(entry, list) else entry
+        _report(request.prompt, answer)
+        return answer
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
         await self._delay(Mode.REASONING)
@@ -116,6 +137,7 @@ class ScriptedModel(LanguageModel):
         if request.task not in rule.reasoning:
             raise LLMOutputError(f"the script has no reasoning output for {request.task}")
         output = _substitute(rule.reasoning[request.task], self._bindings(rule, request))
+        _report(request.prompt, json.dumps(output))
         try:
             return schema.model_validate(output)
         except ValidationError as exc:
@@ -134,11 +156,17 @@ class ScriptedModel(LanguageModel):
         text = self._rule(request).chat.get(request.task, f"(scripted) {request.task}")
         words = _WORDS.findall(text)
         size = self._script.chat_chunk_words
-        for start in range(0, len(words), size):
-            yield "".join(words[start : start + size])
+        sent: list[str] = []
+        try:
+            for start in range(0, len(words), size):
+                sent.append("".join(words[start : start + size]))
+                yield sent[-1]
+        finally:  # once per stream, like a real one, also when the reader stops early
+            _report(request.prompt, "".join(sent))
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         await self._delay(Mode.EMBEDDING)
+        usage.report(Usage(LABEL, sum(_words(text) for text in texts), 0))
         return [self._vector(text) for text in texts]
 
     def _vector(self, text: str) -> list[float]:

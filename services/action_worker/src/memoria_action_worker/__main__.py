@@ -1,9 +1,10 @@
+from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.app import build_app
 from memoria_runtime.service import run_service
 
 
 def main() -> None:
-    run_service("action-worker", build_app)
+    run_service(SERVICE_NAME, build_app)
 
 
 if __name__ == "__main__":

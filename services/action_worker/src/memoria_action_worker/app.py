@@ -11,6 +11,7 @@ from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
+from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.streams import Group, Stream
@@ -28,7 +29,7 @@ _ADVERTS_PER_TTL = 3  # refresh the advert three times per lifetime: one lost wr
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, StepRunner]:
-    broker = create_broker(settings, tracer_provider=provider)
+    broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     publisher = EventPublisher(broker, settings)
     publisher.declare(Stream.ACTIONS_DONE, "A step's outcome, for decision.")
     publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")

@@ -16,10 +16,12 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.context import ActionContext, ChatSink
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
+from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
@@ -119,8 +121,14 @@ class StepRunner:
             memory=self.memory,
             redis=self.redis,
         )
+        cycle_id = event.cycle_id or ""
         try:
-            return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))
+            # The step's tokens count for its cycle, a failed step's too (they were spent),
+            # and a step run again after a crash counts again (they were spent again).
+            async with accounting.accounted(
+                self.redis, cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+            ):
+                return await self._until_cycle_ends(cycle_id, registered.run(context))
         except CycleEnded:
             log.info("%s step %d stopped: its cycle ended", event.cycle_id, request.step)
             error = "stopped: the cycle had already ended (timed out or cancelled)"

@@ -1,9 +1,10 @@
+from memoria_decision import SERVICE_NAME
 from memoria_decision.app import build_app
 from memoria_runtime.service import run_service
 
 
 def main() -> None:
-    run_service("decision", build_app)
+    run_service(SERVICE_NAME, build_app)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
+from memoria_decision import SERVICE_NAME
 from memoria_decision.cycle import CycleEngine
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.handlers import DecisionHandlers
@@ -30,7 +31,7 @@ SWEEP_INTERVAL_S = 1.0
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, CycleEngine]:
-    broker = create_broker(settings, tracer_provider=provider)
+    broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = Redis.from_url(settings.effective_redis_url)
     publisher = EventPublisher(broker, settings)
     publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")

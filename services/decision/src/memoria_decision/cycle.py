@@ -9,29 +9,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 
-from memoria_contracts.chat import ChatRecord
+from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.events import (
     ActionCompleted,
     ActionRequested,
     ChatPosted,
     CycleEnded,
     CycleEndReason,
+    CycleUsage,
     Envelope,
     Payload,
     StepRecord,
     UserMessageReceived,
 )
 from memoria_contracts.streams import Stream
+from memoria_decision import SERVICE_NAME
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.state import CycleState, CycleStore, PendingStep
+from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import i18n, keys
+from memoria_llm.usage import Usage
+from memoria_runtime import i18n, keys, metrics
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.catalog import read_catalog
 from memoria_runtime.gate import ThreadGate
@@ -45,6 +50,13 @@ tracer = trace.get_tracer("memoria.decision")
 
 _SWEEP_BATCH = 50  # deadlines handled per sweep
 _ENDED_MARK_TTL_S = 24 * 3600
+
+# Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
+ATTR_CYCLE_ID = "memoria.cycle_id"
+ATTR_END_REASON = "memoria.cycle.end_reason"
+ATTR_COST_USD = "memoria.cycle.cost_usd"
+ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 
 
 def cycle_id_for(message_id: str) -> str:
@@ -213,7 +225,10 @@ class CycleEngine:
             await self._end(state, "no_workers", i18n.text("no_workers", state.language))
             return
         try:
-            async with asyncio.timeout(self.settings.step_timeout_seconds):
+            async with (
+                self._accounted(state),
+                asyncio.timeout(self.settings.step_timeout_seconds),
+            ):
                 action = await choose_action(
                     self.llm, state, catalog, self.settings.decision_retries
                 )
@@ -270,15 +285,47 @@ class CycleEngine:
 
     async def _finish(self, state: CycleState) -> None:
         if not state.end_announced:
-            await self._post(
-                state, CycleEnded(actions=state.actions, reason=state.end_reason or "done")
-            )
+            reason = state.end_reason or "done"
+            with tracer.start_as_current_span(
+                "cycle.end", attributes={ATTR_CYCLE_ID: state.cycle_id, ATTR_END_REASON: reason}
+            ) as span:
+                used = await self._usage(state)
+                if used is not None:
+                    span.set_attributes(
+                        {
+                            ATTR_COST_USD: used.cost_usd,
+                            ATTR_INPUT_TOKENS: used.input_tokens,
+                            ATTR_OUTPUT_TOKENS: used.output_tokens,
+                        }
+                    )
+                await self._post(
+                    state, CycleEnded(actions=state.actions, reason=reason, usage=used)
+                )
             state.end_announced = True
             await self.store.save(state)
-            log.info("cycle %s ended (%s): %s", state.cycle_id, state.end_reason, state.actions)
+            # Counted once the announcement is saved: after a crash before that, the
+            # redelivery announces the end again and counts it then (the count died with us).
+            metrics.count_cycle_end(reason, (utcnow() - state.started_at).total_seconds())
+            log.info("cycle %s ended (%s): %s", state.cycle_id, reason, state.actions)
         next_id = await self.gate.release(state.user_id, state.thread_id, state.message_id)
         if next_id:
             log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
+
+    # -- usage ------------------------------------------------------------------------------
+
+    def _accounted(self, state: CycleState) -> AbstractAsyncContextManager[list[Usage]]:
+        """Add the tokens of the LLM calls made inside to the cycle's usage. A decision
+        made again (a redelivery after a crash) counts again: those tokens were spent."""
+        return accounting.accounted(
+            self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+        )
+
+    async def _usage(self, state: CycleState) -> CycleUsage | None:
+        """The usage of the whole cycle, decision and steps; None when no call reported any
+        (e.g. the offline planner), rather than a cost of 0 that nobody measured. Tokens a
+        step spends after its cycle ended (a timeout) reach the metrics but not this sum."""
+        used = await accounting.read_cycle(self.redis, state.cycle_id)
+        return accounting.priced(used, self.settings.llm_prices) if used else None
 
     # -- output -----------------------------------------------------------------------------
 

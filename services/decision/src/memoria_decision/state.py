@@ -17,7 +17,7 @@ from memoria_contracts.events import (
 )
 from memoria_runtime import keys
 
-_STATE_TTL_S = 7 * 24 * 3600  # long enough to inspect a cycle after the fact
+_STATE_TTL_S = keys.CYCLE_TTL_S
 
 
 class PendingStep(BaseModel):

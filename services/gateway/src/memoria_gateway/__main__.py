@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uvicorn
 
+from memoria_gateway import SERVICE_NAME
 from memoria_gateway.app import create_app
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.settings import Settings
@@ -17,7 +18,7 @@ _HARD_FRAME_CAP_FACTOR = 16
 def main() -> None:
     settings = Settings()
     configure_logging(settings.log_level)
-    provider = setup_tracing("gateway", settings)
+    provider = setup_tracing(SERVICE_NAME, settings)
     try:
         uvicorn.run(
             create_app(settings, provider),

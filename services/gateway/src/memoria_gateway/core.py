@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
+from memoria_gateway import SERVICE_NAME
 from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
@@ -46,7 +47,7 @@ class Gateway:
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, Gateway]:
-    broker = create_broker(settings, tracer_provider=provider)
+    broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = Redis.from_url(settings.effective_redis_url)
     gate = ThreadGate(
         redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen

@@ -36,5 +36,6 @@ def frame_for(event: Envelope) -> OutboundFrame | None:
             thread_id=event.thread_id,
             actions=payload.actions,
             reason=payload.reason,
+            usage=payload.usage,
         )
     return None

@@ -1,4 +1,4 @@
-"""HTTP endpoints: the chat page, health, dev login, a thread's stored messages."""
+"""HTTP endpoints: the chat page, health, metrics, dev login, a thread's stored messages."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ from importlib.resources import files
 from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Query
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.auth import AuthError
 from memoria_gateway.core import Gateway
+from memoria_runtime import metrics
 
 STATIC = files("memoria_gateway") / "static"
 _DEFAULT_PAGE = 100
@@ -49,6 +50,13 @@ def http_router(gateway: Gateway) -> APIRouter:
         except Exception as exc:
             return JSONResponse({"status": "unavailable", "broker": str(exc)}, status_code=503)
         return JSONResponse({"status": "ok", "connections": gateway.hub.count})
+
+    @router.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        """Prometheus metrics of this process. Always on: the gateway serves HTTP anyway, so
+        it needs no MEMORIA_METRICS_PORT (which it ignores). Nothing in them names a user."""
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
 
     @router.post("/api/token")
     async def token(request: TokenRequest) -> TokenResponse:

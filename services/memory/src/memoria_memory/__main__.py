@@ -1,9 +1,10 @@
+from memoria_memory import SERVICE_NAME
 from memoria_memory.app import build_app
 from memoria_runtime.service import run_service
 
 
 def main() -> None:
-    run_service("memory", build_app)
+    run_service(SERVICE_NAME, build_app)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
+from memoria_memory import SERVICE_NAME
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
@@ -30,7 +31,7 @@ ANNOUNCES_PER_TTL = 3  # refresh three times per lifetime: one lost write is fin
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, MemoryHandlers]:
-    broker = create_broker(settings, tracer_provider=provider)
+    broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     handlers = MemoryHandlers()
     subscribe_group(
         broker,

@@ -6,14 +6,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from memoria_llm.factory import create_language_model
-from memoria_llm.port import LanguageModel
 from memoria_memory.docstore import DocumentStore, open_document_store
 from memoria_memory.embedding import Embedder
 from memoria_memory.embedding.factory import create_embedder
 from memoria_memory.faults import Faults
 from memoria_memory.history import COLLECTION as HISTORY_COLLECTION
 from memoria_memory.history import HistoryRepository
+from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.reads import MemoryReader, SearchDefaults
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.memories.repository import MemoryRepository
@@ -34,7 +33,6 @@ class MemoryStorage:
     reader: MemoryReader
     writer: MemoryWriter
     reconciler: Reconciler
-    llm: LanguageModel
 
     @classmethod
     async def open(cls, settings: Settings) -> MemoryStorage:
@@ -43,10 +41,12 @@ class MemoryStorage:
         await history.setup()
         memories = MemoryRepository(documents)
         await memories.setup()
-        llm = create_language_model(settings)
-        embedder = create_embedder(settings, llm)
+        # The embedder makes an LLM client only when it embeds through the LLM provider.
+        embedder = create_embedder(settings)
         vectors = await open_vector_store(settings, embedder.id, embedder.dim)
         writer = MemoryWriter(memories, vectors, embedder, Faults(settings.fault_injection))
+        access = AccessLog(memories)
+        access.start()
         log.info(
             "memories: embedder %s (%d-dim), vectors in %s",
             embedder.id,
@@ -65,14 +65,14 @@ class MemoryStorage:
                 SearchDefaults(
                     limit=settings.memory_limit, min_relevance=settings.memory_min_relevance
                 ),
+                access,
             ),
             writer=writer,
             reconciler=Reconciler(memories, vectors, writer),
-            llm=llm,
         )
 
     async def close(self) -> None:
+        await self.reader.access.close()
         await self.vectors.close()
         await self.embedder.aclose()
-        await self.llm.aclose()
         await self.documents.close()

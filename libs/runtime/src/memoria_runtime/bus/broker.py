@@ -8,6 +8,7 @@ from faststream.redis import RedisBroker
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
+from memoria_runtime import metrics
 from memoria_runtime.settings import Settings
 
 _GRACEFUL_TIMEOUT_S = 10.0  # let in-flight handlers finish on shutdown before giving up
@@ -15,9 +16,16 @@ _BROKER_LOGGER = "memoria.broker"
 
 
 def create_broker(
-    settings: Settings, *, tracer_provider: TracerProvider | None = None
+    settings: Settings,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    service: str | None = None,
 ) -> RedisBroker:
-    middlewares = (RedisTelemetryMiddleware(tracer_provider=tracer_provider),)
+    """``service`` labels the broker's message metrics (``app_name``)."""
+    middlewares = (
+        RedisTelemetryMiddleware(tracer_provider=tracer_provider),
+        metrics.bus_middleware(service),
+    )
     # FastStream logs every received and processed entry at INFO: one line per streamed
     # token. Keep that for MEMORIA_LOG_LEVEL=DEBUG.
     broker_logger = logging.getLogger(_BROKER_LOGGER)

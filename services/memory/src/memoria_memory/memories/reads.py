@@ -2,8 +2,9 @@
 
 Search only ever returns ``ready`` memories whose vector row that matched is one of the
 memory's settled rows: a half-written memory, or a row left by an interrupted update, is
-never an answer. Retrieval (search, get) updates ``last_accessed``; browsing (list, history)
-does not, so "not used for a long time" keeps its meaning when a user scrolls or exports.
+never an answer. Retrieval (search, get) updates ``last_accessed`` (written behind the
+reply, access.py); browsing (list, history) does not, so "not used for a long time" keeps
+its meaning when a user scrolls or exports.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from memoria_contracts.memory import (
 )
 from memoria_memory.embedding import Embedder
 from memoria_memory.memories import clock
+from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.memories.writes import not_found
@@ -69,6 +71,7 @@ class MemoryReader:
     vectors: VectorStore
     embedder: Embedder
     defaults: SearchDefaults
+    access: AccessLog
 
     async def embed(self, request: MemoryEmbed) -> MemoryVectors:
         texts = list(request.texts)
@@ -142,7 +145,7 @@ class MemoryReader:
         self, user_id: str, documents: list[MemoryDocument], relevance: dict[str, float]
     ) -> list[Memory]:
         now = clock.stamp(clock.now())
-        await self.repo.touch(user_id, [d.id for d in documents], now)
+        self.access.record(user_id, [d.id for d in documents], now)
         return [
             d.model_copy(update={"last_accessed": now}).to_memory(relevance.get(d.id))
             for d in documents

@@ -81,10 +81,12 @@ class Reconciler:
                 continue
             accounted: set[str] = set()
             for document in await self.repo.of_user(user_id):
+                # The rows of a document's current bindings are never orphans, whichever
+                # collection it points to: a save or update in flight, or `memoria reembed`
+                # between writing rows here and switching the document, has them already.
+                accounted.update(row_ids_for(document.id, document.bindings))
                 if document.vector_collection in (None, self.vectors.collection):
                     accounted.update(document.vector_ids)
-                if document.state != "ready":
-                    accounted.update(row_ids_for(document.id, document.bindings))
             orphans = [row_id for row_id, _ in rows if row_id not in accounted]
             if orphans:
                 await self.vectors.delete(user_id, orphans)

@@ -27,6 +27,10 @@ class MemoryRepository:
 
     async def setup(self) -> None:
         await self._memories.ensure_index([("user_id", 1), ("state", 1), ("creation_datetime", -1)])
+        # For the search path's "user_id = ? AND _id IN (...)" (ready, touch): without it,
+        # SQLite's planner prefers the index above and reads every memory of the user
+        # (bench/memory_search.py, docs/benchmarks.md).
+        await self._memories.ensure_index([("user_id", 1), ("_id", 1), ("state", 1)])
         await self._memories.ensure_index([("state", 1), ("updated_at", 1)])
         await self._memories.ensure_index([("vector_collection", 1)])
         await self._changes.ensure_index([("user_id", 1), ("memory_id", 1), ("at", 1)])

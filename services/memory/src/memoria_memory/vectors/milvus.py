@@ -65,6 +65,15 @@ WRITE_BATCH_ROWS = 1_000  # rows per upsert request: well below gRPC message lim
 DELETE_BATCH_IDS = 1_000  # ids per delete expression
 CONNECT_TIMEOUT_S = 10.0
 REQUEST_TIMEOUT_S = 30.0
+# pymilvus pings an idle channel every 10 s; milvus-lite's gRPC server allows one ping per
+# 5 minutes without calls and answers the third with GOAWAY "too_many_pings", which fails
+# the next request of a long-idle client. Pinging only during calls keeps idle channels
+# alive there, and Milvus standalone accepts it too. pymilvus shares one channel per
+# address and token, so every client in a process must pass the same options.
+GRPC_OPTIONS: dict[str, int] = {
+    "grpc.keepalive_time_ms": 60_000,
+    "grpc.keepalive_permit_without_calls": 0,
+}
 # Status code pymilvus uses when it cannot open a channel to the server.
 _CONNECT_FAILED = 2
 # Milvus' "collection not loaded" (milvus-lite and standalone alike).
@@ -172,7 +181,10 @@ class MilvusVectorStore(VectorStore):
             return
         self._partitions.clear()  # the collection may have been dropped while closed
         client = AsyncMilvusClient(
-            uri=self._uri, token=self._token or "", timeout=CONNECT_TIMEOUT_S
+            uri=self._uri,
+            token=self._token or "",
+            timeout=CONNECT_TIMEOUT_S,
+            grpc_options=GRPC_OPTIONS,
         )
         try:
             with self._translate("open the collection"):
@@ -323,7 +335,12 @@ class MilvusVectorStore(VectorStore):
     # -- collection setup --------------------------------------------------------------------
 
     def _sync_client(self) -> Any:
-        return MilvusClient(uri=self._uri, token=self._token or "", timeout=CONNECT_TIMEOUT_S)
+        return MilvusClient(
+            uri=self._uri,
+            token=self._token or "",
+            timeout=CONNECT_TIMEOUT_S,
+            grpc_options=GRPC_OPTIONS,
+        )
 
     def _create_collection(self) -> None:
         """Runs in a thread. Another process may create the collection at the same time;

@@ -1,0 +1,80 @@
+"""What the rules see of a cycle: the reading of the user's message, the steps taken, the
+memories found so far, and whether the message confirms a pending "delete everything"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from memoria_contracts.events import CycleContext, StepRecord
+from memoria_llm.offline import replies
+from memoria_llm.offline.intents import Intent, Reading, read
+
+SEARCH_ACTION: Final = "MemorySearch"
+
+
+@dataclass(frozen=True)
+class CycleView:
+    reading: Reading
+    steps: list[StepRecord]
+    found: list[str]
+    """Ids of the memories shown in this cycle, best first (the order search returned)."""
+    found_last: list[str]
+    """Ids shown by the latest search step (empty when it found nothing)."""
+    asked_delete_all: bool
+    """The assistant's previous turn asked whether to delete every memory."""
+
+    @property
+    def delete_all_confirmed(self) -> bool:
+        return self.asked_delete_all and self.reading.intent == Intent.CONFIRM
+
+    @property
+    def done(self) -> list[str]:
+        return [step.action for step in self.steps]
+
+    @property
+    def failed(self) -> bool:
+        return any(step.status == "failed" for step in self.steps)
+
+
+def _found_by_step(context: CycleContext) -> dict[int, list[str]]:
+    """Memory ids shown per step. A step's messages are ``<cycle>.<step>.<n>``."""
+    by_step: dict[int, list[str]] = {}
+    for record in context.transcript:
+        content = record.content
+        if record.modal != "memory" or not isinstance(content, dict):
+            continue
+        memory_id = content.get("memory_id")
+        step = record.id.rsplit(".", 2)[-2] if record.id.count(".") >= 2 else ""
+        if isinstance(memory_id, str) and step.isdigit():
+            by_step.setdefault(int(step), []).append(memory_id)
+    return by_step
+
+
+def _asked_to_delete_everything(context: CycleContext) -> bool:
+    """The previous turn of the assistant was the "delete everything?" question: the
+    confirmation lives in the conversation, so no state is kept anywhere else."""
+    for record in reversed(context.history):
+        if record.role == "assistant" and record.modal == "text":
+            return replies.is_delete_all_question(str(record.content))
+        if record.role == "user":
+            continue
+    return False
+
+
+def _last_search_step(steps: list[StepRecord]) -> int:
+    searches = [step.step for step in steps if step.action == SEARCH_ACTION]
+    return max(searches, default=0)
+
+
+def view(context: CycleContext) -> CycleView:
+    reading = read(str(context.original_message.content))
+    by_step = _found_by_step(context)
+    found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
+    return CycleView(
+        reading=reading,
+        steps=list(context.steps),
+        found=found,
+        found_last=by_step.get(_last_search_step(context.steps), []),
+        asked_delete_all=_asked_to_delete_everything(context),
+    )

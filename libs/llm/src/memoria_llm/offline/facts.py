@@ -1,0 +1,133 @@
+"""A statement turned into a memory without a model: its type from cue words, and a few
+bindings (search keys) a later question will match.
+
+Bindings: the statement itself (the embedder matches meaning, so the full sentence is the
+best single key), its content words, and — when a known topic shows — a short topic key in
+both languages ("allergy" / "alergia"): cross-language matches are the weak spot of small
+multilingual embedders (docs/relevance.md), and a Portuguese fact is often asked about in
+English later, or the other way round.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from memoria_llm.offline.text import fold, tidy
+
+MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
+
+MAX_BINDINGS: Final = 5
+MAX_KEYWORDS: Final = 6
+MAX_BINDING_CHARS: Final = 300
+
+# First match wins: the most specific types first.
+_TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
+    (
+        "critical_info",
+        re.compile(
+            r"\b(?:number|code|password|pin|booking|reservation|ticket|protocol|appointment|"
+            r"flight|confirmation|numero|codigo|senha|reserva|protocolo|consulta|voo|"
+            r"passaporte|passport)\b"
+        ),
+    ),
+    (
+        "constraint",
+        re.compile(
+            r"\b(?:allergic|allergy|intolerant|intolerance|can'?t|cannot|must not|never|"
+            r"budget|don'?t eat|don'?t drink|avoid|alergic[oa]|alergia|intolerante|"
+            r"intolerancia|nao posso|nunca|orcamento|nao como|nao bebo|evito|evitar)\b"
+        ),
+    ),
+    (
+        "goal",
+        re.compile(
+            r"\b(?:want to|plan|planning|goal|going to|hope to|trying to|dream|quero|"
+            r"planejando|pretendo|objetivo|meta|vou|tentando|sonho)\b"
+        ),
+    ),
+    (
+        "preference",
+        re.compile(
+            r"\b(?:like|love|prefer|favou?rite|enjoy|hate|dislike|gosto|adoro|prefiro|"
+            r"favorit[oa]|curto|odeio|detesto|amo)\b"
+        ),
+    ),
+)
+
+# Topic keys, in both languages, for facts people ask about most: (cue words, EN, PT).
+_TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
+    (r"allerg\w*|alerg\w*", "allergy", "alergia"),
+    (r"my name|i'?m called|meu nome|me chamo", "user's name", "meu nome"),
+    (r"live|living|moro|morando|home", "where I live", "onde eu moro"),
+    (r"work|job|profession|trabalho|emprego|profissao", "my job", "meu trabalho"),
+    (r"birthday|born|aniversario|nasci", "birthday", "aniversario"),
+    (r"password|senha", "password", "senha"),
+    (r"dog|cat|pet|cachorr[oa]|gat[oa]", "my pet", "meu animal de estimacao"),
+    (
+        r"wife|husband|son|daughter|mother|father|mom|dad|esposa|marido|filh[oa]|mae|pai",
+        "my family",
+        "minha familia",
+    ),
+    (r"trip|travel|vacation|holiday|viagem|viajar|ferias", "travel plans", "planos de viagem"),
+    (r"favou?rite|favorit[oa]", "favourites", "favoritos"),
+    (
+        r"eat|food|diet|vegan|vegetarian|comida|comer|dieta|vegan[oa]|vegetarian[oa]",
+        "food",
+        "comida",
+    ),
+)
+_TOPICS: Final = tuple(
+    (re.compile(rf"\b(?:{cues})\b"), (english, portuguese))
+    for cues, english, portuguese in _TOPIC_CUES
+)
+
+_STOPWORD_TEXT: Final = (
+    "a an the and or but of to in on at for with from by is are was were be been am i me "
+    "my mine you your it its this that these those do does did have has had not no yes so "
+    "very really just also too please remember note que o os as um uma uns umas de do da "
+    "dos das em no na nos nas por para com e eu meu minha meus minhas voce seu sua ele "
+    "ela isso isto esse essa aquele aquela mais muito ja tambem nao sim lembre anota guarde"
+)
+_STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
+_WORD: Final = re.compile(r"[a-z0-9']+")
+_MY_SUBJECT: Final = re.compile(
+    r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z' ]{1,40}?) (?:is|are|was|e|era|sao)\b"
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    content: str
+    memory_type: MemoryType
+    bindings: list[str]
+
+
+def memory_type_of(statement: str) -> MemoryType:
+    folded = fold(statement)
+    for memory_type, cue in _TYPE_CUES:
+        if cue.search(folded):
+            return memory_type
+    return "user_profile"
+
+
+def bindings_of(statement: str) -> list[str]:
+    folded = fold(statement)
+    keys: list[str] = [statement[:MAX_BINDING_CHARS]]
+    subject = _MY_SUBJECT.match(folded)
+    if subject:
+        keys.append(subject.group("subject").strip())
+    for pattern, (english, portuguese) in _TOPICS:
+        if pattern.search(folded):
+            keys += [english, portuguese]
+    words = [w for w in _WORD.findall(folded) if w not in _STOPWORDS and len(w) > 1]
+    if len(words) > 1:
+        keys.append(" ".join(words[:MAX_KEYWORDS]))
+    unique = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
+    return unique[:MAX_BINDINGS]
+
+
+def fact_of(statement: str) -> Fact:
+    content = tidy(statement)
+    return Fact(content=content, memory_type=memory_type_of(content), bindings=bindings_of(content))

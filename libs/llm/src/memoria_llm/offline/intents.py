@@ -1,0 +1,153 @@
+"""What the user wants, from cue words in English and Portuguese — no model involved.
+
+The rules are ordered from the most specific to the least ("forget everything" before
+"forget ...", "actually ..." before a plain statement), and every one runs on folded text
+(lower case, no accents), so "Você lembra" and "voce lembra" are the same. ``statement`` is
+the part of the message after the cue, in the user's own words: what to save, what to look
+for, the correction, what to forget.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from memoria_llm.offline.text import Folded, is_question, tidy
+
+
+class Intent(StrEnum):
+    SAVE = "save"
+    SEARCH = "search"
+    UPDATE = "update"
+    DELETE = "delete"
+    LIST_ALL = "list_all"
+    DELETE_ALL = "delete_all"
+    CONFIRM = "confirm"
+    CANCEL = "cancel"
+    SMALL_TALK = "small_talk"
+
+
+@dataclass(frozen=True)
+class Reading:
+    intent: Intent
+    statement: str
+    """The user's words after the cue (the whole message when there is no cue)."""
+    about_user: bool = False
+    """A question about the user ("what is MY ..."): if memory has nothing, ask them."""
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+# Greetings, politeness and the assistant's name before the request.
+_LEAD_IN: Final = _rx(
+    r"^(?:(?:hey|hi|hello|ok|okay|so|well|please|pls|oi|ola|por favor|entao|bom|memoria)"
+    r"(?:\b|$)[\s,!.:]*)+"
+)
+
+_DELETE_ALL: Final = _rx(
+    r"^(?:(?:can you|could you|pode|voce pode) )?"
+    r"(?:forget|delete|erase|remove|wipe|clear|esqueca|esquece|apague|apaga|remova|limpe|"
+    r"limpa|exclua|delete)\b.*\b(?:everything|all (?:of )?(?:my |the |your )?(?:memories|data|"
+    r"you know)|all about me|tudo|todas as (?:minhas )?memorias|todas (?:as )?memorias|"
+    r"todas as coisas)\b"
+)
+_CONFIRM: Final = _rx(r"^(?:yes|yeah|yep|sure|confirm|confirmed|do it|sim|pode|confirmo|isso)\b")
+_CANCEL: Final = _rx(
+    r"^(?:cancel|never ?mind|forget it|stop|no thanks|no,? thank you|nothing|no|nope|"
+    r"cancela|cancelar|deixa (?:pra|para) la|esquece isso|esquece|nada|nao|para)\W*$"
+)
+_LIST_ALL: Final = _rx(
+    r"\b(?:(?:list|show|tell me|give me|read) (?:me )?(?:all )?(?:of )?(?:my |your |the )?"
+    r"(?:memories|saved facts|notes)|what do you (?:know|remember) about me|what have you "
+    r"(?:saved|stored|remembered|memorized)|everything you (?:know|remember) about me|"
+    r"(?:liste|listar|lista|mostre|mostrar|mostra|quais sao) (?:todas )?(?:as )?(?:minhas )?"
+    r"memorias|o que (?:voce|vc) (?:sabe|lembra|guardou|salvou) (?:sobre|de) mim|"
+    r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra) (?:sobre|de) mim)\b"
+)
+_DELETE: Final = _rx(
+    r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
+    r"(?:forget|delete|remove|erase|drop|esqueca|esquece|apague|apaga|remova|remove|exclua|"
+    r"delete)\b(?: (?:that|about|the fact that|que|de que|sobre|o fato de que))?[\s:,]*"
+)
+_UPDATE: Final = _rx(
+    r"^(?:actually|correction|update|change|in fact|i meant|wait|no,? actually|not anymore|"
+    r"na verdade|correcao|corrigindo|atualize|atualiza|mude|muda|altere|altera|"
+    r"nao,? na verdade|pensando bem)\b(?: that| que)?[\s:,]*"
+)
+_SAVE: Final = _rx(
+    r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
+    r"(?:remember|note|keep in mind|don'?t forget|do not forget|save|store|write down|"
+    r"memorize|take note|make a note|lembre-se|lembre|lembra|anota|anote|guarde|guarda|salve|"
+    r"salva|grave|memorize|nao esqueca|registre|registra)"
+    r"(?: (?:that|this|down|of this|de que|que|isso|disso|o seguinte|this down))?[\s:,]*"
+)
+_SMALL_TALK: Final = _rx(
+    r"^(?:thanks|thank you|thx|cheers|how are you|who are you|who is (?:this|answering)|"
+    r"what are you|what can you do|quem (?:e|esta) (?:voce|respondendo)|o que voce (?:e|faz)|"
+    r"how's it going|how is it going|what's up|"
+    r"good (?:morning|afternoon|evening|night)|bye|goodbye|see you|nice|great|cool|"
+    r"obrigad[oa]|valeu|brigad[oa]|tudo bem|tudo bom|como vai|como voce esta|bom dia|"
+    r"boa tarde|boa noite|tchau|ate logo|legal|otimo|beleza)\b"
+)
+_QUESTION_START: Final = _rx(
+    r"^(?:what|whats|what's|when|where|who|whom|which|how|why|do you|did you|can you tell|"
+    r"tell me|remind me|did i|have i|am i|do i|is my|are my|qual|quais|quando|onde|quem|como|"
+    r"por que|porque|o que|oque|voce (?:lembra|sabe)|vc (?:lembra|sabe)|lembra (?:de|do|da|que|"
+    r"qual|quando|onde|como|o)|me (?:diga|lembre|fala|diz)|sabe (?:qual|quando|onde|o))\b"
+)
+_ABOUT_USER: Final = _rx(r"\b(?:my|me|i|mine|meu|minha|meus|minhas|eu|mim)\b")
+# First-person facts worth keeping without an explicit "remember" (seed 001: be proactive).
+_FACT: Final = _rx(
+    r"^(?:my [a-z' ]{1,40} (?:is|are|was)|i (?:am|'m|was) (?:allergic|a |an |from|vegan|"
+    r"vegetarian|married|born|[0-9])|i'm (?:allergic|a |an |from|vegan|vegetarian|married)|"
+    r"i live|i work|i'?m learning|i have (?:a|an|two|three|[0-9])|i like|i love|i prefer|i hate|"
+    r"i don'?t (?:like|eat|drink)|i can'?t (?:eat|drink|have)|i'?m planning|i plan|i want to|"
+    r"i'?m going to|i'?m trying to|meu [a-z ]{1,40} (?:e|era|sao)|minha [a-z ]{1,40} (?:e|era|sao)|"
+    r"meus [a-z ]{1,40} sao|minhas [a-z ]{1,40} sao|eu (?:sou|moro|trabalho|tenho|gosto|adoro|"
+    r"prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|vou)|"
+    r"sou (?:alergic|vegan|vegetarian|casad|de |do |da )|moro (?:em|no|na)|"
+    r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo)|"
+    r"tenho (?:um|uma|dois|duas|[0-9])|gosto de|adoro|prefiro|odeio)\b"
+)
+
+
+def read(message: str) -> Reading:
+    """The intent of one user message."""
+    folded = Folded.of(message)
+    lead = _LEAD_IN.match(folded.text)
+    start = lead.end() if lead else 0
+    text = folded.text[start:]
+    whole = tidy(folded.original_from(start)) or tidy(message)
+    question = is_question(message)
+
+    def after(pattern: re.Pattern[str]) -> str | None:
+        match = pattern.match(text)
+        if match is None:
+            return None
+        return tidy(folded.original_from(start + match.end()))
+
+    if _DELETE_ALL.search(text):
+        return Reading(Intent.DELETE_ALL, whole)
+    if _CONFIRM.match(text) and not question:
+        return Reading(Intent.CONFIRM, whole)
+    if _CANCEL.match(text):
+        return Reading(Intent.CANCEL, whole)
+    if _LIST_ALL.search(text):
+        return Reading(Intent.LIST_ALL, whole)
+    if (rest := after(_DELETE)) is not None and rest:
+        return Reading(Intent.DELETE, rest)
+    if (rest := after(_UPDATE)) is not None and rest:
+        return Reading(Intent.UPDATE, rest)
+    if (rest := after(_SAVE)) is not None and rest and not question:
+        return Reading(Intent.SAVE, rest)
+    if not text or _SMALL_TALK.match(text):
+        return Reading(Intent.SMALL_TALK, whole)
+    if question or _QUESTION_START.match(text):
+        return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
+    if _FACT.match(text):
+        return Reading(Intent.SAVE, whole)
+    return Reading(Intent.SMALL_TALK, whole)

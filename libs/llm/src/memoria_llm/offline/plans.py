@@ -1,0 +1,54 @@
+"""What each memory action asks the model for (the ``reasoning`` mode), written by rules in
+the JSON shape the actions' schemas accept."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from memoria_llm.offline.cycle import CycleView
+from memoria_llm.offline.facts import fact_of
+from memoria_llm.offline.intents import Intent
+
+EVERYTHING: Final = "all memories"
+MAX_SEARCH: Final = 100  # the most memories one search returns
+
+
+class NoPlan(Exception):
+    """The rules have no answer for this task."""
+
+
+def _memory(statement: str) -> dict[str, Any]:
+    fact = fact_of(statement)
+    return {
+        "type": "text",
+        "content": fact.content,
+        "bindings": fact.bindings,
+        "memory_type": fact.memory_type,
+    }
+
+
+def plan_for(task: str, view: CycleView) -> dict[str, Any]:
+    reading = view.reading
+    everything = reading.intent == Intent.LIST_ALL or view.delete_all_confirmed
+    if task == "MemorySearch":
+        if everything:
+            return {"queries": [EVERYTHING], "mode": "chronological", "limit": MAX_SEARCH}
+        return {"queries": [reading.statement], "mode": "semantic"}
+    if task == "MemorySave":
+        return {"memories": [_memory(reading.statement)]}
+    if task == "MemoryUpdate" and view.found:
+        fact = fact_of(reading.statement)
+        return {
+            "updates": [
+                {
+                    "_id": view.found[0],
+                    "content": fact.content,
+                    "bindings": fact.bindings,
+                    "memory_type": fact.memory_type,
+                }
+            ]
+        }
+    if task == "MemoryDelete" and view.found:
+        # "forget X" forgets the best match only; everything only after a confirmation.
+        return {"memory_ids": view.found_last if everything else view.found[:1]}
+    raise NoPlan(f"the offline planner has no plan for {task} here")

@@ -1,0 +1,166 @@
+"""What the offline planner says (the ``chat`` mode): short templates in the user's language,
+filled from the results the memory actions pass along (``LLMRequest.metadata["results"]``).
+It never pretends to be a model: its answers repeat what memory holds, and the closing line
+says that no language model is configured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from memoria_llm.offline.text import fold
+
+Language = Literal["en", "pt"]
+
+QUOTE_CHARS: Final = 120
+MAX_LISTED: Final = 10
+
+_DELETE_ALL_QUESTION: Final[dict[Language, str]] = {
+    "en": "Do you really want me to delete ALL your memories? This cannot be undone. "
+    'Reply "yes" to confirm, or anything else to keep them.',
+    "pt": "Você quer mesmo que eu apague TODAS as suas memórias? Isso não pode ser desfeito. "
+    'Responda "sim" para confirmar, ou qualquer outra coisa para mantê-las.',
+}
+_DELETE_ALL_MARKS: Final = ("delete all your memories", "apague todas as suas memorias")
+
+_TEXTS: Final[dict[str, dict[Language, str]]] = {
+    "saved": {"en": "Saved: {items}.", "pt": "Guardei: {items}."},
+    "not_saved": {"en": "I could not save {items}.", "pt": "Não consegui guardar {items}."},
+    "found": {"en": "From your memories: {items}.", "pt": "Nas suas memórias: {items}."},
+    "found_none": {
+        "en": 'I found nothing about "{query}" in your memories.',
+        "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
+    },
+    "listed_none": {
+        "en": "You have no memories saved yet.",
+        "pt": "Você ainda não tem memórias guardadas.",
+    },
+    "updated": {"en": "Updated: {items}.", "pt": "Atualizei: {items}."},
+    "deleted": {"en": "Forgotten: {items}.", "pt": "Esqueci: {items}."},
+    "missing": {
+        "en": "I could not find the memory to change ({items}).",
+        "pt": "Não encontrei a memória para alterar ({items}).",
+    },
+    "ask_missing": {
+        "en": "I don't have that in my memory yet. Could you tell me?",
+        "pt": "Ainda não tenho isso na memória. Pode me contar?",
+    },
+    "ask_more": {
+        "en": "Could you tell me a bit more?",
+        "pt": "Pode me contar um pouco mais?",
+    },
+    "cancelled": {"en": "Okay, cancelled.", "pt": "Tudo bem, cancelado."},
+    "kept": {
+        "en": "Okay, I kept all your memories.",
+        "pt": "Tudo bem, mantive todas as suas memórias.",
+    },
+    "failed": {
+        "en": "Something went wrong: {detail}.",
+        "pt": "Algo deu errado: {detail}.",
+    },
+    "done": {"en": "Done.", "pt": "Pronto."},
+    "no_model": {
+        "en": "(This is the offline planner: no language model is configured, so I only manage "
+        "and recall your memories. Set GEMINI_API_KEY for full answers.)",
+        "pt": "(Aqui é o planejador offline: nenhum modelo de linguagem está configurado, então "
+        "só guardo e recupero suas memórias. Defina GEMINI_API_KEY para respostas completas.)",
+    },
+    "introduction": {
+        "en": 'Hi! I can remember things for you ("remember that I am allergic to '
+        'peanuts"), recall them ("what am I allergic to?"), correct them ("actually, '
+        '...") and forget them ("forget my allergy").',
+        "pt": 'Olá! Posso guardar coisas para você ("lembre que sou alérgico a amendoim"), '
+        'lembrar delas ("do que eu tenho alergia?"), corrigi-las ("na verdade, ...") e '
+        'esquecê-las ("esqueça minha alergia").',
+    },
+}
+
+
+def text(key: str, language: Language, **values: object) -> str:
+    return _TEXTS[key][language].format(**values)
+
+
+def delete_all_question(language: Language) -> str:
+    return _DELETE_ALL_QUESTION[language]
+
+
+def is_delete_all_question(message: str) -> bool:
+    folded = fold(message)
+    return any(mark in folded for mark in _DELETE_ALL_MARKS)
+
+
+def quote(content: object) -> str:
+    raw = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    flat = " ".join(raw.split())
+    short = flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
+    return f'"{short}"'
+
+
+def listing(items: Sequence[str]) -> str:
+    shown = list(items[:MAX_LISTED])
+    if len(items) > MAX_LISTED:
+        shown.append(f"+{len(items) - MAX_LISTED}")
+    return "; ".join(shown)
+
+
+def results_of(metadata: dict[str, str]) -> dict[str, Any]:
+    try:
+        results = json.loads(metadata.get("results", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    return results if isinstance(results, dict) else {}
+
+
+def _quoted(entries: Sequence[Any], field: str) -> str:
+    return listing([quote(e.get(field)) if isinstance(e, dict) else quote(e) for e in entries])
+
+
+def explanation(task: str, results: dict[str, Any], language: Language) -> str:
+    """The short explanation a memory action streams after its work."""
+    if task == "MemorySave":
+        parts = []
+        if saved := results.get("saved"):
+            parts.append(
+                text("saved", language, items=listing([quote(m.get("content")) for m in saved]))
+            )
+        if failed := results.get("not_saved"):
+            parts.append(
+                text(
+                    "not_saved", language, items=listing([quote(m.get("content")) for m in failed])
+                )
+            )
+        return " ".join(parts) or text("done", language)
+    if task == "MemorySearch":
+        if found := results.get("found"):
+            return text("found", language, items=_quoted(found, "content"))
+        if results.get("mode") == "chronological":
+            return text("listed_none", language)
+        query = ", ".join(results.get("looked_for") or [])
+        return text("found_none", language, query=query)
+    if task == "MemoryUpdate":
+        parts = []
+        if updated := results.get("updated"):
+            items = [
+                f"{quote(u.get('old_content'))} → {quote(u.get('new_content'))}" for u in updated
+            ]
+            parts.append(text("updated", language, items=listing(items)))
+        missing = [*results.get("not_found", []), *results.get("not_updated", [])]
+        if missing:
+            parts.append(text("missing", language, items=listing(missing)))
+        return " ".join(parts) or text("done", language)
+    if task == "MemoryDelete":
+        parts = []
+        if deleted := results.get("deleted"):
+            parts.append(
+                text(
+                    "deleted",
+                    language,
+                    items=listing([quote(d.get("deleted_content")) for d in deleted]),
+                )
+            )
+        missing = [*results.get("not_found", []), *results.get("not_deleted", [])]
+        if missing:
+            parts.append(text("missing", language, items=listing(missing)))
+        return " ".join(parts) or text("done", language)
+    return text("done", language)

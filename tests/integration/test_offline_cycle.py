@@ -1,0 +1,90 @@
+"""No key, no model: the default a newcomer gets. The offline planner drives real cycles
+across the four services — save, recall, correct and forget memories, in English and
+Portuguese — and every answer says it comes from the offline planner."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stack import Stack, running_stack
+from ws_client import Frame, chat
+
+pytestmark = pytest.mark.integration
+
+OFFLINE_LABEL = "offline planner (no LLM)"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    redis_url = f"redis://127.0.0.1:{valkey_server.port}/4"
+    data_dir: Path = tmp_path_factory.mktemp("offline-stack")
+    with running_stack(
+        redis_url, milvus_server.uri, data_dir, {"rules": []}, llm_provider="offline"
+    ) as running:
+        running.wait_ready(actions=6)
+        yield running
+
+
+async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
+    async with chat(stack.ws_url(user)) as client:
+        accepted = await client.send(thread, text)
+        return await client.cycle(accepted["id"], timeout=60)
+
+
+def actions(frames: list[Frame]) -> list[str]:
+    ended: list[str] = next(f for f in frames if f["type"] == "cycle_end")["actions"]
+    return ended
+
+
+def answers(frames: list[Frame]) -> list[Frame]:
+    return [f for f in frames if f["type"] == "message" and f["role"] == "assistant"]
+
+
+def cards(frames: list[Frame]) -> list[Any]:
+    return [f["content"]["content"] for f in frames if f.get("modal") == "memory"]
+
+
+async def test_remember_recall_correct_and_forget_without_a_model(stack: Stack) -> None:
+    saved = await say(stack, "lia", "a", "Remember that I am allergic to peanuts")
+    assert actions(saved) == ["MemorySave", "Finalize"]
+    assert answers(saved)[0]["content"] == 'Saved: "I am allergic to peanuts".'
+    assert {a["model"] for a in answers(saved)} == {OFFLINE_LABEL}
+    assert "no language model is configured" in answers(saved)[-1]["content"]
+
+    recalled = await say(stack, "lia", "b", "What am I allergic to?")
+    assert actions(recalled) == ["MemorySearch", "Finalize"]
+    assert cards(recalled) == ["I am allergic to peanuts"]
+
+    corrected = await say(stack, "lia", "b", "Actually, I am allergic to shellfish")
+    assert actions(corrected) == ["MemorySearch", "MemoryUpdate", "Finalize"]
+    again = await say(stack, "lia", "c", "What am I allergic to?")
+    assert cards(again) == ["I am allergic to shellfish"]
+
+    forgotten = await say(stack, "lia", "c", "Forget my allergy")
+    assert actions(forgotten) == ["MemorySearch", "MemoryDelete", "Finalize"]
+    nothing = await say(stack, "lia", "c", "What am I allergic to?")
+    assert actions(nothing) == ["MemorySearch", "Question"]
+    assert cards(nothing) == []
+
+
+async def test_portuguese_and_a_confirmed_delete_everything(stack: Stack) -> None:
+    saved = await say(stack, "rui", "a", "Lembre que meu cachorro se chama Rex")
+    assert actions(saved) == ["MemorySave", "Finalize"]
+    assert answers(saved)[0]["content"].startswith("Guardei:")
+    await say(stack, "rui", "a", "Eu moro em Recife")
+
+    recalled = await say(stack, "rui", "b", "Como se chama o meu cachorro?")
+    assert "Meu cachorro se chama Rex" in cards(recalled)
+
+    asked = await say(stack, "rui", "b", "Esqueça tudo")
+    assert actions(asked) == ["Question"]
+    assert "TODAS" in answers(asked)[-1]["content"]
+    confirmed = await say(stack, "rui", "b", "sim")
+    assert actions(confirmed)[:2] == ["MemorySearch", "MemoryDelete"]
+    empty = await say(stack, "rui", "c", "O que você sabe sobre mim?")
+    assert cards(empty) == []

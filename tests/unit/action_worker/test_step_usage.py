@@ -1,0 +1,131 @@
+"""The worker adds the tokens of each step's LLM calls to its cycle, a failed step's too."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from memoria_action_worker import SERVICE_NAME
+from memoria_action_worker.context import ActionContext
+from memoria_action_worker.registry import RegisteredAction
+from memoria_action_worker.runner import StepRunner
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import (
+    ActionCompleted,
+    ActionOutcome,
+    ActionRequested,
+    ActionSpec,
+    CycleContext,
+    Envelope,
+)
+from memoria_contracts.streams import Stream
+from memoria_llm import accounting
+from memoria_llm.port import LLMRequest, Prompt, PromptMessage
+from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_llm.usage import Usage
+from memoria_runtime import metrics
+from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
+
+from .harness import CYCLE_ID, THREAD_ID, USER_ID, FakeMemoryService, RecordingPublisher
+
+ANSWER = "Hello there, friend!"  # 3 words out
+PROMPT = Prompt(system="Be brief.", messages=[PromptMessage("user", "hi there")])  # 4 words in
+
+
+class Plan(ActionOutcome):
+    """Any schema will do: the scripted reasoning output is validated into it."""
+
+
+def request_for(ctx: ActionContext, task: str) -> LLMRequest:
+    return LLMRequest(task=task, prompt=PROMPT, context=ctx.cycle)
+
+
+async def chatty(ctx: ActionContext) -> ActionOutcome:
+    await ctx.chat.stream(
+        ctx.llm.chat(request_for(ctx, "Chatty")), chat_history=False, role="assistant", model="x"
+    )
+    return ActionOutcome(status="ok", ends_cycle=True, summary="answered")
+
+
+async def broken(ctx: ActionContext) -> ActionOutcome:
+    await ctx.llm.reasoning(request_for(ctx, "Broken"), Plan)
+    raise RuntimeError("a bug after the model answered")
+
+
+ACTIONS = {
+    "Chatty": RegisteredAction(ActionSpec(name="Chatty", description="-", ends_cycle=True), chatty),
+    "Broken": RegisteredAction(ActionSpec(name="Broken", description="-", ends_cycle=True), broken),
+}
+SCRIPT = Script(
+    rules=[
+        ScriptRule(
+            chat={"Chatty": ANSWER},
+            reasoning={"Broken": {"status": "ok", "ends_cycle": True, "summary": "planned"}},
+        )
+    ]
+)
+
+
+def runner(redis: Redis, publisher: RecordingPublisher) -> StepRunner:
+    return StepRunner(
+        settings=Settings(_env_file=None),
+        redis=redis,
+        publisher=publisher,
+        llm=ScriptedModel(SCRIPT),
+        memory=FakeMemoryService(),
+        actions=ACTIONS,
+    )
+
+
+def requested(action: str, step: int) -> Envelope:
+    original = ChatRecord(id="msg_1", chat_history=True, modal="text", role="user", content="hi")
+    request = ActionRequested(
+        step=step, action=action, context=CycleContext(original_message=original)
+    )
+    return Envelope(cycle_id=CYCLE_ID, user_id=USER_ID, thread_id=THREAD_ID, payload=request)
+
+
+def delivery(step: int) -> Delivery:
+    return Delivery(
+        stream="memoria:actions",
+        group="action-worker",
+        entry_id=f"1-{step}",
+        data=b"",
+        redelivered=False,
+    )
+
+
+def scripted_output_tokens() -> float:
+    labels = {
+        metrics.LABEL_MODEL: "scripted",
+        metrics.LABEL_DIRECTION: metrics.OUTPUT,
+        metrics.LABEL_SERVICE: SERVICE_NAME,
+    }
+    return metrics.REGISTRY.get_sample_value(metrics.LLM_TOKENS_TOTAL, labels) or 0.0
+
+
+async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> None:
+    publisher = RecordingPublisher()
+    before = scripted_output_tokens()
+
+    await runner(redis, publisher).on_action_requested(requested("Chatty", 1), delivery(1))
+
+    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4, 3)]
+    assert scripted_output_tokens() - before == 3
+    (done,) = [e for stream, e in publisher.sent if stream is Stream.ACTIONS_DONE]
+    assert isinstance(done.payload, ActionCompleted)
+    assert done.payload.outcome.status == "ok"
+
+
+async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
+    publisher = RecordingPublisher()
+    worker = runner(redis, publisher)
+
+    await worker.on_action_requested(requested("Chatty", 1), delivery(1))
+    await worker.on_action_requested(requested("Broken", 2), delivery(2))
+
+    _, broken_done = [e for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
+    assert isinstance(broken_done.payload, ActionCompleted)
+    assert broken_done.payload.outcome.status == "failed"
+    # The first step's answer, then the failed step's plan: 6 "words" of JSON.
+    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4 + 4, 3 + 6)]

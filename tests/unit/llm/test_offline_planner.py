@@ -1,0 +1,179 @@
+"""The offline planner's plans fit the memory actions' own schemas, its replies say what
+happened in the user's language, and "delete everything" never happens without a "yes"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memoria_action_worker.actions.memory_delete import DeletePlan
+from memoria_action_worker.actions.memory_save import SavePlan
+from memoria_action_worker.actions.memory_search import SearchPlan
+from memoria_action_worker.actions.memory_update import UpdatePlan
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import StepRecord
+from memoria_llm.offline import LABEL, OfflineModel
+from memoria_llm.offline.facts import fact_of
+from memoria_llm.offline.intents import Intent, read
+from memoria_llm.offline.replies import delete_all_question
+from memoria_llm.port import LLMOutputError, Mode
+
+from .cycles import context_for, memory_card, request, run_cycle
+
+MODEL = OfflineModel()
+
+
+def assistant(text: str) -> ChatRecord:
+    return ChatRecord(id="a-1", chat_history=True, modal="text", role="assistant", content=text)
+
+
+async def reply(task: str, text: str, **results: object) -> str:
+    metadata = {"results": json.dumps(results)} if results else {}
+    pieces = [p async for p in MODEL.chat(request(task, context_for(text), metadata))]
+    assert all(pieces)
+    return "".join(pieces)
+
+
+# -- plans ----------------------------------------------------------------------------------
+
+
+async def test_a_save_plan_keeps_the_users_words_and_guesses_type_and_keys() -> None:
+    plan = await MODEL.reasoning(
+        request("MemorySave", context_for("Remember that I am allergic to peanuts!")), SavePlan
+    )
+    (memory,) = plan.memories
+    assert memory.content == "I am allergic to peanuts"
+    assert memory.memory_type == "constraint"
+    assert memory.bindings[0] == "I am allergic to peanuts"
+    assert {"allergy", "alergia"} <= set(memory.bindings)
+
+
+@pytest.mark.parametrize(
+    ("statement", "memory_type"),
+    [
+        ("My name is Ana", "user_profile"),
+        ("Meu nome é João", "user_profile"),
+        ("I love jazz music", "preference"),
+        ("Eu gosto de café sem açúcar", "preference"),
+        ("I'm planning a trip to Japan in April", "goal"),
+        ("Quero aprender a tocar violão", "goal"),
+        ("My passport number is X1234567", "critical_info"),
+        ("A senha do wifi é girassol42", "critical_info"),
+        ("I can't eat gluten", "constraint"),
+        ("Sou alérgica a camarão", "constraint"),
+    ],
+)
+def test_memory_types_are_guessed_from_cues(statement: str, memory_type: str) -> None:
+    assert fact_of(statement).memory_type == memory_type
+
+
+def test_a_portuguese_fact_gets_topic_keys_in_both_languages() -> None:
+    bindings = fact_of("Meu nome é João").bindings
+    assert bindings[0] == "Meu nome é João"
+    assert {"nome", "user's name", "meu nome"} <= set(bindings)
+
+
+async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> None:
+    semantic = await MODEL.reasoning(
+        request("MemorySearch", context_for("Hi, what is my name?")), SearchPlan
+    )
+    assert (semantic.queries, semantic.mode) == (["What is my name?"], "semantic")
+    everything = await MODEL.reasoning(
+        request("MemorySearch", context_for("What do you know about me?")), SearchPlan
+    )
+    assert everything.mode == "chronological"
+
+
+async def test_a_correction_updates_the_best_match_with_the_new_statement() -> None:
+    context = context_for(
+        "Actually my favourite colour is green",
+        transcript=[memory_card(1, 1, "mem_blue", "My favourite colour is blue")],
+        steps=[StepRecord(step=1, action="MemorySearch", status="ok", summary="found 1")],
+    )
+    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    (update,) = plan.updates
+    assert update.memory_id == "mem_blue"
+    assert update.content == "My favourite colour is green"
+
+
+async def test_forgetting_deletes_only_the_best_match() -> None:
+    context = context_for(
+        "Forget my allergy",
+        transcript=[memory_card(1, 1, "mem_a", "peanuts"), memory_card(1, 2, "mem_b", "cats")],
+        steps=[StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")],
+    )
+    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    assert plan.memory_ids == ["mem_a"]
+
+
+async def test_no_plan_is_an_output_error_not_a_guess() -> None:
+    with pytest.raises(LLMOutputError):
+        await MODEL.reasoning(request("MemoryDelete", context_for("Forget my allergy")), DeletePlan)
+
+
+# -- delete everything ----------------------------------------------------------------------
+
+
+async def test_delete_everything_asks_first_and_only_a_yes_to_that_question_deletes() -> None:
+    assert await run_cycle("Forget everything") == ["Question"]
+    asked = [assistant(delete_all_question("en"))]
+    assert await run_cycle("yes", history=asked, found_per_search=(3, 2, 0)) == [
+        "MemorySearch",
+        "MemoryDelete",
+        "MemorySearch",
+        "MemoryDelete",
+        "MemorySearch",
+        "Finalize",
+    ]
+    assert await run_cycle("yes") == ["Finalize"]  # a "yes" to nothing deletes nothing
+    assert await run_cycle("no", history=asked) == ["Finalize"]
+
+
+async def test_a_confirmed_delete_everything_deletes_what_each_round_found() -> None:
+    asked = [assistant(delete_all_question("pt"))]
+    steps = [
+        StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2"),
+    ]
+    context = context_for(
+        "sim",
+        history=asked,
+        transcript=[memory_card(1, 1, "mem_a", "a"), memory_card(1, 2, "mem_b", "b")],
+        steps=steps,
+    )
+    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    assert plan.memory_ids == ["mem_a", "mem_b"]
+    search = await MODEL.reasoning(request("MemorySearch", context), SearchPlan)
+    assert (search.mode, search.limit) == ("chronological", 100)
+
+
+# -- replies --------------------------------------------------------------------------------
+
+
+async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> None:
+    found = [{"memory_id": "mem_a", "content": "I am allergic to peanuts"}]
+    assert '"I am allergic to peanuts"' in await reply(
+        "MemorySearch", "what am I allergic to?", found=found, looked_for=["allergy"]
+    )
+    assert "Nas suas memórias" in await reply(
+        "MemorySearch", "do que eu tenho alergia?", found=found, looked_for=["alergia"]
+    )
+    nothing = await reply("MemorySearch", "where do I live?", found=[], looked_for=["home"])
+    assert nothing == 'I found nothing about "home" in your memories.'
+    saved = await reply(
+        "MemorySave", "lembre que moro em Lisboa", saved=[{"content": "Moro em Lisboa"}]
+    )
+    assert saved == 'Guardei: "Moro em Lisboa".'
+
+
+async def test_closing_lines_say_that_no_language_model_answers() -> None:
+    hello = await reply("Finalize", "Hello!")
+    assert "no language model is configured" in hello
+    assert "remember" in hello  # tells the user what it can do
+    assert "nenhum modelo de linguagem" in await reply("Finalize", "Olá, tudo bem?")
+    assert MODEL.label(Mode.CHAT) == LABEL == "offline planner (no LLM)"
+
+
+async def test_the_delete_everything_question_is_asked_in_the_users_language() -> None:
+    assert "TODAS as suas memórias" in await reply("Question", "apague todas as minhas memórias")
+    assert read("yes").intent == Intent.CONFIRM
