@@ -304,8 +304,8 @@ async def embedded_milvus_server(data_dir: Path, blas_threads: int | None) -> As
 def server_environment(blas_threads: int | None) -> dict[str, str]:
     """This environment, without the bench's own BLAS setting: milvus-lite's FLAT index
     searches with numpy, so its thread count is part of what is measured. ``blas_threads``
-    sets it (``OPENBLAS_NUM_THREADS``); None leaves OpenBLAS's default, as `memoria run`
-    does."""
+    sets it (``OPENBLAS_NUM_THREADS``); None leaves it to the server's entry point, which
+    pins BLAS to one thread unless the environment says otherwise, as under `memoria run`."""
     environment = {k: v for k, v in os.environ.items() if k != BLAS_THREADS_VARIABLE}
     if blas_threads is not None:
         environment[BLAS_THREADS_VARIABLE] = str(blas_threads)
@@ -875,7 +875,7 @@ def report(results: Sequence[SizeResult], options: Options, facts: Machine) -> s
         f"memory search: {options.users} users, {options.bindings} bindings per memory, "
         f"{DIM}-dim vectors; index {options.index}, isolation {options.isolation}",
         f"BLAS threads: numpy floor {os.environ[BLAS_THREADS_VARIABLE]}, milvus-lite server "
-        f"{options.server_blas_threads or 'OpenBLAS default'}",
+        f"{options.server_blas_threads or '1 (the default of memoria run)'}",
         f"each search: limit {LIMIT} memories ({TOP_ROWS} rows), min_relevance "
         f"{MIN_RELEVANCE:g}; nq=3: {BATCH_QUERIES} query vectors in one call",
         f"samples: {options.samples} per scenario after {options.warmup} warm-up, "
@@ -935,7 +935,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         "--server-blas-threads",
         type=bounded_int(1),
         default=None,
-        help="OPENBLAS_NUM_THREADS for the milvus-lite server (default: OpenBLAS's own)",
+        help="OPENBLAS_NUM_THREADS for the milvus-lite server (default: 1, as memoria run)",
     )
     parser.add_argument("--isolation", choices=get_args(VectorIsolation), default=DEFAULT_ISOLATION)
     namespace = parser.parse_args(argv)
