@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-integration test-containers lint fmt bench docs clean
+.PHONY: help install run test test-unit test-integration test-browser test-containers lint fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ test-unit: ## Fast tests only (no processes started)
 
 test-integration: ## Tests that start the broker and the services as processes
 	$(PY) -m pytest -q -m integration
+
+test-browser: ## The web chat in Debian's chromium (skipped without one: sudo apt install chromium)
+	$(PY) -m pytest -q -m browser tests/browser
 
 test-containers: ## testcontainers suites (need a Docker engine)
 	$(PY) -m pytest -q -m containers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,6 +100,8 @@ async def test_a_message_streams_thinking_deltas_answer_and_cycle_end(stack: Sta
     assert answer["model"] == "scripted"
     end = dict(frames[-1])
     assert end.pop("usage") is not None
+    # Every frame of the cycle names its chat.out entry, so a client can resume after it.
+    assert re.fullmatch(r"[0-9]+-[0-9]+", end.pop("event_id"))
     assert end == {
         "type": "cycle_end",
         "cycle_id": answer["cycle_id"],

@@ -43,6 +43,8 @@ class Stack:
     service_env: dict[str, dict[str, str]] = field(default_factory=dict)
     """Settings of one service only (e.g. its own metrics port), kept across restarts."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    replicas: dict[str, str] = field(default_factory=dict)
+    """Further replicas of a service (:meth:`add_gateway`): process name -> service."""
 
     @property
     def base_url(self) -> str:
@@ -51,6 +53,23 @@ class Stack:
     @property
     def ws_base(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws"
+
+    def add_gateway(self, name: str) -> int:
+        """Start another gateway replica on a port of its own (same broker, data directory
+        and token secret) and wait until it serves; return its port."""
+        port = free_port()
+        self.replicas[name] = "gateway"
+        self.start(name, {"MEMORIA_GATEWAY_PORT": str(port)})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    return port
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{name} did not start:\n{self.logs(name)}")
 
     def log_path(self, name: str) -> Path:
         return self.data_dir / f"{name}.log"
@@ -62,8 +81,9 @@ class Stack:
     def start(self, name: str, extra_env: Mapping[str, str] | None = None) -> None:
         env = {**self.env, **self.service_env.get(name, {}), **(extra_env or {})}
         log = self.log_path(name).open("ab")
+        service = self.replicas.get(name, name)
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", SERVICES[name]], env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", SERVICES[service]], env=env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def stop(self, name: str, sig: int = signal.SIGTERM) -> None:
@@ -80,8 +100,10 @@ class Stack:
         response.raise_for_status()
         return str(response.json()["token"])
 
-    def ws_url(self, user_id: str) -> str:
-        return f"{self.ws_base}?token={self.token(user_id)}"
+    def ws_url(self, user_id: str, port: int | None = None) -> str:
+        """The socket URL of ``user_id`` on the first gateway, or the one on ``port``."""
+        base = self.ws_base if port is None else f"ws://127.0.0.1:{port}/ws"
+        return f"{base}?token={self.token(user_id)}"
 
     def history(self, user_id: str, thread_id: str) -> list[dict[str, Any]]:
         response = httpx.get(
@@ -124,7 +146,8 @@ class Stack:
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.logs(name)}")
 
     def all_logs(self) -> str:
-        return "\n".join(f"===== {name}\n{self.logs(name)[-4000:]}" for name in SERVICES)
+        names = [*SERVICES, *self.replicas]
+        return "\n".join(f"===== {name}\n{self.logs(name)[-4000:]}" for name in names)
 
     def shutdown(self) -> None:
         for name in reversed(list(self.processes)):

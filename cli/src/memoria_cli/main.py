@@ -92,6 +92,24 @@ def import_(
     raise typer.Exit(run_import(Connection(url, token=token, user=user), source))
 
 
+@app.command()
+def chat(
+    url: GatewayUrl = DEFAULT_GATEWAY_URL,
+    token: Token = None,
+    user: User = None,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", metavar="THREAD_ID", help="Thread to chat in. Default: main."),
+    ] = None,
+) -> None:
+    """Chat in the terminal. Type /help for the commands; Ctrl-D leaves. Without a
+    terminal, each line of standard input is sent in turn, each reply awaited."""
+    from memoria_cli.chat import run_chat
+    from memoria_cli.gateway_client import Connection
+
+    raise typer.Exit(run_chat(Connection(url, token=token, user=user), thread))
+
+
 DOCTOR_TIMEOUT_S = 5.0
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, computed_field
 
+from memoria_contracts import threads as _threads
 from memoria_contracts.base import ContractModel
 from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.ids import new_id
@@ -32,11 +33,19 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
+from memoria_contracts.threads import (
+    ThreadCreate,
+    ThreadFailure,
+    ThreadList,
+    ThreadPage,
+    ThreadRename,
+    ThreadSaved,
+)
 
 SCHEMA_VERSION: Literal[1] = 1
 
 UserId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._@-]{1,64}$")]
-ThreadId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+ThreadId = _threads.ThreadId  # defined beside the thread requests, which need it too
 ActionName = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Za-z0-9]{0,63}$")]
 Language = Literal["en", "pt"]
 
@@ -200,7 +209,13 @@ Payload = Annotated[
     | MemoryDeleted
     | MemoryPage
     | MemoryHistory
-    | MemoryFailure,
+    | MemoryFailure
+    | ThreadList
+    | ThreadCreate
+    | ThreadRename
+    | ThreadPage
+    | ThreadSaved
+    | ThreadFailure,
     Field(discriminator="type"),
 ]
 

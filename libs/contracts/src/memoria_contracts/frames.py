@@ -11,6 +11,8 @@ from memoria_contracts.chat import Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
+StreamEventId = Annotated[str, StringConstraints(pattern=r"^[0-9]+-[0-9]+$")]
+"""A ``chat.out`` stream entry id, ``<milliseconds>-<sequence>``: what ``?since=`` takes."""
 
 ErrorCode = Literal[
     "invalid_frame",  # not JSON, unknown type, or a field of the wrong shape
@@ -59,6 +61,21 @@ class AcceptedFrame(_Frame):
     )
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def _event_id_field() -> Any:
+    # Left out of the JSON when unset: frames that do not come from chat.out (a thread's
+    # stored messages, accepted, error) carry no event id at all, not a null one.
+    return Field(
+        default=None,
+        exclude_if=_absent,
+        description="The chat.out entry this frame came from; reconnect with "
+        "`/ws?since=<event_id>` to get the frames after it.",
+    )
+
+
 class MessageFrame(_Frame):
     type: Literal["message"] = "message"
     id: str
@@ -70,6 +87,7 @@ class MessageFrame(_Frame):
     content: Any
     model: str | None = None
     created_at: datetime
+    event_id: StreamEventId | None = _event_id_field()
 
 
 class DeltaFrame(_Frame):
@@ -78,6 +96,7 @@ class DeltaFrame(_Frame):
     thread_id: str
     cycle_id: str | None
     content: str
+    event_id: StreamEventId | None = _event_id_field()
 
 
 class CycleEndFrame(_Frame):
@@ -90,6 +109,18 @@ class CycleEndFrame(_Frame):
         default=None,
         description="Tokens and estimated cost (USD) of the cycle's LLM calls, when known.",
     )
+    event_id: StreamEventId | None = _event_id_field()
+
+
+class ResumedFrame(_Frame):
+    """After a reconnect with ``?since=``: the frames after ``since`` were replayed; live
+    frames follow. ``complete`` false: some may be missing (``since`` malformed, unknown or
+    trimmed away, or too many to replay), so reload the threads from their history."""
+
+    type: Literal["resumed"] = "resumed"
+    since: str
+    replayed: int = Field(ge=0, description="Frames replayed before this one.")
+    complete: bool
 
 
 class ErrorFrame(_Frame):
@@ -99,6 +130,6 @@ class ErrorFrame(_Frame):
 
 
 ServerFrame = Annotated[
-    AcceptedFrame | MessageFrame | DeltaFrame | CycleEndFrame | ErrorFrame,
+    AcceptedFrame | MessageFrame | DeltaFrame | CycleEndFrame | ErrorFrame | ResumedFrame,
     Field(discriminator="type"),
 ]

@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import httpx
-import tenacity
 from google import genai
 from google.genai import errors, types
 from opentelemetry import trace
@@ -53,6 +52,7 @@ from memoria_llm.port import (
     Prompt,
     T,
 )
+from memoria_llm.retrying import CallPolicy
 from memoria_llm.usage import Usage
 from memoria_runtime.settings import Settings
 
@@ -251,10 +251,14 @@ class GeminiModel(LanguageModel):
         self._settings = settings
         self._timeout_s = settings.llm_timeout_seconds
         self._attempts = max(1, settings.llm_retries)
-        self._backoff = tenacity.wait_exponential_jitter(
-            initial=backoff_base_s, max=backoff_max_s, jitter=backoff_base_s
+        self._policy = CallPolicy(
+            attempts=self._attempts,
+            timeout_s=self._timeout_s,
+            backoff_base_s=backoff_base_s,
+            backoff_max_s=backoff_max_s,
+            is_transient=_is_transient,
+            server_delay=_server_delay,
         )
-        self._backoff_max_s = backoff_max_s
         self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
         self._client = genai.Client(
             vertexai=False,
@@ -465,32 +469,9 @@ class GeminiModel(LanguageModel):
     async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
         """One API call: a timeout per attempt, retries on transient failures, and every
         failure turned into the port's errors."""
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self._attempts),
-            wait=self._wait,
-            retry=tenacity.retry_if_exception(_is_transient),
-            before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
-            reraise=True,
+        return await self._policy.call(
+            send, lambda exc, attempts: self._translate(exc, model, attempts)
         )
-        attempts = 0
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    async with asyncio.timeout(self._timeout_s):
-                        return await send()
-        except LLMError:
-            raise
-        except Exception as exc:
-            error = self._translate(exc, model, attempts)
-            if error is None:
-                raise
-            raise error from exc
-        raise AssertionError("tenacity re-raises the last failure")
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        failure = state.outcome.exception() if state.outcome else None
-        return min(self._backoff_max_s, max(self._backoff(state), _server_delay(failure)))
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import openai
-import tenacity
 from openai import AsyncStream
 from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
@@ -56,6 +55,7 @@ from memoria_llm.port import (
     T,
     UnsupportedMode,
 )
+from memoria_llm.retrying import CallPolicy
 from memoria_runtime.settings import Settings
 
 R = TypeVar("R")
@@ -111,10 +111,14 @@ class OpenAICompatibleModel(LanguageModel):
         self._dim = settings.embedding_dim
         self._timeout_s = settings.llm_timeout_seconds
         self._attempts = max(1, settings.llm_retries)
-        self._backoff = tenacity.wait_exponential_jitter(
-            initial=backoff_base_s, max=backoff_max_s, jitter=backoff_base_s
+        self._policy = CallPolicy(
+            attempts=self._attempts,
+            timeout_s=self._timeout_s,
+            backoff_base_s=backoff_base_s,
+            backoff_max_s=backoff_max_s,
+            is_transient=wire.is_transient,
+            server_delay=wire.server_delay,
         )
-        self._backoff_max_s = backoff_max_s
         self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
         # What each model's server refused, so later calls skip it (see the module doc).
         self._formats: dict[str, StructuredFormat] = {}
@@ -394,32 +398,9 @@ class OpenAICompatibleModel(LanguageModel):
     async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
         """One API call: a timeout per attempt, retries on transient failures, and every
         failure turned into the port's errors."""
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self._attempts),
-            wait=self._wait,
-            retry=tenacity.retry_if_exception(wire.is_transient),
-            before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
-            reraise=True,
+        return await self._policy.call(
+            send, lambda exc, attempts: self._translate(exc, model, attempts)
         )
-        attempts = 0
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    async with asyncio.timeout(self._timeout_s):
-                        return await send()
-        except LLMError:
-            raise
-        except Exception as exc:
-            error = self._translate(exc, model, attempts)
-            if error is None:
-                raise
-            raise error from exc
-        raise AssertionError("tenacity re-raises the last failure")
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        failure = state.outcome.exception() if state.outcome else None
-        return min(self._backoff_max_s, max(self._backoff(state), wire.server_delay(failure)))
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"

@@ -32,6 +32,15 @@ from memoria_contracts.memory import (
     MemoryVectors,
 )
 from memoria_contracts.streams import Stream
+from memoria_contracts.threads import (
+    ThreadCreate,
+    ThreadFailure,
+    ThreadList,
+    ThreadPage,
+    ThreadRename,
+    ThreadRequest,
+    ThreadSaved,
+)
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import current_trace_carrier
@@ -196,3 +205,29 @@ class MemoryClient:
         return await self._memory_call(
             user_id, request, MemoryDeleted, thread_id=thread_id, cycle_id=cycle_id
         )
+
+    # -- threads ----------------------------------------------------------------------------
+
+    async def _thread_call(
+        self, user_id: str, thread_id: str, request: ThreadRequest, expected: type[R]
+    ) -> R | ThreadFailure:
+        reply = await self._call(user_id, thread_id, None, request)
+        if isinstance(reply, expected | ThreadFailure):
+            return reply
+        raise RpcError("unexpected_reply", f"expected {expected.__name__}, got {reply.type}")
+
+    async def threads(self, user_id: str, request: ThreadList) -> ThreadPage | ThreadFailure:
+        """The user's threads, most recently updated first."""
+        return await self._thread_call(user_id, NO_THREAD, request, ThreadPage)
+
+    async def create_thread(
+        self, user_id: str, request: ThreadCreate
+    ) -> ThreadSaved | ThreadFailure:
+        """Create a thread; repeating the request finds it (``created`` false)."""
+        return await self._thread_call(user_id, request.thread_id, request, ThreadSaved)
+
+    async def rename_thread(
+        self, user_id: str, request: ThreadRename
+    ) -> ThreadSaved | ThreadFailure:
+        """Give a thread a title; ``not_found`` for a thread the user does not have."""
+        return await self._thread_call(user_id, request.thread_id, request, ThreadSaved)

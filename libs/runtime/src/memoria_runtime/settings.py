@@ -106,6 +106,18 @@ class Settings(BaseSettings):
     token_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Session token lifetime.")
     max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
     max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
+    ws_messages_per_minute: int = Field(
+        default=30,
+        ge=1,
+        description="Messages one WebSocket connection may send per minute, on average; "
+        "more are refused with `rate_limited`.",
+    )
+    ws_burst: int = Field(
+        default=10,
+        ge=1,
+        description="Messages one WebSocket connection may send at once before "
+        "MEMORIA_WS_MESSAGES_PER_MINUTE paces it.",
+    )
 
     # -- LLM --------------------------------------------------------------------------------
     llm_provider: LlmProvider = Field(

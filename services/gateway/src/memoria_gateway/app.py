@@ -14,6 +14,7 @@ from memoria_gateway.auth import TokenIssuer, load_or_create_secret
 from memoria_gateway.core import build_broker
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
+from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.ws import ws_router
 from memoria_runtime.settings import Settings
 
@@ -26,6 +27,7 @@ def create_app(settings: Settings, provider: TracerProvider | None = None) -> Fa
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         gateway.issuer = TokenIssuer(load_or_create_secret(settings), settings.token_ttl_seconds)
+        await gateway.start_fan_out_at_the_end()
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
         try:
@@ -37,6 +39,7 @@ def create_app(settings: Settings, provider: TracerProvider | None = None) -> Fa
     app = FastAPI(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
     app.include_router(http_router(gateway))
     app.include_router(memory_router(gateway.memory, gateway.tokens))
+    app.include_router(thread_router(gateway.memory, gateway.tokens))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

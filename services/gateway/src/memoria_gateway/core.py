@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.annotations import RedisStreamMessage
+from faststream.redis.subscriber.usecases.stream_subscriber import StreamSubscriber
 from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
@@ -17,6 +19,8 @@ from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
+from memoria_gateway.replay import ChatOutLog
+from memoria_gateway.resume import EntryId
 from memoria_runtime.bus import EventPublisher, create_broker
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
@@ -35,6 +39,8 @@ class Gateway:
     redis: Any
     intake: Intake
     memory: MemoryClient
+    chat_out: ChatOutLog
+    fan_out: StreamSubscriber
     hub: ConnectionHub = field(default_factory=ConnectionHub)
     issuer: TokenIssuer | None = None
 
@@ -42,6 +48,15 @@ class Gateway:
         if self.issuer is None:
             raise RuntimeError("the gateway has not started")
         return self.issuer
+
+    async def start_fan_out_at_the_end(self) -> None:
+        """Make the fan-out read from the stream's current last entry. Left at "$", each
+        XREAD would ask for entries newer than the moment it is sent, and one appended
+        between two reads (before the first entry arrives) would never reach a socket —
+        which a resumed socket, registered before its replay was read, must be able to
+        count on. Call before the broker starts."""
+        newest = await self.redis.xrevrange(Stream.CHAT_OUT.value, count=1)
+        self.fan_out.last_id = newest[0][0].decode() if newest else "0-0"
 
 
 def build_broker(
@@ -52,12 +67,21 @@ def build_broker(
     gate = ThreadGate(
         redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
     )
+    # No consumer group: every gateway replica reads all of chat.out and delivers what
+    # belongs to its own sockets. Entries are handled one at a time, in stream order.
+    fan_out_subscriber = broker.subscriber(
+        stream=StreamSub(Stream.CHAT_OUT.value),
+        title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
+        description="Deliver messages, deltas and cycle ends to the user's sockets.",
+    )
     gateway = Gateway(
         settings=settings,
         broker=broker,
         redis=redis,
         intake=Intake(settings, broker, gate),
         memory=MemoryClient(broker, settings),
+        chat_out=ChatOutLog(redis, broker.message_format),
+        fan_out=fan_out_subscriber,
     )
     # Declared for the AsyncAPI document; the entries are appended by the thread gate's
     # script, atomically with the thread's lock and queue.
@@ -65,16 +89,14 @@ def build_broker(
         Stream.CHAT_IN, "A user message whose thread is free (later ones wait in its queue)."
     )
 
-    # No consumer group: every gateway replica reads all of chat.out and delivers what
-    # belongs to its own sockets.
-    @broker.subscriber(
-        stream=StreamSub(Stream.CHAT_OUT.value),
-        title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
-        description="Deliver messages, deltas and cycle ends to the user's sockets.",
-    )
-    async def fan_out(event: Envelope) -> None:
-        frame = frame_for(event)
+    @fan_out_subscriber
+    async def fan_out(event: Envelope, message: RedisStreamMessage) -> None:
+        # The entry id is the frame's event_id, which a client resumes from (?since=).
+        entry_id = EntryId.parse(message.raw_message["message_ids"][0])
+        if entry_id is None:  # pragma: no cover - Redis hands out nothing else
+            return
+        frame = frame_for(event, str(entry_id))
         if frame is not None:
-            gateway.hub.deliver(event.user_id, frame.model_dump_json())
+            gateway.hub.deliver(event.user_id, entry_id, frame.model_dump_json())
 
     return broker, gateway

@@ -8,7 +8,8 @@ from memoria_contracts.frames import CycleEndFrame, DeltaFrame, MessageFrame
 OutboundFrame = MessageFrame | DeltaFrame | CycleEndFrame
 
 
-def frame_for(event: Envelope) -> OutboundFrame | None:
+def frame_for(event: Envelope, event_id: str | None = None) -> OutboundFrame | None:
+    """The frame a client sees for a chat.out event; ``event_id`` is its stream entry id."""
     payload = event.payload
     if isinstance(payload, ChatPosted):
         message = payload.message
@@ -22,6 +23,7 @@ def frame_for(event: Envelope) -> OutboundFrame | None:
             content=message.content,
             model=message.model,
             created_at=message.created_at,
+            event_id=event_id,
         )
     if isinstance(payload, ChatDelta):
         return DeltaFrame(
@@ -29,6 +31,7 @@ def frame_for(event: Envelope) -> OutboundFrame | None:
             thread_id=event.thread_id,
             cycle_id=event.cycle_id,
             content=payload.content,
+            event_id=event_id,
         )
     if isinstance(payload, CycleEnded):
         return CycleEndFrame(
@@ -37,5 +40,6 @@ def frame_for(event: Envelope) -> OutboundFrame | None:
             actions=payload.actions,
             reason=payload.reason,
             usage=payload.usage,
+            event_id=event_id,
         )
     return None

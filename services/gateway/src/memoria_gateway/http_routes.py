@@ -5,8 +5,9 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
 from memoria_contracts.events import ThreadId, UserId
@@ -16,6 +17,9 @@ from memoria_gateway.core import Gateway
 from memoria_runtime import metrics
 
 STATIC = files("memoria_gateway") / "static"
+# The page is plain ES modules: browsers must revalidate them (a cheap 304) rather than
+# guess a freshness from Last-Modified and keep running yesterday's modules.
+_REVALIDATE = {"Cache-Control": "no-cache"}
 _DEFAULT_PAGE = 100
 _MAX_PAGE = 1000
 
@@ -39,9 +43,18 @@ def http_router(gateway: Gateway) -> APIRouter:
         except AuthError as exc:
             raise HTTPException(status_code=401, detail=str(exc)) from exc
 
+    static_files = StaticFiles(directory=str(STATIC))
+
     @router.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(str(STATIC / "index.html"))
+        return FileResponse(str(STATIC / "index.html"), headers=_REVALIDATE)
+
+    @router.get("/static/{path:path}", include_in_schema=False)
+    async def static(path: str, request: Request) -> Response:
+        """The page's files (ETag revalidated; StaticFiles refuses paths outside static/)."""
+        response = await static_files.get_response(path, request.scope)
+        response.headers.update(_REVALIDATE)
+        return response
 
     @router.get("/healthz")
     async def healthz() -> JSONResponse:

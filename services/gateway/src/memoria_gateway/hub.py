@@ -2,7 +2,8 @@
 
 Each socket has its own outbound queue and writer task: fan-out only enqueues, so one slow
 client never delays frames for anyone else. A client that falls too far behind is
-disconnected (it can reconnect and reload the thread) rather than buffered without bound.
+disconnected (it can reconnect with ``?since=`` and get what it missed) rather than buffered
+without bound. A resuming socket orders its live frames around the replay (``resume.py``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ from collections import defaultdict
 
 from starlette.websockets import WebSocket
 
+from memoria_gateway.resume import EntryId, LiveGate
+
 log = logging.getLogger("memoria.gateway.hub")
 
 OUTBOX_FRAMES = 2000  # frames a socket may lag behind (a long streamed answer is ~500)
 SLOW_CLIENT_CLOSE_CODE = 1013  # "try again later"
 _SEND_TIMEOUT_S = 10.0
+
+
+class SocketGone(Exception):
+    """The socket was closed (by the client, or for falling behind) while frames waited."""
 
 
 class Connection:
@@ -27,6 +34,7 @@ class Connection:
         self.user_id = user_id
         self._outbox: asyncio.Queue[str] = asyncio.Queue(maxsize=OUTBOX_FRAMES)
         self._writer: asyncio.Task[None] | None = None
+        self._live = LiveGate()
         self.closed = False
 
     def start(self) -> None:
@@ -39,11 +47,47 @@ class Connection:
         try:
             self._outbox.put_nowait(text)
         except asyncio.QueueFull:
-            log.warning("closing a socket of %s: %d frames behind", self.user_id, OUTBOX_FRAMES)
-            self.closed = True
-            asyncio.get_running_loop().create_task(self._close(SLOW_CLIENT_CLOSE_CODE))
+            self._give_up(f"{OUTBOX_FRAMES} frames behind")
             return False
         return True
+
+    def deliver(self, entry_id: EntryId, text: str) -> None:
+        """A frame from chat.out: sent now, or held or dropped around a replay."""
+        if self.closed:
+            return
+        if self._live.offer(entry_id, text):
+            self.send(text)
+        elif self._live.held > OUTBOX_FRAMES:
+            self._give_up(f"{OUTBOX_FRAMES} live frames waiting for a replay")
+
+    def hold_live(self) -> None:
+        """Hold live frames back: a replay is about to be read. Call before the hub adds
+        the socket, so that no live frame goes out ahead of the replay."""
+        self._live.hold()
+
+    async def send_in_turn(self, text: str) -> None:
+        """Queue a frame, waiting while the outbox is full (a replay can be longer than the
+        outbox); raise :class:`SocketGone` when the socket is closed or stops reading."""
+        if self.closed:
+            raise SocketGone
+        try:
+            await asyncio.wait_for(self._outbox.put(text), _SEND_TIMEOUT_S)
+        except TimeoutError as exc:
+            self._give_up("not reading its replay")
+            raise SocketGone from exc
+
+    async def release_live(self, after: EntryId | None) -> None:
+        """The replay went out up to ``after``: send the live frames held meanwhile that
+        come later, then send live frames as they arrive."""
+        while held := self._live.release(after):
+            for text in held:
+                await self.send_in_turn(text)
+        self._live.open()  # no await since the last release: no frame can be left behind
+
+    def _give_up(self, why: str) -> None:
+        log.warning("closing a socket of %s: %s", self.user_id, why)
+        self.closed = True
+        asyncio.get_running_loop().create_task(self._close(SLOW_CLIENT_CLOSE_CODE))
 
     async def _write(self) -> None:
         try:
@@ -88,7 +132,7 @@ class ConnectionHub:
     def count(self) -> int:
         return sum(len(c) for c in self._by_user.values())
 
-    def deliver(self, user_id: str, text: str) -> None:
-        """Queue a frame for every socket of the user on this replica."""
+    def deliver(self, user_id: str, entry_id: EntryId, text: str) -> None:
+        """Queue a chat.out frame for every socket of the user on this replica."""
         for connection in list(self._by_user.get(user_id, ())):
-            connection.send(text)
+            connection.deliver(entry_id, text)

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Final, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import TypeAdapter, ValidationError
 
 from memoria_contracts.memory import (
@@ -40,7 +39,8 @@ from memoria_contracts.memory import (
     QueryText,
     SearchMode,
 )
-from memoria_gateway.auth import AuthError, TokenIssuer
+from memoria_gateway.auth import TokenIssuer
+from memoria_gateway.bearer import bearer_user
 from memoria_gateway.memory_schemas import (
     IDEMPOTENCY_PREFIX,
     ClientIdempotencyKey,
@@ -64,10 +64,8 @@ NOT_FOUND: Final = "memory not found"
 NOT_ANSWERING: Final = "the memory service is not answering"
 UNAVAILABLE: Final = "the memory service is unavailable"
 BAD_REPLY: Final = "the memory service gave an unexpected answer"
-TOKEN_REQUIRED: Final = "a bearer token is required (Authorization: Bearer <token>)"
 
 _MEMORY_IDS: Final = TypeAdapter(MemoryId)
-_BEARER: Final = "Bearer"
 
 R = TypeVar("R")
 
@@ -173,27 +171,7 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
     """The routes; ``tokens`` is called per request because the issuer exists only once the
     gateway has started."""
     router = APIRouter(prefix="/api/memories", tags=["memories"], responses=COMMON_ERRORS)
-    bearer = HTTPBearer(
-        auto_error=False,  # our own 401 (FastAPI's default would be a 403 without a token)
-        description="A session token from POST /api/token or your identity provider.",
-    )
-
-    async def current_user(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> str:
-        challenge = {"WWW-Authenticate": _BEARER}
-        if credentials is None:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED, detail=TOKEN_REQUIRED, headers=challenge
-            )
-        try:
-            return tokens().verify(credentials.credentials)
-        except AuthError as exc:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED, detail=str(exc), headers=challenge
-            ) from exc
-
-    User = Annotated[str, Depends(current_user)]
+    User = Annotated[str, Depends(bearer_user(tokens))]
     MemoryPath = Annotated[str, Path(description="The memory's id (mem_…).")]
 
     @router.post(

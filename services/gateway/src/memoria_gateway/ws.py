@@ -1,5 +1,6 @@
-"""The WebSocket: authenticate, then turn each client frame into an accepted message or an
-error frame. The socket stays open after an error: a bad frame costs only that frame."""
+"""The WebSocket: authenticate, resume where the client left off (``?since=``), then turn
+each client frame into an accepted message or an error frame. The socket stays open after an
+error: a bad frame, or one too many, costs only that frame."""
 
 from __future__ import annotations
 
@@ -7,20 +8,44 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
-from memoria_contracts.frames import ErrorFrame
+from memoria_contracts.frames import AcceptedFrame, ErrorFrame
 from memoria_gateway.auth import AuthError
 from memoria_gateway.core import Gateway
-from memoria_gateway.hub import Connection
+from memoria_gateway.hub import Connection, SocketGone
+from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
+from memoria_gateway.replay import resume
 
 UNAUTHORIZED_CLOSE_CODE = 4401  # 4000-4999 are application codes; this mirrors HTTP 401
 
 
+def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
+    return ErrorFrame(
+        code="rate_limited",
+        message=f"too many messages: at most {bucket.per_minute} a minute on one connection "
+        f"(bursts of {bucket.burst}); try again in {retry_after_seconds(wait)} s",
+    )
+
+
 def ws_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
+    settings = gateway.settings
+
+    async def answer(
+        user_id: str, raw: str | bytes, bucket: TokenBucket
+    ) -> AcceptedFrame | ErrorFrame:
+        parsed = gateway.intake.parse(raw)
+        if isinstance(parsed, ErrorFrame):
+            return parsed  # a frame that is refused anyway costs no token
+        wait = bucket.take()
+        if wait > 0:
+            return rate_limited(bucket, wait)
+        return await gateway.intake.submit(user_id, parsed)
 
     @router.websocket("/ws")
     async def websocket_endpoint(
-        websocket: WebSocket, token: Annotated[str | None, Query()] = None
+        websocket: WebSocket,
+        token: Annotated[str | None, Query()] = None,
+        since: Annotated[str | None, Query()] = None,
     ) -> None:
         await websocket.accept()
         try:
@@ -31,21 +56,21 @@ def ws_router(gateway: Gateway) -> APIRouter:
             await websocket.close(code=UNAUTHORIZED_CLOSE_CODE, reason="unauthorized")
             return
         connection = Connection(websocket, user_id)
+        if since is not None:
+            connection.hold_live()  # before it is registered: nothing may overtake the replay
         gateway.hub.add(connection)
+        bucket = TokenBucket(settings.ws_messages_per_minute, settings.ws_burst)
         try:
+            if since is not None:
+                await resume(connection, gateway.chat_out, since)
             while True:
                 incoming = await websocket.receive()
                 if incoming["type"] == "websocket.disconnect":
                     break
                 raw: str | bytes = incoming.get("text") or incoming.get("bytes") or b""
-                parsed = gateway.intake.parse(raw)
-                reply = (
-                    parsed
-                    if isinstance(parsed, ErrorFrame)
-                    else await gateway.intake.submit(user_id, parsed)
-                )
+                reply = await answer(user_id, raw, bucket)
                 connection.send(reply.model_dump_json())
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, SocketGone):
             pass
         finally:
             await gateway.hub.remove(connection)

@@ -18,6 +18,7 @@ from memoria_memory import SERVICE_NAME
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
+from memoria_memory.threads import ThreadRepository
 from memoria_runtime import presence
 from memoria_runtime.bus import create_broker, subscribe_group
 from memoria_runtime.settings import Settings
@@ -47,8 +48,8 @@ def build_broker(
         stream=Stream.MEMORY_RPC,
         group=Group.MEMORY,
         handler=handlers.on_request,
-        description="Answer history and memory requests (request/reply): embed, search, "
-        "get, list, history, save, update, delete.",
+        description="Answer history, memory and thread requests (request/reply): embed, "
+        "search, get, list, history, save, update, delete; list, create, rename threads.",
     )
     return broker, handlers
 
@@ -90,7 +91,9 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     async def open_storage() -> None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         storage = await MemoryStorage.open(settings)
-        handlers.attach(storage)
+        threads = ThreadRepository(storage.documents)
+        await threads.setup()
+        handlers.attach(storage, threads)
         # Before serving: a write a crash interrupted is finished before anyone reads.
         await storage.reconciler.run_once(grace_seconds=None)
         log.info("documents in %s", settings.effective_docstore_url.rpartition("@")[2])

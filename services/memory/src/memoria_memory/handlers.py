@@ -23,9 +23,18 @@ from memoria_contracts.memory import (
     MemorySearch,
     MemoryUpdate,
 )
+from memoria_contracts.threads import (
+    ThreadCreate,
+    ThreadFailure,
+    ThreadList,
+    ThreadPage,
+    ThreadRename,
+    ThreadSaved,
+)
 from memoria_memory.embedding.port import EmbeddingError
 from memoria_memory.history import stream_sequence
 from memoria_memory.storage import MemoryStorage
+from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.bus import Delivery
 
@@ -37,9 +46,11 @@ class MemoryHandlers:
 
     def __init__(self) -> None:
         self._storage: MemoryStorage | None = None
+        self._threads: ThreadRepository | None = None
 
-    def attach(self, storage: MemoryStorage) -> None:
+    def attach(self, storage: MemoryStorage, threads: ThreadRepository) -> None:
         self._storage = storage
+        self._threads = threads
 
     @property
     def storage(self) -> MemoryStorage:
@@ -47,12 +58,22 @@ class MemoryHandlers:
             raise RuntimeError("the memory service's storage is not open")
         return self._storage
 
+    @property
+    def threads(self) -> ThreadRepository:
+        if self._threads is None:
+            raise RuntimeError("the memory service's storage is not open")
+        return self._threads
+
     async def on_chat_out(self, event: Envelope, delivery: Delivery) -> None:
         payload = event.payload
         if not isinstance(payload, ChatPosted) or payload.message.transient:
             return  # deltas, status lines and cycle ends are not history
         await self.storage.history.save(
             event.user_id, event.thread_id, payload.message, stream_sequence(delivery.entry_id)
+        )
+        # After the message is stored: the thread's statistics are computed from the history.
+        await self.threads.record_message(
+            event.user_id, event.thread_id, payload.message.created_at
         )
 
     async def on_request(self, event: Envelope, delivery: Delivery) -> Envelope:
@@ -103,5 +124,27 @@ class MemoryHandlers:
                 )
             case MemoryDelete():
                 return await storage.writer.delete(user_id, payload, cycle_id=event.cycle_id)
+            case ThreadList() | ThreadCreate() | ThreadRename():
+                return await self._answer_thread(user_id, payload)
         log.error("unsupported request %s (%s)", event.type, event.event_id)
         return RpcFailure(code="unsupported", message=f"no handler for {event.type}")
+
+    async def _answer_thread(
+        self, user_id: str, request: ThreadList | ThreadCreate | ThreadRename
+    ) -> ThreadPage | ThreadSaved | ThreadFailure:
+        threads = self.threads
+        match request:
+            case ThreadList():
+                return ThreadPage(threads=await threads.list(user_id, limit=request.limit))
+            case ThreadCreate():
+                thread, created = await threads.create(user_id, request.thread_id, request.title)
+                return ThreadSaved(created=created, thread=thread)
+            case ThreadRename():
+                renamed = await threads.rename(user_id, request.thread_id, request.title)
+                if renamed is None:
+                    return ThreadFailure(
+                        code="not_found",
+                        error_message="no such thread",
+                        thread_id=request.thread_id,
+                    )
+                return ThreadSaved(created=False, thread=renamed)

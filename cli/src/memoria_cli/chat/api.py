@@ -1,0 +1,142 @@
+"""The gateway's HTTP routes the chat's slash commands use, on the authenticated client of
+`memoria export`/`import` (memoria_cli.gateway_client): threads and memories."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from memoria_cli.gateway_client import error_detail, send
+from memoria_cli.transfer import MEMORIES_PATH
+from memoria_contracts.memory import Memory
+
+THREADS_PATH: Final = "/api/threads"
+SEARCH_PATH: Final = f"{MEMORIES_PATH}/search"
+MEMORIES_SHOWN: Final = 50
+BEARER: Final = "Bearer "
+# A gateway without a route answers 404 for a path it does not know, 405 for a method.
+MISSING_ROUTE: Final = frozenset({httpx.codes.NOT_FOUND, httpx.codes.METHOD_NOT_ALLOWED})
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """A request the gateway refused or answered in a way this CLI cannot read; the chat
+    reports it and goes on."""
+
+
+class NotAvailable(ApiError):
+    """The gateway has no such route (an older gateway)."""
+
+
+class ThreadSummary(BaseModel):
+    """A thread as ``GET /api/threads`` lists it. Everything but the id is optional, and
+    fields a newer gateway adds are ignored: a listing is never worth failing over."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str
+    title: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    message_count: int | None = None
+    last_message: Any = None
+
+
+class _ThreadList(BaseModel):
+    threads: list[ThreadSummary]
+
+
+class _MemoryList(BaseModel):
+    memories: list[Memory]
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    memory_id: str
+    content: Any
+    """What the memory said (text, or a JSON object or list)."""
+
+
+def bearer_token(client: httpx.AsyncClient) -> str:
+    """The token ``gateway_client.connect`` logged in with (the socket needs it too)."""
+    return client.headers["Authorization"].removeprefix(BEARER)
+
+
+def _parsed(model: type[_Model], response: httpx.Response, what: str) -> _Model:
+    if response.is_error:
+        raise ApiError(f"{what} failed ({response.status_code}): {error_detail(response)}")
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise ApiError(f"{what}: the gateway sent an answer this CLI cannot read") from exc
+
+
+async def list_threads(client: httpx.AsyncClient) -> list[ThreadSummary]:
+    response = await send(client, "GET", THREADS_PATH)
+    if response.status_code in MISSING_ROUTE:
+        raise NotAvailable("threads are not available on this gateway")
+    return _parsed(_ThreadList, response, "listing threads").threads
+
+
+async def create_thread(client: httpx.AsyncClient) -> str:
+    """A new thread's id."""
+    response = await send(client, "POST", THREADS_PATH, json={})
+    if response.status_code in MISSING_ROUTE:
+        raise NotAvailable("threads are not available on this gateway")
+    return _parsed(ThreadSummary, response, "creating a thread").thread_id
+
+
+async def list_memories(client: httpx.AsyncClient, limit: int = MEMORIES_SHOWN) -> list[Memory]:
+    """The newest ``limit`` memories."""
+    response = await send(client, "GET", MEMORIES_PATH, params={"limit": limit})
+    return _parsed(_MemoryList, response, "listing memories").memories
+
+
+async def search_memories(client: httpx.AsyncClient, query: str) -> list[Memory]:
+    """Memories that match ``query`` by meaning, most relevant first."""
+    response = await send(client, "GET", SEARCH_PATH, params={"q": query})
+    return _parsed(_MemoryList, response, "searching memories").memories
+
+
+async def forget(client: httpx.AsyncClient, memory_id: str) -> Forgotten | None:
+    """Delete a memory; None when the user has no such memory (another user's id and a
+    malformed one get the same answer from the gateway)."""
+    path = f"{MEMORIES_PATH}/{quote(memory_id, safe='')}"
+    response = await send(client, "DELETE", path)
+    if response.status_code == httpx.codes.NOT_FOUND:
+        return None
+    if response.is_error:
+        raise ApiError(f"forgetting failed ({response.status_code}): {error_detail(response)}")
+    try:
+        content = response.json().get("deleted_content")
+    except (ValueError, AttributeError):
+        content = None  # deleted all the same: the status says so
+    return Forgotten(memory_id, content)
+
+
+async def recent_messages(
+    client: httpx.AsyncClient, thread_id: str, limit: int
+) -> list[dict[str, Any]]:
+    """The thread's last ``limit`` stored messages, oldest first, as ``message`` frames."""
+    path = f"{THREADS_PATH}/{quote(thread_id, safe='')}/messages"
+    response = await send(client, "GET", path, params={"limit": limit})
+    if response.is_error:
+        raise ApiError(
+            f"reading the thread failed ({response.status_code}): {error_detail(response)}"
+        )
+    try:
+        frames = response.json()
+    except ValueError as exc:
+        raise ApiError(
+            "reading the thread: the gateway sent an answer this CLI cannot read"
+        ) from exc
+    if not isinstance(frames, list):
+        raise ApiError("reading the thread: the gateway sent an answer this CLI cannot read")
+    return [frame for frame in frames[-limit:] if isinstance(frame, dict)]

@@ -1,0 +1,199 @@
+"""Slash commands: what a typed line means (a message to send, or a command and its
+argument), and running a command through the gateway's HTTP API.
+
+Parsing is a pure function, so the rules (what needs an argument, what a valid thread id
+is, how to send a line that starts with a slash) can be read and tested alone.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Final
+
+import httpx
+
+from memoria_cli.chat import api
+from memoria_cli.chat.render import ChatView
+from memoria_cli.chat.sanitize import shown
+from memoria_cli.gateway_client import GatewayError
+
+THREAD_ID: Final = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+"""The protocol's thread id (docs/protocol.md): checked here so a typo is caught before a
+message goes to a thread nobody meant."""
+ESCAPE: Final = "//"
+"""A line starting with ``//`` is sent as a message that starts with ``/``."""
+RECENT_MESSAGES: Final = 10
+"""Messages shown from a thread switched to, for context."""
+
+
+@dataclass
+class ChatState:
+    thread: str
+
+
+@dataclass(frozen=True)
+class Say:
+    """Send ``text`` to the current thread."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Blank:
+    """Nothing to do: an empty line."""
+
+
+@dataclass(frozen=True)
+class Help:
+    pass
+
+
+@dataclass(frozen=True)
+class Threads:
+    pass
+
+
+@dataclass(frozen=True)
+class SwitchThread:
+    thread_id: str
+
+
+@dataclass(frozen=True)
+class NewThread:
+    pass
+
+
+@dataclass(frozen=True)
+class Memories:
+    query: str | None = None
+    """None lists the newest memories; a text searches them by meaning."""
+
+
+@dataclass(frozen=True)
+class Forget:
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class Quit:
+    pass
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A slash command that cannot run as typed; ``reason`` says why."""
+
+    reason: str
+
+
+Command = (
+    Say | Blank | Help | Threads | SwitchThread | NewThread | Memories | Forget | Quit | Invalid
+)
+
+HELP: Final = (
+    ("/help", "this list"),
+    ("/threads", "your threads"),
+    ("/thread ID", "switch to thread ID (new or existing)"),
+    ("/new", "start a new thread"),
+    ("/memories [QUERY]", "your newest memories, or those that match QUERY"),
+    ("/forget ID", "delete the memory ID"),
+    ("/quit", "leave (Ctrl-D and Ctrl-C too)"),
+    ("//text", "send a message that starts with /"),
+)
+
+
+def parse(line: str) -> Command:
+    text = line.strip()
+    if not text:
+        return Blank()
+    if text.startswith(ESCAPE):
+        return Say(text[1:])
+    if not text.startswith("/"):
+        return Say(text)
+    name, _, rest = text[1:].partition(" ")
+    return _command(name.lower(), rest.strip())
+
+
+def _command(name: str, argument: str) -> Command:
+    if name in {"help", "?"}:
+        return Help()
+    if name == "threads":
+        return Threads()
+    if name == "new":
+        return NewThread()
+    if name in {"quit", "exit"}:
+        return Quit()
+    if name == "memories":
+        return Memories(argument or None)
+    if name == "thread":
+        if not argument:
+            return Invalid("usage: /thread ID")
+        if not THREAD_ID.fullmatch(argument):
+            return Invalid(
+                f"not a thread id: {argument!r} (1 to 64 letters, digits, '.', '_' or '-')"
+            )
+        return SwitchThread(argument)
+    if name == "forget":
+        if not argument or " " in argument:
+            return Invalid("usage: /forget ID (the id /memories shows)")
+        return Forget(argument)
+    return Invalid(f"unknown command /{name}: /help lists the commands")
+
+
+async def run_command(
+    command: Command, client: httpx.AsyncClient, view: ChatView, state: ChatState
+) -> None:
+    """Run a slash command (messages and /quit are the REPL's). A refusal from the gateway
+    is reported and the chat goes on."""
+    try:
+        if isinstance(command, Invalid):
+            view.error(command.reason)
+        elif isinstance(command, Help):
+            view.help(HELP)
+        elif isinstance(command, Threads):
+            view.threads(await api.list_threads(client), state.thread)
+        elif isinstance(command, SwitchThread):
+            await _switch(command.thread_id, client, view, state)
+        elif isinstance(command, NewThread):
+            await _switch(await _new_thread(client), client, view, state, recent=False)
+        elif isinstance(command, Memories):
+            if command.query is None:
+                view.memories(await api.list_memories(client), None)
+            else:
+                found = await api.search_memories(client, command.query)
+                view.memories(found, command.query)
+        elif isinstance(command, Forget):
+            forgotten = await api.forget(client, command.memory_id)
+            if forgotten is None:
+                view.error(f"no such memory: {command.memory_id}")
+            else:
+                view.notice(f"forgot {forgotten.memory_id}: {shown(forgotten.content)}")
+    except api.NotAvailable as exc:
+        view.warning(str(exc))
+    except (api.ApiError, GatewayError) as exc:
+        view.error(str(exc))
+
+
+async def _new_thread(client: httpx.AsyncClient) -> str:
+    try:
+        return await api.create_thread(client)
+    except api.NotAvailable:
+        # Threads need no creating on such a gateway: a new id is a new thread.
+        return f"cli-{secrets.token_hex(4)}"
+
+
+async def _switch(
+    thread_id: str,
+    client: httpx.AsyncClient,
+    view: ChatView,
+    state: ChatState,
+    *,
+    recent: bool = True,
+) -> None:
+    state.thread = thread_id
+    view.notice(f"now in thread {thread_id}")
+    if recent:
+        for frame in await api.recent_messages(client, thread_id, RECENT_MESSAGES):
+            view.show(frame)

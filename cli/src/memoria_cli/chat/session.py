@@ -1,0 +1,360 @@
+"""The chat's WebSocket to the gateway: send a message, learn when its cycle ends, and
+survive a dropped connection.
+
+One connection at a time, read by one task that hands every frame to ``on_frame`` in
+order. When the socket drops, the task reconnects with backoff, asking for the frames it
+missed with ``?since=<last event_id>``; the gateway replays them and then sends ``resumed``.
+If it cannot (no event id yet, an older gateway, ``complete: false``), a wait for a cycle is
+released with a warning instead of hanging on a ``cycle_end`` that went by unseen. A message
+whose reply (``accepted``/``error``) was lost with the socket is sent again with the same
+client id, which the gateway accepts only once.
+
+The session ends for good (:class:`SessionEnded`) when the token is refused (close code
+4401) or every reconnection attempt failed; whoever waits on it is then told why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import httpx
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+
+from memoria_cli.gateway_client import LOOPBACK_HOSTS
+
+log = logging.getLogger("memoria.cli.chat")
+
+Frame = dict[str, Any]
+
+SOCKET_PATH: Final = "/ws"
+UNAUTHORIZED_CLOSE_CODE: Final = 4401
+RECONNECT_DELAYS_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+"""Waits before each reconnection attempt; after the last one fails the session ends."""
+RESUME_QUIET_S: Final = 5.0
+"""After a reconnect with ``since``: no ``resumed`` and no frame for this long means the
+gateway does not replay (an older one), so missed frames are gone."""
+CYCLE_SILENCE_S: Final = 300.0
+"""Longest a wait for a cycle's end goes without any frame: longer than a step may take
+(MEMORIA_STEP_TIMEOUT_SECONDS, 120 s by default), so only a lost cycle gets here."""
+STABLE_AFTER_S: Final = 30.0
+"""A connection that brought a frame or lasted this long worked: a drop after it starts the
+reconnection attempts afresh. One that the gateway closes at once counts as a failed
+attempt, so a gateway that accepts and drops every socket cannot keep the chat looping."""
+OPEN_TIMEOUT_S: Final = 10.0
+CLOSE_TIMEOUT_S: Final = 2.0  # leaving must not hang on a gateway that stopped answering
+MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+
+
+class SessionEnded(Exception):
+    """The chat cannot go on; the message says why."""
+
+
+class Unauthorized(SessionEnded):
+    """The gateway refused the token."""
+
+
+class CycleOutcome(enum.Enum):
+    ENDED = "ended"
+    INTERRUPTED = "interrupted"  # the socket dropped and the missed frames are lost
+    SILENT = "silent"  # nothing came for CYCLE_SILENCE_S
+
+
+def socket_url(base_url: str, token: str, since: str | None = None) -> str:
+    """``ws(s)://<gateway>/ws?token=...[&since=...]`` from the gateway's HTTP address."""
+    url = httpx.URL(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(url.scheme, url.scheme)
+    params = {"token": token} | ({"since": since} if since else {})
+    return str(url.copy_with(scheme=scheme, path=url.path.rstrip("/") + SOCKET_PATH, params=params))
+
+
+def shown_url(base_url: str) -> str:
+    """The socket's address for messages: without the query, which holds the token."""
+    return str(httpx.URL(socket_url(base_url, "-")).copy_with(query=None))
+
+
+class _Link:
+    """One connection and what its reader learned."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.opened_at = asyncio.get_running_loop().time()
+        self.closed = asyncio.Event()
+        self.resumed = asyncio.Event()
+        self.resume_complete = True
+        self.frames = 0
+
+    def age(self) -> float:
+        return asyncio.get_running_loop().time() - self.opened_at
+
+
+class ChatSession:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        on_frame: Callable[[Frame], None],
+        notify: Callable[[str], None],
+        *,
+        reconnect_delays: Sequence[float] = RECONNECT_DELAYS_S,
+        resume_quiet_s: float = RESUME_QUIET_S,
+        cycle_silence_s: float = CYCLE_SILENCE_S,
+    ) -> None:
+        self._base_url = base_url
+        self._token = token
+        self._on_frame = on_frame
+        self._notify = notify
+        self._delays = tuple(reconnect_delays)
+        self._resume_quiet_s = resume_quiet_s
+        self._cycle_silence_s = cycle_silence_s
+        self._link: _Link | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._resume_check: asyncio.Task[None] | None = None
+        self._closing = False
+        self._error: SessionEnded | None = None
+        self._dead = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._reply: asyncio.Future[Frame] | None = None
+        self._refusal: str | None = None
+        self._last_event_id: str | None = None
+        self._cycle_of: dict[str, str] = {}  # user message id -> the cycle it started
+        self._ended: set[str] = set()
+        self._gaps = 0  # reconnections that lost frames
+        self._waiting = 0
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect once; a failure here ends the command (nothing to resume yet)."""
+        self._link = await self._connect(since=None)
+        self._reader = asyncio.create_task(self._run(), name="memoria-chat-socket")
+
+    async def close(self) -> None:
+        self._closing = True
+        for task in (self._reader, self._resume_check):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._link is not None:
+            await self._link.ws.close()
+
+    async def ended(self) -> SessionEnded:
+        """Wait until the session ends for good; why."""
+        await self._dead.wait()
+        assert self._error is not None
+        return self._error
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def send(self, frame: Mapping[str, Any]) -> Frame:
+        """Send a client frame; its reply, ``accepted`` or ``error``. A reply lost with the
+        socket is asked for again by sending the frame again once reconnected."""
+        payload = json.dumps(frame)
+        while True:
+            self._raise_if_ended()
+            link = self._link
+            if link is None or link.closed.is_set():
+                await self._next_change()  # reconnecting
+                continue
+            reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+            self._reply = reply
+            try:
+                await link.ws.send(payload)
+            except ConnectionClosed:
+                await link.closed.wait()
+                continue
+            await self._first_of(reply, link.closed)
+            if not reply.done():
+                continue
+            answer = reply.result()
+            if answer.get("type") == "error" and answer.get("code") == "unauthorized":
+                raise self._end(Unauthorized(_refused(str(answer.get("message", "")))))
+            return answer
+
+    async def wait_for_cycle(self, message_id: str) -> CycleOutcome:
+        """Until the cycle that ``message_id`` (an accepted message's id) started is over."""
+        gaps = self._gaps
+        self._waiting += 1
+        try:
+            while True:
+                self._raise_if_ended()
+                cycle_id = self._cycle_of.get(message_id)
+                if cycle_id is not None and cycle_id in self._ended:
+                    return CycleOutcome.ENDED
+                if self._gaps != gaps:
+                    return CycleOutcome.INTERRUPTED
+                try:
+                    await asyncio.wait_for(self._next_change(), self._cycle_silence_s)
+                except TimeoutError:
+                    return CycleOutcome.SILENT
+        finally:
+            self._waiting -= 1
+
+    # -- the connection ---------------------------------------------------------------------
+
+    async def _connect(self, since: str | None) -> _Link:
+        where = shown_url(self._base_url)
+        loopback = httpx.URL(self._base_url).host in LOOPBACK_HOSTS
+        try:
+            ws = await websockets.connect(
+                socket_url(self._base_url, self._token, since),
+                # Like the HTTP client: a proxy from the environment must not see localhost.
+                proxy=None if loopback else True,
+                open_timeout=OPEN_TIMEOUT_S,
+                close_timeout=CLOSE_TIMEOUT_S,
+                max_size=MAX_FRAME_BYTES,
+            )
+        except (InvalidURI, ValueError) as exc:  # e.g. a port out of range
+            raise SessionEnded(f"not a valid gateway address: {self._base_url}") from exc
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            message = f"the gateway refused the chat socket at {where}: HTTP {status}"
+            raise SessionEnded(message) from exc
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            raise SessionEnded(f"cannot open the chat socket at {where}: {exc}") from exc
+        return _Link(ws)
+
+    async def _run(self) -> None:
+        try:
+            await self._follow()
+        except Exception as exc:  # a bug must end the chat visibly, not leave it hanging
+            log.exception("chat socket reader failed")
+            self._end(SessionEnded(f"the chat stopped on an unexpected error: {exc!r}"))
+
+    async def _follow(self) -> None:
+        link = self._link
+        failures = 0  # attempts since the last connection that worked
+        while link is not None:
+            await self._read(link)
+            if self._closing:
+                return
+            if self._refusal is not None or link.ws.close_code == UNAUTHORIZED_CLOSE_CODE:
+                self._end(Unauthorized(_refused(self._refusal or "")))
+                return
+            if link.frames or link.age() >= STABLE_AFTER_S:
+                failures = 0
+            self._notify("connection to the gateway lost; reconnecting...")
+            link = None
+            while link is None:
+                if failures >= len(self._delays):
+                    self._end(
+                        SessionEnded(f"lost the connection to the gateway ({failures} attempts)")
+                    )
+                    return
+                await asyncio.sleep(self._delays[failures])
+                failures += 1
+                since = self._last_event_id
+                try:
+                    link = await self._connect(since)
+                except SessionEnded as exc:
+                    self._notify(f"reconnection attempt {failures} failed: {exc}")
+            self._link = link
+            self._pulse()
+            self._resume_check = asyncio.create_task(self._check_resume(link, since))
+
+    async def _read(self, link: _Link) -> None:
+        try:
+            async for raw in link.ws:
+                link.frames += 1
+                self._handle(link, raw)
+        except ConnectionClosed:
+            pass
+        finally:
+            link.closed.set()
+            self._pulse()
+
+    async def _check_resume(self, link: _Link, since: str | None) -> None:
+        """Did the gateway replay what the dropped socket missed? If not, say so, and release
+        a wait for a cycle whose end may have gone by."""
+        if since is not None:
+            while not link.resumed.is_set():
+                seen = link.frames
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(link.resumed.wait(), self._resume_quiet_s)
+                if not link.resumed.is_set() and link.frames == seen:
+                    break  # quiet, and no "resumed": this gateway does not replay
+            if link.resumed.is_set() and link.resume_complete:
+                self._notify("reconnected; nothing was missed")
+                return
+        self._gaps += 1
+        self._pulse()
+        if self._waiting:
+            self._notify("reconnected, but part of the reply was lost with the connection")
+        else:
+            self._notify("reconnected")
+
+    # -- frames -----------------------------------------------------------------------------
+
+    def _handle(self, link: _Link, raw: str | bytes) -> None:
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            return  # not ours to judge: a client ignores what it cannot read
+        if not isinstance(frame, dict):
+            return
+        event_id = frame.get("event_id")
+        if isinstance(event_id, str) and event_id:
+            self._last_event_id = event_id
+        kind = frame.get("type")
+        if kind == "resumed":
+            link.resume_complete = frame.get("complete") is not False
+            link.resumed.set()
+            return
+        if kind == "error" and frame.get("code") == "unauthorized":
+            self._refusal = str(frame.get("message", ""))
+        elif kind == "message" and frame.get("role") == "user":
+            if isinstance(frame.get("id"), str) and isinstance(frame.get("cycle_id"), str):
+                self._cycle_of[frame["id"]] = frame["cycle_id"]
+        elif kind == "cycle_end" and isinstance(frame.get("cycle_id"), str):
+            self._ended.add(frame["cycle_id"])
+        if kind in {"accepted", "error"} and self._reply is not None and not self._reply.done():
+            self._reply.set_result(frame)
+        if self._refusal is None:  # the refusal is reported once, as the session's end
+            self._on_frame(frame)
+        self._pulse()
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    def _pulse(self) -> None:
+        """Wake everyone waiting for something to change."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _next_change(self) -> None:
+        await self._changed.wait()
+
+    async def _first_of(self, reply: asyncio.Future[Frame], closed: asyncio.Event) -> None:
+        watchers: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(closed.wait()),
+            asyncio.ensure_future(self._dead.wait()),
+        ]
+        try:
+            await asyncio.wait([reply, *watchers], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+        if not reply.done():
+            self._raise_if_ended()
+
+    def _end(self, error: SessionEnded) -> SessionEnded:
+        if self._error is None:
+            self._error = error
+            self._dead.set()
+            self._pulse()
+        return self._error
+
+    def _raise_if_ended(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+def _refused(detail: str) -> str:
+    return "the gateway refused the token" + (f": {detail}" if detail else "")

@@ -1,0 +1,104 @@
+"""Chat threads: what the memory service keeps about each (user, thread) beside its history —
+title, dates, message count, last message — and the requests that list, create and rename
+them, with their replies.
+
+Like every request to the memory service, none of these names a user: the user is the
+envelope's, which comes from the authenticated session only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Literal
+
+from pydantic import Field, StringConstraints
+
+from memoria_contracts.base import ContractModel
+
+ThreadId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
+
+MAX_TITLE_CHARS: Final = 120
+DEFAULT_THREAD_TITLE: Final = "New chat"
+DEFAULT_THREAD_PAGE: Final = 50
+MAX_THREAD_PAGE: Final = 200
+MAX_LAST_MESSAGE_CHARS: Final = 200
+
+ThreadTitle = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)
+]
+"""A title someone chose: 1 to 120 characters once the surrounding blanks are gone."""
+
+ThreadFailureCode = Literal["not_found"]
+
+
+class Thread(ContractModel):
+    """A conversation as a thread list shows it."""
+
+    thread_id: ThreadId
+    title: str = Field(
+        description="The chosen title; else the first user message, shortened; else "
+        f"'{DEFAULT_THREAD_TITLE}'."
+    )
+    created_at: datetime
+    updated_at: datetime = Field(description="When the thread's newest message was written.")
+    message_count: int = Field(ge=0, description="Stored messages (status lines never are).")
+    last_message: str | None = Field(
+        description=f"The newest stored message, cut to {MAX_LAST_MESSAGE_CHARS} characters."
+    )
+
+
+# -- requests -------------------------------------------------------------------------------
+
+
+class ThreadList(ContractModel):
+    """The user's threads, most recently updated first."""
+
+    type: Literal["thread.list"] = "thread.list"
+    limit: int = Field(default=DEFAULT_THREAD_PAGE, ge=1, le=MAX_THREAD_PAGE)
+
+
+class ThreadCreate(ContractModel):
+    """Create a thread under an id the caller made up (so a retried request finds the same
+    thread instead of making a second one)."""
+
+    type: Literal["thread.create"] = "thread.create"
+    thread_id: ThreadId
+    title: ThreadTitle | None = Field(
+        default=None, description="Unset: named after its first user message, once it has one."
+    )
+
+
+class ThreadRename(ContractModel):
+    type: Literal["thread.rename"] = "thread.rename"
+    thread_id: ThreadId
+    title: ThreadTitle
+
+
+# -- replies --------------------------------------------------------------------------------
+
+
+class ThreadPage(ContractModel):
+    type: Literal["thread.page"] = "thread.page"
+    success: Literal[True] = True
+    threads: list[Thread]
+
+
+class ThreadSaved(ContractModel):
+    type: Literal["thread.saved"] = "thread.saved"
+    success: Literal[True] = True
+    created: bool = Field(description="False for a rename, or a create that had happened.")
+    thread: Thread
+
+
+class ThreadFailure(ContractModel):
+    """``not_found`` is also the answer for another user's thread of the same id."""
+
+    type: Literal["thread.failure"] = "thread.failure"
+    success: Literal[False] = False
+    code: ThreadFailureCode
+    error_message: str
+    thread_id: str | None = None
+
+
+ThreadRequest = ThreadList | ThreadCreate | ThreadRename
+ThreadReply = ThreadPage | ThreadSaved | ThreadFailure

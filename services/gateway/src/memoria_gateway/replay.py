@@ -1,0 +1,134 @@
+"""Replaying chat.out to a reconnecting socket: the user's frames after a given entry
+(XRANGE), and whether that entry is still a position the stream can resume from."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from enum import Enum
+from typing import Any, Final
+
+from faststream.redis.parser.message import MessageFormat
+from pydantic import ValidationError
+from redis.exceptions import RedisError, ResponseError
+
+from memoria_contracts.events import Envelope
+from memoria_contracts.frames import ResumedFrame
+from memoria_contracts.streams import Stream
+from memoria_gateway.frames import OutboundFrame, frame_for
+from memoria_gateway.hub import Connection
+from memoria_gateway.resume import EntryId
+
+log = logging.getLogger("memoria.gateway.replay")
+
+REPLAY_CAP: Final = 5000
+"""Most frames one resume replays; past it, ``complete`` is false and the client reloads."""
+PAGE: Final = 500  # entries per XRANGE: every user's entries are read, this one's are kept
+_DATA_FIELD: Final = b"__data__"  # where FastStream keeps the framed message in an entry
+
+
+class Position(Enum):
+    KEPT = "kept"
+    """Every entry after it is still in the stream: the replay is complete."""
+    TRIMMED = "trimmed"
+    """Entries after it may have been trimmed away: the replay may have gaps."""
+    UNKNOWN = "unknown"
+    """Not a position of this stream (later than anything it ever held, or no stream)."""
+
+
+class ChatOutLog:
+    """Reads ``memoria:chat.out`` the way the fan-out sees it, from an entry on."""
+
+    def __init__(self, redis: Any, message_format: type[MessageFormat]) -> None:
+        self._redis = redis
+        self._format = message_format
+        self._stream = Stream.CHAT_OUT.value
+
+    async def frames_after(
+        self, user_id: str, after: EntryId
+    ) -> AsyncGenerator[tuple[EntryId, OutboundFrame], None]:
+        """The user's frames of entries strictly after ``after``, in stream order, each with
+        its entry id as ``event_id``."""
+        cursor = str(after)
+        while True:
+            entries = await self._redis.xrange(self._stream, min=f"({cursor}", max="+", count=PAGE)
+            for raw_id, fields in entries:
+                entry_id = EntryId.parse(raw_id)
+                event = self._envelope(fields)
+                if entry_id is None or event is None or event.user_id != user_id:
+                    continue
+                frame = frame_for(event, str(entry_id))
+                if frame is not None:
+                    yield entry_id, frame
+            if len(entries) < PAGE:
+                return
+            cursor = entries[-1][0].decode()
+
+    async def position(self, entry_id: EntryId) -> Position:
+        """Whether the stream still holds everything after ``entry_id``. Asked after the
+        replay was read: if nothing after it had been trimmed by then, the reads saw all."""
+        try:
+            info = await self._redis.xinfo_stream(self._stream)
+        except ResponseError:  # no such stream: not one this socket saw
+            return Position.UNKNOWN
+        last = EntryId.parse(info["last-generated-id"])
+        if last is None or entry_id > last:
+            return Position.UNKNOWN  # e.g. the broker's data was lost since
+        first = info.get("first-entry")
+        oldest = EntryId.parse(first[0]) if first else None
+        # Trimming takes the oldest entries: once the oldest left is at or before entry_id,
+        # all that came after it is still there. An empty stream holds none of it unless
+        # entry_id was the very last one.
+        kept = entry_id >= oldest if oldest is not None else entry_id == last
+        deleted = EntryId.parse(info.get("max-deleted-entry-id") or b"0-0")
+        if deleted is not None and deleted > entry_id:
+            kept = False  # an entry after it was deleted one by one (XDEL)
+        return Position.KEPT if kept else Position.TRIMMED
+
+    def _envelope(self, fields: dict[bytes, bytes]) -> Envelope | None:
+        data = fields.get(_DATA_FIELD)
+        if data is None:
+            return None
+        try:
+            body, _ = self._format.parse(data)
+            return Envelope.model_validate_json(body)
+        except (ValidationError, ValueError) as exc:
+            log.debug("skipping an unreadable chat.out entry: %s", exc)
+            return None
+
+
+async def resume(
+    connection: Connection, chat_out: ChatOutLog, since: str, *, cap: int = REPLAY_CAP
+) -> ResumedFrame:
+    """Send the user's frames after ``since``, then the ``resumed`` frame, then the live
+    frames held meanwhile. The connection was told to hold live frames before it was
+    registered for them, so every frame goes out once: replayed or live."""
+    start = EntryId.parse(since)
+    replayed = 0
+    last: EntryId | None = None
+    complete = False
+    position = Position.UNKNOWN
+    if start is not None:
+        capped = False
+        try:
+            async with contextlib.aclosing(
+                chat_out.frames_after(connection.user_id, start)
+            ) as frames:
+                async for entry_id, frame in frames:
+                    if replayed == cap:
+                        capped = True  # the client reloads its threads instead
+                        break
+                    await connection.send_in_turn(frame.model_dump_json())
+                    replayed, last = replayed + 1, entry_id
+            position = await chat_out.position(start)
+        except (RedisError, OSError) as exc:
+            log.error("could not replay chat.out to %s: %s", connection.user_id, exc)
+        complete = position is Position.KEPT and not capped
+    resumed = ResumedFrame(since=since, replayed=replayed, complete=complete)
+    await connection.send_in_turn(resumed.model_dump_json())
+    # Live frames up to the last replayed entry were replayed (or, for a known position,
+    # seen by the client before it left). From an unknown position every live frame is new.
+    watermark = last or (start if position is not Position.UNKNOWN else None)
+    await connection.release_live(watermark)
+    return resumed

@@ -1,0 +1,410 @@
+// Memoria's web chat: wires log-in, the thread list, the conversation, the socket and the
+// memories drawer. Each of those lives in its own module; this one only routes between them.
+
+import { Api, ApiError } from "./api.js";
+import { Conversation } from "./conversation.js";
+import { byId } from "./dom.js";
+import { clientId } from "./ids.js";
+import { MemoriesPanel } from "./memories.js";
+import { clearNotices, initNotices, notify } from "./notices.js";
+import { clearSession, loadSession, saveSession, tokenSubject } from "./session.js";
+import { ChatSocket } from "./socket.js";
+import { initTheme } from "./theme.js";
+import { ThreadList, titleOf } from "./threads.js";
+
+const THREAD_KEY = "memoria.thread";
+const MEMORY_ACTIONS = new Set(["MemorySave", "MemoryUpdate", "MemoryDelete"]);
+const ERROR_TEXT = {
+  invalid_frame: "The message was refused",
+  too_large: "The message is too long",
+  rate_limited: "Slow down: too many messages",
+  broker_unavailable: "The message could not be queued; please send it again",
+};
+
+const state = {
+  session: null, // {token, userId}
+  threadId: null,
+  socket: null,
+  threads: null,
+  memories: null,
+  cycles: new Map(), // cycle id → {id, threadId, state, statuses, actions, reason, usage, startedAt, endedAt}
+  sent: new Map(), // client id → {threadId, content}
+  loading: null, // {threadId, frames}: live frames of the thread whose history is loading
+  tokenMode: false,
+};
+
+const api = new Api(() => state.session && state.session.token, () => logout("Your session has ended. Please log in again."));
+const conversation = new Conversation({ list: byId("messages"), scroller: byId("scroller"), empty: byId("empty-state"), jump: byId("jump") });
+
+// Test hook and console helper: the live socket, the open thread.
+window.__memoria = {
+  socket: {
+    close: () => state.socket && state.socket.drop(),
+    get state() { return state.socket ? state.socket.state : "idle"; },
+    get lastEventId() { return state.socket ? state.socket.lastEventId : null; },
+  },
+  get threadId() { return state.threadId; },
+  resumes: [], // every {"type": "resumed"} (or assumed gap) after a reconnect
+};
+
+// ---- log in / out --------------------------------------------------------------------------
+
+function showLogin(message) {
+  byId("app-view").hidden = true;
+  byId("login-view").hidden = false;
+  const error = byId("login-error");
+  error.textContent = message || "";
+  error.hidden = !message;
+  (state.tokenMode ? byId("login-token") : byId("login-user")).focus();
+}
+
+function tokenMode(on) {
+  state.tokenMode = on;
+  byId("login-token-field").hidden = !on;
+  byId("login-user-field").hidden = on;
+  byId("login-submit").textContent = on ? "Use this token" : "Continue";
+}
+
+async function onLogin(event) {
+  event.preventDefault();
+  const error = byId("login-error");
+  error.hidden = true;
+  const button = byId("login-submit");
+  button.disabled = true;
+  try {
+    if (state.tokenMode) {
+      const token = byId("login-token").value.trim();
+      if (!token) throw new Error("Paste a token first.");
+      startSession({ token, userId: tokenSubject(token) || "you" });
+      return;
+    }
+    const userId = byId("login-user").value.trim();
+    if (!/^[A-Za-z0-9._@-]{1,64}$/.test(userId)) throw new Error("A user id is 1 to 64 letters, digits or . _ @ -");
+    const answer = await api.login(userId);
+    startSession({ token: answer.token, userId: answer.user_id || userId });
+  } catch (failure) {
+    if (failure instanceof ApiError && failure.status === 404) {
+      tokenMode(true);
+      showLogin();
+      byId("login-token").focus();
+    } else {
+      error.textContent = failure.message;
+      error.hidden = false;
+    }
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function startSession(session) {
+  state.session = session;
+  saveSession(session);
+  enterApp();
+}
+
+function logout(message) {
+  if (state.socket) state.socket.stop();
+  state.socket = null;
+  state.session = null;
+  state.threadId = null;
+  state.cycles.clear();
+  state.sent.clear();
+  clearSession();
+  clearNotices();
+  if (state.memories && state.memories.isOpen) state.memories.close();
+  conversation.reset();
+  showLogin(message);
+}
+
+// ---- the app -------------------------------------------------------------------------------
+
+async function enterApp() {
+  byId("login-view").hidden = true;
+  byId("app-view").hidden = false;
+  const user = state.session.userId;
+  byId("user-name").textContent = user;
+  byId("user-avatar").textContent = user.slice(0, 1).toUpperCase();
+
+  state.threads = new ThreadList({
+    list: byId("thread-list"), empty: byId("threads-empty"), api, user,
+    onSelect: (id) => { closeSidebar(); openThread(id); },
+    onRenamed: (id) => { if (id === state.threadId) showTitle(); },
+    onChange: () => showTitle(),
+    notify,
+  });
+  state.memories = state.memories || new MemoriesPanel({
+    drawer: byId("memories"), openButton: byId("memories-open"), closeButton: byId("memories-close"),
+    list: byId("memories-list"), more: byId("memories-more"), form: byId("memories-search"),
+    query: byId("memories-query"), summary: byId("memories-summary"), api, notify,
+  });
+
+  state.socket = new ChatSocket({
+    token: () => state.session.token,
+    onFrame, onReply, onResumed, onState: showConnection,
+    onUnauthorized: () => logout("Your session has expired or the token is not valid. Please log in again."),
+  });
+  state.socket.start();
+
+  await state.threads.refresh();
+  if (!state.session) return;
+  const saved = sessionStorage.getItem(THREAD_KEY);
+  const first = state.threads.get(saved) || state.threads.threads[0];
+  if (first) await openThread(first.thread_id);
+  else await newThread();
+}
+
+async function newThread() {
+  try {
+    const thread = await state.threads.create();
+    await openThread(thread.thread_id);
+    closeSidebar();
+    byId("composer-input").focus();
+  } catch (error) {
+    notify(`Could not start a new chat: ${error.message}`, { kind: "error" });
+  }
+}
+
+function showTitle() {
+  if (!state.threadId) return;
+  const thread = state.threads && state.threads.get(state.threadId);
+  const title = titleOf(thread);
+  byId("thread-title").textContent = title;
+  document.title = `${title} · Memoria`;
+}
+
+async function openThread(id) {
+  state.threadId = id;
+  sessionStorage.setItem(THREAD_KEY, id);
+  state.threads.setActive(id);
+  showTitle();
+  conversation.reset();
+  await reloadThread();
+  if (matchMedia("(min-width: 900px)").matches) byId("composer-input").focus();
+}
+
+/** Draws the open thread from its stored messages, plus what is still live. */
+async function reloadThread() {
+  const id = state.threadId;
+  if (!id) return;
+  // Frames that arrive while the history loads are kept and drawn over it: drawing the
+  // history first would wipe them.
+  const loading = { threadId: id, frames: state.loading && state.loading.threadId === id ? state.loading.frames : [] };
+  state.loading = loading;
+  byId("messages").setAttribute("aria-busy", "true");
+  let frames;
+  try {
+    frames = await api.threadMessages(id, 100);
+  } catch (error) {
+    if (state.loading === loading) {
+      state.loading = null;
+      byId("messages").setAttribute("aria-busy", "false");
+    }
+    if (!(error instanceof ApiError && error.status === 401)) notify(`Could not load the conversation: ${error.message}`, { kind: "error" });
+    for (const frame of loading.frames) showFrame(frame);
+    return;
+  }
+  if (state.loading !== loading) return; // another load (or thread) started meanwhile
+  state.loading = null;
+  byId("messages").setAttribute("aria-busy", "false");
+  conversation.renderHistory(frames);
+  for (const [localId, sent] of state.sent) {
+    if (sent.threadId === id) conversation.addPending(localId, sent.content, !state.socket.connected);
+  }
+  for (const cycle of state.cycles.values()) {
+    if (cycle.threadId === id && cycle.state !== "ended") conversation.cycle(cycle);
+  }
+  for (const frame of loading.frames) showFrame(frame);
+}
+
+// ---- frames --------------------------------------------------------------------------------
+
+function cycleFor(frame) {
+  if (!frame.cycle_id) return null;
+  let cycle = state.cycles.get(frame.cycle_id);
+  if (!cycle) {
+    cycle = { id: frame.cycle_id, threadId: frame.thread_id, state: "running", statuses: [], actions: [], startedAt: Date.now() };
+    state.cycles.set(cycle.id, cycle);
+  }
+  return cycle;
+}
+
+function pruneCycles(keep = 100) {
+  const ended = [...state.cycles.values()].filter((c) => c.state === "ended");
+  for (const cycle of ended.slice(0, Math.max(0, ended.length - keep))) state.cycles.delete(cycle.id);
+}
+
+function onFrame(frame) {
+  if (frame.type === "error") {
+    if (frame.code !== "unauthorized") notify(`${ERROR_TEXT[frame.code] || "Error"}: ${frame.message}`, { kind: "error", code: frame.code });
+    return;
+  }
+  if (!frame.thread_id) return; // a frame type this page does not know
+  const open = frame.thread_id === state.threadId;
+  const cycle = cycleFor(frame);
+
+  if (frame.type === "message") {
+    if (cycle && cycle.state !== "ended") {
+      cycle.state = "running";
+      if (frame.modal === "textForReplace") {
+        const step = String(frame.content ?? "").replace(/\s*(\.{3}|…)$/, "");
+        if (step && cycle.statuses[cycle.statuses.length - 1] !== step) cycle.statuses.push(step);
+      }
+    }
+    if (!open) { state.threads.markUnread(frame.thread_id); return; }
+    if (frame.modal !== "textForReplace" && typeof frame.content === "string") state.threads.touch(frame.thread_id, frame.content);
+    showFrame(frame);
+  } else if (frame.type === "delta") {
+    if (open) showFrame(frame);
+  } else if (frame.type === "cycle_end") {
+    if (cycle) Object.assign(cycle, { state: "ended", actions: frame.actions || [], reason: frame.reason, usage: frame.usage || null, endedAt: Date.now() });
+    if (open) showFrame(frame);
+    else state.threads.markUnread(frame.thread_id);
+    // The server names a thread after its first message once it has stored it: look twice.
+    state.threads.refreshSoon(600);
+    setTimeout(() => state.threads && state.threads.refreshSoon(0), 3000);
+    pruneCycles();
+    if ((frame.actions || []).some((a) => MEMORY_ACTIONS.has(a))) state.memories.refreshIfOpen();
+  }
+}
+
+/** Draws a frame of the open thread (or keeps it until the thread's history is drawn). */
+function showFrame(frame) {
+  if (state.loading && state.loading.threadId === frame.thread_id) {
+    state.loading.frames.push(frame);
+    return;
+  }
+  const cycle = frame.cycle_id ? state.cycles.get(frame.cycle_id) : null;
+  if (frame.type === "message") {
+    conversation.message(frame);
+    if (cycle && cycle.state !== "ended") conversation.cycle(cycle);
+  } else if (frame.type === "delta") {
+    conversation.delta(frame);
+  } else if (frame.type === "cycle_end" && cycle) {
+    conversation.cycle(cycle);
+  }
+}
+
+function onReply(sent, reply) {
+  const mine = state.sent.get(sent.id);
+  state.sent.delete(sent.id);
+  const open = sent.thread_id === state.threadId;
+  if (reply.type === "accepted") {
+    const cycleId = `cyc_${reply.id.replace(/^msg_/, "")}`;
+    if (open) conversation.confirm(sent.id, reply.id, cycleId);
+    let cycle = state.cycles.get(cycleId);
+    // A duplicate's cycle may have ended while we were away: draw a footer only from its frames.
+    if (!cycle && reply.duplicate) return;
+    if (!cycle) {
+      cycle = { id: cycleId, threadId: sent.thread_id, state: reply.queued ? "queued" : "running", statuses: [], actions: [], startedAt: Date.now() };
+      state.cycles.set(cycleId, cycle);
+    }
+    if (open && cycle.state !== "ended") conversation.cycle(cycle);
+    return;
+  }
+  // Refused: nothing was queued. Give the text back so it can be sent again.
+  if (open) conversation.remove(sent.id);
+  const input = byId("composer-input");
+  if (mine && !input.value.includes(mine.content)) {
+    input.value = input.value ? `${mine.content}\n${input.value}` : mine.content;
+    autosize();
+  }
+  notify(`${ERROR_TEXT[reply.code] || "Refused"}: ${reply.message}`, { kind: "error", code: reply.code });
+}
+
+function onResumed(resumed) {
+  window.__memoria.resumes.push(resumed);
+  if (!resumed.complete) reloadThread();
+  state.threads.refreshSoon(0);
+}
+
+function showConnection(socketState) {
+  const pill = byId("connection");
+  pill.dataset.state = socketState;
+  const text = { connecting: "Connecting…", connected: "Connected", reconnecting: "Reconnecting…", closed: "Offline" }[socketState] || socketState;
+  pill.querySelector(".conn__text").textContent = text;
+  for (const element of document.querySelectorAll(".msg.is-pending .msg__meta")) {
+    element.textContent = socketState === "connected" ? "Sending…" : "Waiting for the connection…";
+  }
+}
+
+// ---- composer ------------------------------------------------------------------------------
+
+function autosize() {
+  const input = byId("composer-input");
+  const stick = conversation.nearBottom(); // a taller composer must not hide the last message
+  input.style.height = "auto";
+  input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
+  if (stick) conversation.scrollToBottom(true);
+}
+
+async function send(event) {
+  event.preventDefault();
+  const input = byId("composer-input");
+  const content = input.value;
+  if (!content.trim() || !state.socket) return;
+  if (!state.threadId) await newThread();
+  if (!state.threadId) return;
+  const frame = { type: "message", thread_id: state.threadId, content, id: clientId("m") };
+  state.sent.set(frame.id, { threadId: frame.thread_id, content });
+  conversation.addPending(frame.id, content, !state.socket.connected);
+  state.socket.send(frame);
+  state.threads.touch(frame.thread_id, content);
+  input.value = "";
+  autosize();
+}
+
+// ---- layout --------------------------------------------------------------------------------
+
+function openSidebar() {
+  document.body.classList.add("sidebar-open");
+  byId("scrim").hidden = false;
+  byId("sidebar-open").setAttribute("aria-expanded", "true");
+  const active = byId("thread-list").querySelector(".is-active .thread__main") || byId("new-thread");
+  active.focus();
+}
+
+function closeSidebar() {
+  if (!document.body.classList.contains("sidebar-open")) return;
+  document.body.classList.remove("sidebar-open");
+  byId("scrim").hidden = true;
+  byId("sidebar-open").setAttribute("aria-expanded", "false");
+}
+
+function wire() {
+  initTheme();
+  initNotices(byId("notices"));
+  byId("login-form").addEventListener("submit", onLogin);
+  byId("logout").addEventListener("click", () => logout());
+  byId("new-thread").addEventListener("click", newThread);
+  byId("composer").addEventListener("submit", send);
+  const input = byId("composer-input");
+  input.addEventListener("input", autosize);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      byId("composer").requestSubmit();
+    }
+  });
+  byId("thread-title").addEventListener("dblclick", () => state.threadId && state.threads.startRename(state.threadId));
+  byId("sidebar-open").addEventListener("click", openSidebar);
+  byId("sidebar-close").addEventListener("click", () => { closeSidebar(); byId("sidebar-open").focus(); });
+  byId("scrim").addEventListener("click", closeSidebar);
+  document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeSidebar(); });
+  for (const chip of document.querySelectorAll("[data-suggest]")) {
+    chip.addEventListener("click", () => {
+      input.value = chip.dataset.suggest;
+      autosize();
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    });
+  }
+}
+
+wire();
+const saved = loadSession();
+if (saved) {
+  state.session = saved;
+  enterApp();
+} else {
+  showLogin();
+}

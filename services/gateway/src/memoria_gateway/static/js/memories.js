@@ -1,0 +1,195 @@
+// The memories drawer: list (newest first, "Load more" through the cursor), search by
+// meaning, delete after a confirmation, and each memory's history of changes.
+
+import { confirmDialog } from "./confirm.js";
+import { h, icon } from "./dom.js";
+import { contentText, formatDateTime } from "./format.js";
+import { memoryCard } from "./memory-card.js";
+
+const PAGE = 50;
+const SEARCH_DELAY_MS = 350;
+
+export class MemoriesPanel {
+  constructor({ drawer, openButton, closeButton, list, more, form, query, summary, api, notify }) {
+    Object.assign(this, { drawer, openButton, closeButton, list, more, form, query, summary, api, notify });
+    this.cursor = null;
+    this.mode = "list";
+    this.count = 0;
+    this.loading = false;
+    this.searchTimer = null;
+    this.generation = 0; // answers of an older request are dropped
+
+    openButton.addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
+    closeButton.addEventListener("click", () => this.close());
+    drawer.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && !document.querySelector("dialog[open]")) { event.preventDefault(); this.close(); }
+    });
+    more.addEventListener("click", () => this.load(false));
+    form.addEventListener("submit", (event) => { event.preventDefault(); this.runQuery(); });
+    query.addEventListener("input", () => {
+      clearTimeout(this.searchTimer);
+      this.searchTimer = setTimeout(() => this.runQuery(), SEARCH_DELAY_MS);
+    });
+  }
+
+  get isOpen() {
+    return !this.drawer.hidden;
+  }
+
+  open() {
+    this.drawer.hidden = false;
+    this.openButton.setAttribute("aria-expanded", "true");
+    document.body.classList.add("drawer-open");
+    this.query.focus();
+    this.runQuery();
+  }
+
+  close() {
+    this.drawer.hidden = true;
+    this.openButton.setAttribute("aria-expanded", "false");
+    document.body.classList.remove("drawer-open");
+    this.openButton.focus();
+  }
+
+  /** The chat changed memories: show the new state if the drawer is open. */
+  refreshIfOpen() {
+    if (this.isOpen) this.runQuery();
+  }
+
+  runQuery() {
+    clearTimeout(this.searchTimer);
+    const q = this.query.value.trim();
+    if (q) this.search(q);
+    else this.load(true);
+  }
+
+  async load(reset) {
+    const generation = ++this.generation;
+    if (reset) { this.cursor = null; this.count = 0; }
+    this.mode = "list";
+    this.setBusy(true, reset);
+    try {
+      const page = await this.api.listMemories({ limit: PAGE, cursor: reset ? undefined : this.cursor });
+      if (generation !== this.generation) return;
+      const memories = (page && page.memories) || [];
+      if (reset) this.list.replaceChildren();
+      for (const memory of memories) this.list.append(this.item(memory));
+      this.count += memories.length;
+      this.cursor = (page && page.next_cursor) || null;
+      this.more.hidden = !this.cursor;
+      this.describe();
+    } catch (error) {
+      if (generation === this.generation) this.fail(error);
+    } finally {
+      if (generation === this.generation) this.setBusy(false);
+    }
+  }
+
+  async search(q) {
+    const generation = ++this.generation;
+    this.mode = "search";
+    this.setBusy(true, true);
+    try {
+      const found = await this.api.searchMemories(q);
+      if (generation !== this.generation) return;
+      const memories = (found && found.memories) || [];
+      this.list.replaceChildren(...memories.map((m) => this.item(m)));
+      this.count = memories.length;
+      this.more.hidden = true;
+      this.describe(q);
+    } catch (error) {
+      if (generation === this.generation) this.fail(error);
+    } finally {
+      if (generation === this.generation) this.setBusy(false);
+    }
+  }
+
+  setBusy(busy, clearing = false) {
+    this.drawer.setAttribute("aria-busy", busy ? "true" : "false");
+    if (busy && clearing) this.summary.textContent = "Loading…";
+  }
+
+  describe(q) {
+    if (q) this.summary.textContent = this.count ? `${this.count} found for “${q}”` : `Nothing found for “${q}”`;
+    else if (!this.count) this.summary.textContent = "No memories yet. Tell me something to remember.";
+    else this.summary.textContent = `${this.count}${this.cursor ? "+" : ""} memor${this.count === 1 ? "y" : "ies"}`;
+  }
+
+  fail(error) {
+    this.summary.textContent = "";
+    this.notify(`Memories: ${error.message}`, { kind: "error" });
+  }
+
+  item(memory) {
+    const li = h("li", { class: "memories__item", dataset: { memoryId: memory.memory_id } });
+    const historyButton = h("button", {
+      class: "btn btn--ghost btn--small", type: "button", "aria-expanded": "false",
+      "aria-label": "Show the history of this memory",
+      onclick: () => this.toggleHistory(memory, li, historyButton),
+    }, icon("history"), h("span", {}, "History"));
+    const deleteButton = h("button", {
+      class: "btn btn--ghost btn--small btn--danger-text", type: "button", "aria-label": "Delete this memory",
+      onclick: () => this.remove(memory, li),
+    }, icon("trash"), h("span", {}, "Delete"));
+    li.append(memoryCard(memory, { actions: [historyButton, deleteButton], headingLevel: "h3", label: "Memory", quietLabel: true }));
+    return li;
+  }
+
+  async remove(memory, li) {
+    const preview = contentText(memory.content);
+    const ok = await confirmDialog({
+      title: "Delete this memory?",
+      text: `“${preview.length > 160 ? `${preview.slice(0, 160)}…` : preview}” will be forgotten. Its history is kept.`,
+      confirmLabel: "Delete",
+    });
+    if (!ok) return;
+    try {
+      await this.api.deleteMemory(memory.memory_id);
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      this.count = Math.max(0, this.count - 1);
+      this.describe(this.mode === "search" ? this.query.value.trim() : undefined);
+      this.notify("Memory deleted", { kind: "success" });
+      const focusable = next && next.querySelector("button");
+      (focusable || this.query).focus();
+    } catch (error) {
+      this.notify(`Could not delete: ${error.message}`, { kind: "error" });
+    }
+  }
+
+  async toggleHistory(memory, li, button) {
+    const open = li.querySelector(".history");
+    if (open) {
+      open.remove();
+      button.setAttribute("aria-expanded", "false");
+      return;
+    }
+    button.setAttribute("aria-expanded", "true");
+    const box = h("div", { class: "history", "aria-live": "polite" }, h("p", { class: "history__loading" }, "Loading history…"));
+    li.querySelector(".mem").append(box);
+    try {
+      const history = await this.api.memoryHistory(memory.memory_id);
+      const changes = (history && history.changes) || [];
+      box.replaceChildren(
+        h("h4", { class: "history__title" }, "History"),
+        changes.length ? h("ol", { class: "history__list" }, changes.map(change)) : h("p", {}, "No recorded changes."),
+      );
+    } catch (error) {
+      box.replaceChildren(h("p", { class: "history__error" }, `Could not load the history: ${error.message}`));
+    }
+  }
+}
+
+function change(entry) {
+  const content = (value) => (value && typeof value === "object" && "content" in value ? contentText(value.content) : value ? contentText(value) : "");
+  const before = content(entry.old);
+  const after = content(entry.new);
+  return h("li", { class: `history__item history__item--${entry.kind}` },
+    h("div", { class: "history__head" },
+      h("span", { class: "history__kind" }, entry.kind),
+      h("span", { class: "history__source" }, `via ${entry.source}`),
+      h("time", { datetime: entry.at }, formatDateTime(entry.at))),
+    entry.kind === "updated" && before ? h("p", { class: "history__old" }, before) : null,
+    entry.kind !== "deleted" && after ? h("p", { class: "history__new" }, after) : null,
+    entry.kind === "deleted" && before ? h("p", { class: "history__old" }, before) : null);
+}

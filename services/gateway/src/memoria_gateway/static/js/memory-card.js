@@ -1,0 +1,64 @@
+// A memory as a card: type badge, content, relevance when a search scored it, created date,
+// and its bindings behind a disclosure. Used in the chat (memories found by a cycle) and in
+// the memories panel. Content is always text here (JSON is pretty-printed), never markup.
+
+import { h, icon } from "./dom.js";
+import { contentText, formatDate, formatDateTime, humanize } from "./format.js";
+
+export function memoryCard(memory, { actions = [], headingLevel = "h4", label = "Memory", quietLabel = false } = {}) {
+  const isMemory = memory && typeof memory === "object" && !Array.isArray(memory) && "content" in memory;
+  const data = isMemory ? memory : { content: memory };
+  const type = data.memory_type || "memory";
+  const text = contentText(data.content);
+  const json = data.content_kind === "json" || (typeof data.content === "object" && data.content !== null);
+
+  const head = h("header", { class: "mem__head" },
+    h("span", { class: "mem__icon" }, icon("brain")),
+    h(headingLevel, { class: quietLabel ? "mem__label visually-hidden" : "mem__label" }, label),
+    h("span", { class: `badge badge--${String(type).replace(/[^a-z_]/g, "")}` }, humanize(type)),
+    relevance(data.relevance_score),
+  );
+  const body = json
+    ? h("pre", { class: "mem__content mem__content--json" }, text)
+    : h("p", { class: "mem__content" }, text);
+
+  const details = h("dl", { class: "mem__facts" });
+  if (Array.isArray(data.bindings) && data.bindings.length) {
+    details.append(
+      h("dt", {}, "Bindings"),
+      h("dd", {}, h("ul", { class: "mem__bindings" }, data.bindings.map((b) => h("li", { class: "tag" }, String(b))))),
+    );
+  }
+  if (data.creation_datetime) details.append(h("dt", {}, "Created"), h("dd", {}, h("time", { datetime: data.creation_datetime }, formatDateTime(data.creation_datetime))));
+  if (data.updated_at) details.append(h("dt", {}, "Updated"), h("dd", {}, h("time", { datetime: data.updated_at }, formatDateTime(data.updated_at))));
+  if (data.last_accessed) details.append(h("dt", {}, "Last used"), h("dd", {}, h("time", { datetime: data.last_accessed }, formatDateTime(data.last_accessed))));
+  if (data.memory_id) details.append(h("dt", {}, "Id"), h("dd", {}, h("code", {}, data.memory_id)));
+
+  const created = data.creation_datetime
+    ? h("time", { class: "mem__date", datetime: data.creation_datetime, title: formatDateTime(data.creation_datetime) }, formatDate(data.creation_datetime))
+    : null;
+  head.append(created || "");
+  const disclosure = details.childElementCount
+    ? h("details", { class: "mem__more" }, h("summary", {}, bindingSummary(data.bindings)), details)
+    : null;
+
+  return h("article", { class: "mem", dataset: data.memory_id ? { memoryId: data.memory_id } : {} },
+    head,
+    body,
+    disclosure,
+    actions.length ? h("div", { class: "mem__actions" }, actions) : null,
+  );
+}
+
+function bindingSummary(bindings) {
+  const count = Array.isArray(bindings) ? bindings.length : 0;
+  return count ? `${count} binding${count === 1 ? "" : "s"} · details` : "Details";
+}
+
+function relevance(score) {
+  if (typeof score !== "number" || !Number.isFinite(score)) return null;
+  const percent = Math.round(Math.max(0, Math.min(1, score)) * 100);
+  return h("span", { class: "relevance", title: `Relevance ${percent}%`, "aria-label": `relevance ${percent} percent` },
+    h("span", { class: "relevance__bar", "aria-hidden": "true" }, h("span", { style: `width:${percent}%` })),
+    `${percent}%`);
+}

@@ -1,0 +1,162 @@
+"""HTTP API over the caller's own chat threads (``/api/threads``): list, create, rename.
+
+A thread's messages are read at ``GET /api/threads/{thread_id}/messages`` (http_routes.py).
+As with memories, every route acts for the bearer token's user and nobody else, and another
+user's thread answers exactly like a thread that does not exist.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations when they
+# are declared, and the user dependency they name is local to thread_router.
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Final, Protocol, TypeVar
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from memoria_contracts.ids import new_id
+from memoria_contracts.threads import (
+    DEFAULT_THREAD_PAGE,
+    DEFAULT_THREAD_TITLE,
+    MAX_THREAD_PAGE,
+    Thread,
+    ThreadCreate,
+    ThreadFailure,
+    ThreadId,
+    ThreadList,
+    ThreadPage,
+    ThreadRename,
+    ThreadSaved,
+    ThreadTitle,
+)
+from memoria_gateway.auth import TokenIssuer
+from memoria_gateway.bearer import bearer_user
+from memoria_gateway.memory_routes import BAD_REPLY, COMMON_ERRORS, NOT_ANSWERING
+from memoria_gateway.memory_schemas import ErrorBody
+from memoria_runtime.rpc import RpcError
+
+log = logging.getLogger("memoria.gateway.threads")
+
+THREAD_NOT_FOUND: Final = "thread not found"
+THREAD_ID_PREFIX: Final = "t"
+"""Server-made thread ids are ``t_`` and 26 lower-case letters and digits, in time order."""
+
+_THREAD_IDS: Final = TypeAdapter(ThreadId)
+
+R = TypeVar("R")
+
+
+class ThreadBackend(Protocol):
+    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses."""
+
+    async def threads(self, user_id: str, request: ThreadList) -> ThreadPage | ThreadFailure:
+        """The user's threads, most recently updated first."""
+
+    async def create_thread(
+        self, user_id: str, request: ThreadCreate
+    ) -> ThreadSaved | ThreadFailure:
+        """Create a thread."""
+
+    async def rename_thread(
+        self, user_id: str, request: ThreadRename
+    ) -> ThreadSaved | ThreadFailure:
+        """Give a thread a title."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
+
+
+class ThreadCreateBody(_Body):
+    title: ThreadTitle | None = Field(
+        default=None,
+        description=f"1–120 characters. Unset: '{DEFAULT_THREAD_TITLE}' until the first "
+        "message, then that message, shortened.",
+    )
+
+
+class ThreadRenameBody(_Body):
+    title: ThreadTitle = Field(
+        description="1–120 characters, not only blanks (surrounding blanks are removed). "
+        "Kept for good: the title made from the first message never replaces it."
+    )
+
+
+class ThreadListPage(BaseModel):
+    threads: list[Thread] = Field(description="Most recently updated first.")
+
+
+NOT_FOUND_ERROR: Final[dict[int | str, dict[str, Any]]] = {
+    status.HTTP_404_NOT_FOUND: {
+        "model": ErrorBody,
+        "description": "No such thread of yours (another user's thread gets the same answer).",
+    }
+}
+
+
+def not_found() -> HTTPException:
+    # A fixed body: an unknown thread and another user's must be indistinguishable.
+    return HTTPException(status.HTTP_404_NOT_FOUND, detail=THREAD_NOT_FOUND)
+
+
+async def answer(call: Awaitable[R | ThreadFailure]) -> R:
+    """The memory service's reply, or the HTTP error it amounts to."""
+    try:
+        reply = await call
+    except TimeoutError as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=NOT_ANSWERING) from exc
+    except RpcError as exc:
+        log.error("memory service protocol error: %s", exc)
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=BAD_REPLY) from exc
+    if isinstance(reply, ThreadFailure):
+        raise not_found()
+    return reply
+
+
+def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> APIRouter:
+    """The routes; ``tokens`` is called per request because the issuer exists only once the
+    gateway has started."""
+    router = APIRouter(prefix="/api/threads", tags=["threads"], responses=COMMON_ERRORS)
+    User = Annotated[str, Depends(bearer_user(tokens))]
+
+    @router.get("", summary="List threads")
+    async def list_threads(
+        user_id: User,
+        limit: Annotated[int, Query(ge=1, le=MAX_THREAD_PAGE)] = DEFAULT_THREAD_PAGE,
+    ) -> ThreadListPage:
+        """The token's user's threads, most recently updated first: those created here and
+        those that simply received messages (a client may pick its own thread ids)."""
+        page = await answer(threads.threads(user_id, ThreadList(limit=limit)))
+        return ThreadListPage(threads=page.threads)
+
+    @router.post(
+        "",
+        status_code=status.HTTP_201_CREATED,
+        summary="Create a thread",
+        response_description="The new thread, with its server-made id.",
+    )
+    async def create_thread(body: ThreadCreateBody, user_id: User) -> Thread:
+        """A new, empty thread with a server-made `thread_id` (`t_…`); send messages to it
+        over the WebSocket."""
+        # Made here, not by the memory service: a request retried after a lost reply then
+        # finds the thread it created instead of creating a second one.
+        request = ThreadCreate(thread_id=new_id(THREAD_ID_PREFIX), title=body.title)
+        saved = await answer(threads.create_thread(user_id, request))
+        return saved.thread
+
+    @router.patch("/{thread_id}", summary="Rename a thread", responses=NOT_FOUND_ERROR)
+    async def rename_thread(
+        thread_id: Annotated[str, Path(description="The thread's id.")],
+        body: ThreadRenameBody,
+        user_id: User,
+    ) -> Thread:
+        """Give one of your threads a title."""
+        try:
+            known_id = _THREAD_IDS.validate_python(thread_id)
+        except ValidationError as exc:  # an id that cannot exist is just as not found
+            raise not_found() from exc
+        request = ThreadRename(thread_id=known_id, title=body.title)
+        saved = await answer(threads.rename_thread(user_id, request))
+        return saved.thread
+
+    return router

@@ -1,0 +1,188 @@
+"""Threads: one document per (user, thread) beside the chat history, for thread lists.
+
+A thread comes into being when it is created by name (``thread.create``) or when its first
+message is stored, whichever happens first. Its statistics — message count, newest message,
+the title made from the first user message — are recomputed from the stored messages each
+time one is stored, never counted up, so a redelivered message cannot count twice. Message
+handlers run concurrently (and on several replicas), so a recomputation is written only over
+one it is at least as new as on both counts — the message count and the newest message's
+position, which only ever grow.
+
+Every query names the user, as in the history and the memories: another user's thread of the
+same id is a different document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import Any, Final
+
+from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
+from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
+from memoria_memory.history import COLLECTION as MESSAGES
+from memoria_memory.memories import clock
+from memoria_memory.thread_titles import default_title, preview
+
+COLLECTION: Final = "chat_threads"
+_BACKFILLED: Final = "backfilled"
+"""Marks that threads were made for the history stored before threads existed. No thread's
+key looks like it (keys hold a '/'), and it has no user_id, so no user's query matches it."""
+_BACKFILL_PAGE: Final = 1000
+_NO_MESSAGE: Final = -1
+
+
+def thread_key(user_id: str, thread_id: str) -> str:
+    # '/' is in neither a user id's nor a thread id's alphabet: no two pairs share a key.
+    return f"{user_id}/{thread_id}"
+
+
+def _as_thread(document: Document) -> Thread:
+    return Thread(
+        thread_id=document["thread_id"],
+        title=document.get("title") or document.get("auto_title") or DEFAULT_THREAD_TITLE,
+        created_at=clock.parse(document["created_at"]),
+        updated_at=clock.parse(document["updated_at"]),
+        message_count=document["message_count"],
+        last_message=document.get("last_message"),
+    )
+
+
+class ThreadRepository:
+    def __init__(self, store: DocumentStore) -> None:
+        self._threads: Collection = store.collection(COLLECTION)
+        self._messages: Collection = store.collection(MESSAGES)
+
+    async def setup(self) -> None:
+        # Read backwards by list(): both stores walk an index either way.
+        await self._threads.ensure_index([("user_id", 1), ("updated_at", 1), ("thread_id", 1)])
+        await self._backfill()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def list(self, user_id: str, *, limit: int) -> list[Thread]:
+        """The user's threads, most recently updated first."""
+        found = await self._threads.find(
+            {"user_id": user_id}, sort=[("updated_at", -1), ("thread_id", -1)], limit=limit
+        )
+        return [_as_thread(document) for document in found]
+
+    async def get(self, user_id: str, thread_id: str) -> Thread | None:
+        found = await self._find(user_id, thread_id)
+        return _as_thread(found) if found else None
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create(self, user_id: str, thread_id: str, title: str | None) -> tuple[Thread, bool]:
+        """The new thread and True; the existing one and False when the id is taken (a
+        repeated request), which is then left as it is."""
+        document = self._new(user_id, thread_id, title=title, at=clock.now())
+        try:
+            await self._threads.insert_one(document)
+        except DuplicateKeyError:
+            existing = await self._find(user_id, thread_id)
+            if existing is None:  # pragma: no cover - documents are never deleted
+                raise
+            return _as_thread(existing), False
+        return _as_thread(document), True
+
+    async def rename(self, user_id: str, thread_id: str, title: str) -> Thread | None:
+        """None when the user has no such thread. A chosen title is kept for good: the one
+        made from the first user message never replaces it."""
+        renamed = await self._threads.update_one(
+            {"_id": thread_key(user_id, thread_id), "user_id": user_id}, set={"title": title}
+        )
+        return await self.get(user_id, thread_id) if renamed else None
+
+    async def record_message(self, user_id: str, thread_id: str, written_at: datetime) -> None:
+        """A message of the thread was stored: create the thread if it is new, and bring its
+        statistics up to date. Idempotent."""
+        await self._ensure(user_id, thread_id, written_at)
+        await self._refresh(user_id, thread_id)
+
+    # -- internals --------------------------------------------------------------------------
+
+    async def _find(self, user_id: str, thread_id: str) -> Document | None:
+        return await self._threads.find_one(
+            {"_id": thread_key(user_id, thread_id), "user_id": user_id}
+        )
+
+    @staticmethod
+    def _new(user_id: str, thread_id: str, *, title: str | None, at: datetime) -> Document:
+        stamp = clock.stamp(at)
+        return {
+            "_id": thread_key(user_id, thread_id),
+            "user_id": user_id,
+            "thread_id": thread_id,
+            "title": title,  # chosen by someone; None: made from the first user message
+            "auto_title": None,
+            "created_at": stamp,
+            "updated_at": stamp,
+            "message_count": 0,
+            "last_message": None,
+            "last_seq": _NO_MESSAGE,
+        }
+
+    async def _ensure(self, user_id: str, thread_id: str, created_at: datetime) -> None:
+        if await self._find(user_id, thread_id) is not None:
+            return
+        # A concurrent message of the same thread may create it first.
+        with contextlib.suppress(DuplicateKeyError):
+            await self._threads.insert_one(self._new(user_id, thread_id, title=None, at=created_at))
+
+    async def _refresh(self, user_id: str, thread_id: str) -> None:
+        in_thread = {"user_id": user_id, "thread_id": thread_id}
+        count = await self._messages.count(in_thread)
+        newest = await self._messages.find(in_thread, sort=[("seq", -1)], limit=1)
+        if not count or not newest:
+            return
+        first_user = await self._messages.find(
+            {**in_thread, "role": "user"}, sort=[("seq", 1)], limit=1
+        )
+        thread = await self._find(user_id, thread_id)
+        if thread is None:  # pragma: no cover - _ensure made it
+            return
+        latest = newest[0]
+        seq = latest["seq"]
+        written = clock.stamp(clock.parse(latest["created_at"]))
+        changes: dict[str, Any] = {
+            "message_count": count,
+            "last_seq": seq,
+            "last_message": preview(latest["modal"], latest.get("content")),
+            "auto_title": default_title(first_user[0].get("content")) if first_user else None,
+            "updated_at": max(thread["created_at"], written),
+        }
+        # Written only over an older or equal recomputation: one that read before another
+        # message was stored (a concurrent handler) changes nothing. The recomputation that
+        # starts after the last message was stored sees the most on both counts, so it wins.
+        await self._threads.update_one(
+            {
+                "_id": thread_key(user_id, thread_id),
+                "message_count": {"$lte": count},
+                "last_seq": {"$lte": seq},
+            },
+            set=changes,
+        )
+
+    async def _backfill(self) -> None:
+        """Once: a thread for every (user, thread) of the history stored before threads
+        were kept, so they appear in thread lists too."""
+        if await self._threads.find_one({"_id": _BACKFILLED}) is not None:
+            return
+        pairs: set[tuple[str, str]] = set()
+        after = ""
+        while page := await self._messages.find(
+            {"_id": {"$gt": after}}, sort=[("_id", 1)], limit=_BACKFILL_PAGE
+        ):
+            pairs.update((message["user_id"], message["thread_id"]) for message in page)
+            after = page[-1]["_id"]
+        for user_id, thread_id in sorted(pairs):
+            first = await self._messages.find(
+                {"user_id": user_id, "thread_id": thread_id}, sort=[("seq", 1)], limit=1
+            )
+            await self._ensure(user_id, thread_id, clock.parse(first[0]["created_at"]))
+            await self._refresh(user_id, thread_id)
+        with contextlib.suppress(DuplicateKeyError):  # another replica finished it too
+            await self._threads.insert_one(
+                {"_id": _BACKFILLED, "done_at": clock.stamp(clock.now())}
+            )

@@ -1,0 +1,504 @@
+"""The web chat at `/`, driven in a real chromium against the real stack (broker, milvus-lite,
+the four services as processes; the offline planner answers). What a user does: log in,
+chat, watch a cycle run, find memories, manage them, switch and rename threads, lose the
+connection, pick a theme. Screenshots are kept as artifacts (conftest.py says where)."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Locator, Page, ViewportSize, expect
+from stack import Stack, running_stack
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
+
+OFFLINE_LABEL = "offline planner (no LLM)"
+HOSTILE = "My favourite snack is <img src=x onerror=alert(1)> <script>alert(2)</script>"
+STORE_TIMEOUT_S = 30.0
+LIGHT_BG = "rgb(247, 247, 249)"
+DARK_BG = "rgb(16, 16, 20)"
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+MAX_MESSAGE_CHARS = 500  # small, so that the page can provoke a `too_large` refusal
+TIMEOUT_MS = 30_000  # generous: the machine running this may be slow and shared
+
+# Records what flashes by too fast to assert while it is on screen: every status line shown,
+# whether a bubble was ever streaming, every state of the connection indicator.
+RECORDER = """
+window.__seen = { statuses: [], streamed: false, connection: [] };
+new MutationObserver(() => {
+  const seen = window.__seen;
+  const row = document.querySelector("#messages .status-row__text");
+  const text = row && row.textContent;
+  if (text && seen.statuses[seen.statuses.length - 1] !== text) seen.statuses.push(text);
+  if (document.querySelector("#messages .msg.is-streaming")) seen.streamed = true;
+  const pill = document.getElementById("connection");
+  const state = pill && pill.dataset.state;
+  if (state && seen.connection[seen.connection.length - 1] !== state) seen.connection.push(state);
+}).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+"""
+
+
+@pytest.fixture(scope="module")
+def stack(
+    browser: Browser,  # first: no stack is started when the suite is skipped
+    valkey_server: Any,
+    milvus_server: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    redis_url = f"redis://127.0.0.1:{valkey_server.port}/11"
+    data_dir: Path = tmp_path_factory.mktemp("browser-stack")
+    with running_stack(
+        redis_url,
+        milvus_server.uri,
+        data_dir,
+        {"rules": []},
+        llm_provider="offline",
+        max_message_chars=str(MAX_MESSAGE_CHARS),
+    ) as running:
+        running.wait_ready(actions=6)
+        yield running
+
+
+class Tab:
+    """A page of the web chat and what went wrong in it (uncaught errors, alert dialogs)."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+
+@pytest.fixture
+def context(browser: Browser) -> Iterator[BrowserContext]:
+    created = browser.new_context(viewport=DESKTOP, color_scheme="light")
+    created.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield created
+    finally:
+        created.close()
+
+
+@pytest.fixture
+def tab(context: BrowserContext, artifacts: Path, request: pytest.FixtureRequest) -> Iterator[Tab]:
+    opened = Tab(context.new_page())
+    yield opened
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+        opened.page.screenshot(path=str(artifacts / f"FAILED-{name}.png"), full_page=True)
+    assert not opened.errors, f"uncaught errors in the page: {opened.errors}"
+    assert not opened.dialogs, f"the page opened dialogs (injected script?): {opened.dialogs}"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def headers(stack: Stack, user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {stack.token(user)}"}
+
+
+def login(tab: Tab, stack: Stack, user: str) -> Page:
+    page = tab.page
+    page.add_init_script(RECORDER)
+    page.goto(stack.base_url)
+    page.get_by_label("User id").fill(user)
+    page.get_by_role("button", name="Continue").click()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(page.locator("#thread-list .thread.is-active")).to_have_count(1)
+    expect(page.locator("#user-name")).to_have_text(user)
+    expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")  # history drawn
+    return page
+
+
+def send(page: Page, text: str) -> None:
+    composer = page.locator("#composer-input")
+    composer.fill(text)
+    composer.press("Enter")
+
+
+def ended_cycles(page: Page) -> Locator:
+    return page.locator("#messages .cycle[data-state='ended']")
+
+
+def assistant(page: Page, text: str) -> Locator:
+    return page.locator("#messages .msg--assistant").filter(has_text=text)
+
+
+def user_bubbles(page: Page, text: str) -> Locator:
+    return page.locator("#messages .msg--user .bubble").filter(
+        has_text=re.compile(f"^{re.escape(text)}$")
+    )
+
+
+def message_ids(page: Page) -> list[str]:
+    ids: list[str] = page.eval_on_selector_all(
+        "#messages > li[data-id]", "items => items.map((item) => item.dataset.id)"
+    )
+    return ids
+
+
+def shoot(page: Page, artifacts: Path, name: str) -> None:
+    page.screenshot(path=str(artifacts / f"{name}.png"), animations="disabled")
+
+
+def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> None:
+    user = unique("ana")
+    page = login(tab, stack, user)
+    expect(page.locator("#empty-state")).to_be_visible()
+
+    send(page, "remember that my favourite colour is green")
+    expect(user_bubbles(page, "remember that my favourite colour is green")).to_have_count(1)
+    saved = assistant(page, 'Saved: "My favourite colour is green".')
+    expect(saved).to_be_visible()
+    expect(saved.locator(".model__name")).to_have_text(OFFLINE_LABEL)
+    cycle = ended_cycles(page)
+    expect(cycle).to_have_count(1)
+    expect(cycle.locator(".cycle__steps li")).to_have_text(["MemorySave", "Finalize"])
+    expect(cycle.locator(".cycle__label")).to_have_text("Done")
+    # The status lines were shown while the cycle ran, and each was replaced.
+    seen: dict[str, Any] = page.evaluate("window.__seen")
+    assert "Thinking..." in seen["statuses"], seen
+    assert any(s.startswith("Saving memories") for s in seen["statuses"]), seen
+    assert seen["streamed"], "the answer was never shown while it streamed"
+    expect(page.locator("#messages .status-row")).to_have_count(0)
+    expect(page.locator("#empty-state")).to_be_hidden()
+
+    send(page, "what is my favourite colour?")
+    card = page.locator("#messages .msg--memory")
+    expect(card.locator(".mem__content")).to_have_text("My favourite colour is green")
+    expect(card.locator(".badge")).to_have_text("preference")
+    expect(card.locator(".relevance")).to_be_visible()
+    expect(ended_cycles(page)).to_have_count(2)
+    expect(ended_cycles(page).nth(1).locator(".cycle__steps li")).to_have_text(
+        ["MemorySearch", "Finalize"]
+    )
+    recalled = assistant(page, 'From your memories: "My favourite colour is green".')
+    expect(recalled.locator(".model__name")).to_have_text(OFFLINE_LABEL)
+    card.locator("summary").click()
+    expect(card.locator(".mem__bindings li").first).to_be_visible()
+    shoot(page, artifacts, "chat-light-desktop")
+
+    page.get_by_role("button", name="Memories", exact=True).click()
+    panel = page.locator("#memories")
+    expect(panel).to_be_visible()
+    listed = panel.locator(".memories__item")
+    expect(listed.locator(".mem__content")).to_have_text(["My favourite colour is green"])
+    listed.get_by_role("button", name="Show the history of this memory").click()
+    expect(listed.locator(".history__item--created")).to_contain_text("via chat")
+    shoot(page, artifacts, "memories-panel-light-desktop")
+
+    listed.get_by_role("button", name="Delete this memory").click()
+    dialog = page.locator("#confirm")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("My favourite colour is green")
+    dialog.get_by_role("button", name="Delete").click()
+    expect(panel.locator(".memories__item")).to_have_count(0)
+    expect(page.locator("#memories-summary")).to_contain_text("No memories yet")
+    left = httpx.get(f"{stack.base_url}/api/memories", headers=headers(stack, user))
+    assert left.status_code == 200, left.text
+    assert left.json()["memories"] == []
+
+
+def test_model_and_memory_text_never_becomes_markup(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    user = unique("eve")
+    created = httpx.post(
+        f"{stack.base_url}/api/memories",
+        headers=headers(stack, user),
+        json={
+            "content": HOSTILE,
+            "bindings": ["favourite snack", "snack"],
+            "memory_type": "preference",
+        },
+    )
+    assert created.status_code == 201, created.text
+    page = login(tab, stack, user)
+
+    send(page, "what is my favourite snack?")
+    expect(ended_cycles(page)).to_have_count(1)
+    expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(HOSTILE)
+    expect(assistant(page, "From your memories").locator(".bubble")).to_have_text(
+        f'From your memories: "{HOSTILE}".'
+    )
+    expect(page.locator("#messages img, #messages script")).to_have_count(0)
+
+    page.get_by_role("button", name="Memories", exact=True).click()
+    panel = page.locator("#memories")
+    expect(panel.locator(".mem__content")).to_have_text([HOSTILE])
+    page.locator("#memories-query").fill("favourite snack")
+    expect(page.locator("#memories-summary")).to_contain_text("found for")
+    expect(panel.locator(".mem__content")).to_have_text([HOSTILE])
+    expect(panel.locator(".relevance")).to_be_visible()
+    expect(panel.locator("img, script")).to_have_count(0)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    shoot(page, artifacts, "hostile-content-as-text")
+
+    # The markdown renderer: the safe subset becomes elements, everything else stays text.
+    facts: dict[str, Any] = page.evaluate(
+        """async (source) => {
+          const { renderMarkdown } = await import("/static/js/markdown.js");
+          const box = document.createElement("div");
+          box.append(renderMarkdown(source));
+          const texts = (selector) => [...box.querySelectorAll(selector)].map((e) => e.textContent);
+          return {
+            strong: texts("strong"), em: texts("em"), code: texts(":not(pre) > code"),
+            bullets: texts("ul > li"), numbered: texts("ol > li"), pre: texts("pre code"),
+            links: [...box.querySelectorAll("a")]
+              .map((a) => [a.getAttribute("href"), a.rel, a.target]),
+            breaks: box.querySelectorAll("p br").length,
+            unsafe: box.querySelectorAll("img, script, iframe, [onerror], [onclick]").length,
+            text: box.textContent,
+          };
+        }""",
+        "**bold** and *italic* and `code <b>`\nnext line\n\n- one\n- two\n\n1. first\n2. second\n\n"
+        "```js\n<script>alert(3)</script>\n```\n"
+        "[safe](https://example.com/a?b=1) [unsafe](javascript:alert(4)) "
+        "[data](data:text/html,<script>alert(5)</script>)\n"
+        "<img src=x onerror=alert(6)> see https://example.org/path.",
+    )
+    assert facts["strong"] == ["bold"]
+    assert facts["em"] == ["italic"]
+    assert facts["code"] == ["code <b>"]
+    assert facts["bullets"] == ["one", "two"]
+    assert facts["numbered"] == ["first", "second"]
+    assert facts["pre"] == ["<script>alert(3)</script>"]
+    assert facts["breaks"] >= 1
+    assert facts["links"] == [
+        ["https://example.com/a?b=1", "noopener noreferrer", "_blank"],
+        ["https://example.org/path", "noopener noreferrer", "_blank"],
+    ]
+    assert facts["unsafe"] == 0
+    assert "[unsafe](javascript:alert(4))" in facts["text"]
+    assert "<img src=x onerror=alert(6)>" in facts["text"]
+
+
+def test_new_thread_rename_switch_and_unread(
+    stack: Stack, tab: Tab, context: BrowserContext, artifacts: Path
+) -> None:
+    user = unique("rui")
+    page = login(tab, stack, user)
+    threads = page.locator("#thread-list .thread")
+    expect(threads).to_have_count(1)  # a first conversation is ready
+    first_id = threads.first.get_attribute("data-thread-id")
+    send(page, "remember that my city is Lisbon")
+    expect(ended_cycles(page)).to_have_count(1)
+
+    page.get_by_role("button", name="New chat", exact=True).click()
+    expect(threads).to_have_count(2)
+    active = page.locator("#thread-list .thread.is-active")
+    expect(active).not_to_have_attribute("data-thread-id", first_id or "")
+    expect(page.locator("#thread-title")).to_have_text("New chat")
+    expect(page.locator("#empty-state")).to_be_visible()
+    new_id = active.get_attribute("data-thread-id")
+    assert new_id
+
+    active.get_by_role("button", name=re.compile("^Rename")).click()
+    title = page.get_by_label("Conversation title")
+    title.fill("Holiday plans")
+    title.press("Enter")
+    renamed = page.locator(f"#thread-list [data-thread-id='{new_id}']")
+    expect(renamed.locator(".thread__title")).to_have_text("Holiday plans")
+    expect(page.locator("#thread-title")).to_have_text("Holiday plans")
+    listed = httpx.get(f"{stack.base_url}/api/threads", headers=headers(stack, user)).json()
+    assert {t["thread_id"]: t["title"] for t in listed["threads"]}[new_id] == "Holiday plans"
+
+    renamed.get_by_role("button", name=re.compile("^Rename")).click()
+    title.fill("Not this")
+    title.press("Escape")  # cancels
+    expect(renamed.locator(".thread__title")).to_have_text("Holiday plans")
+
+    # Back to the first thread: its history is loaded from the server.
+    page.locator(f"#thread-list [data-thread-id='{first_id}'] .thread__main").click()
+    expect(user_bubbles(page, "remember that my city is Lisbon")).to_have_count(1)
+    expect(assistant(page, 'Saved: "My city is Lisbon".')).to_be_visible()
+    expect(page.locator("#thread-title")).to_have_text("remember that my city is Lisbon")
+
+    # Another tab of the same user writes in "Holiday plans": this tab keeps its conversation
+    # and shows an unread dot on the other thread.
+    other = Tab(context.new_page())
+    other_page = login(other, stack, user)
+    other_page.locator(f"#thread-list [data-thread-id='{new_id}'] .thread__main").click()
+    expect(other_page.locator("#thread-title")).to_have_text("Holiday plans")
+    send(other_page, "remember that I fly on Friday")
+    expect(ended_cycles(other_page)).to_have_count(1)
+    expect(renamed.locator(".thread__dot")).to_be_visible()
+    expect(user_bubbles(page, "remember that I fly on Friday")).to_have_count(0)
+    shoot(page, artifacts, "threads-unread-light-desktop")
+    renamed.locator(".thread__main").click()
+    expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
+    expect(renamed.locator(".thread__dot")).to_have_count(0)
+    expect(user_bubbles(page, "remember that I fly on Friday")).to_have_count(1)
+    assert not other.errors and not other.dialogs, (other.errors, other.dialogs)
+
+
+def stored_ids(stack: Stack, user: str, thread_id: str, expected: int) -> list[str]:
+    """The thread's stored message ids, once the memory service has stored ``expected``."""
+    deadline = time.monotonic() + STORE_TIMEOUT_S
+    while True:
+        response = httpx.get(
+            f"{stack.base_url}/api/threads/{thread_id}/messages", headers=headers(stack, user)
+        )
+        response.raise_for_status()
+        body = response.json()
+        messages: list[dict[str, Any]] = body if isinstance(body, list) else body["messages"]
+        if len(messages) >= expected or time.monotonic() > deadline:
+            return [m["id"] for m in messages]
+        time.sleep(0.2)  # polling the store, not waiting instead of asserting
+
+
+def test_reconnect_resumes_without_losing_or_repeating(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    user = unique("lia")
+    sockets: list[str] = []
+    tab.page.on("websocket", lambda ws: sockets.append(ws.url))
+    page = login(tab, stack, user)
+
+    # Drop the socket as soon as the cycle's first frame arrived: the rest comes by replay.
+    send(page, "remember that my dog is called Rex")
+    page.wait_for_function("window.__memoria.socket.lastEventId !== null")
+    page.evaluate("window.__memoria.socket.close()")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(ended_cycles(page)).to_have_count(1)
+    expect(assistant(page, 'Saved: "My dog is called Rex".')).to_have_count(1)
+
+    # Drop it again and write while it is down: the message waits and goes out on reconnect.
+    page.evaluate("window.__memoria.socket.close()")
+    send(page, "what is my dog called?")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(ended_cycles(page)).to_have_count(2)
+    expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(
+        "My dog is called Rex"
+    )
+
+    seen: dict[str, Any] = page.evaluate("window.__seen")
+    assert "reconnecting" in seen["connection"], seen
+    assert len(sockets) >= 3 and all("since=" in url for url in sockets[1:]), sockets
+    resumes: list[dict[str, Any]] = page.evaluate("window.__memoria.resumes")
+    assert resumes and all(r.get("type") == "resumed" and r["complete"] for r in resumes), resumes
+
+    live = message_ids(page)
+    assert len(live) == len(set(live)), f"a message is shown twice: {live}"
+    expect(user_bubbles(page, "remember that my dog is called Rex")).to_have_count(1)
+    expect(user_bubbles(page, "what is my dog called?")).to_have_count(1)
+    thread_id = page.evaluate("window.__memoria.threadId")
+    assert stored_ids(stack, user, thread_id, len(live)) == live  # nothing lost, same order
+    shoot(page, artifacts, "after-reconnect-light-desktop")
+
+    page.reload()  # the stored conversation draws the same
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(page.locator("#messages > li[data-id]")).to_have_count(len(live))
+    assert message_ids(page) == live
+
+
+def test_refused_message_keeps_the_text(stack: Stack, tab: Tab) -> None:
+    page = login(tab, stack, unique("max"))
+    too_long = "a" * (MAX_MESSAGE_CHARS + 20)
+    send(page, too_long)
+    notice = page.locator("#notices .notice[data-code='too_large']")
+    expect(notice).to_be_visible()
+    expect(page.locator("#composer-input")).to_have_value(too_long)
+    expect(page.locator("#messages .msg--user")).to_have_count(0)
+    notice.get_by_role("button", name="Dismiss").click()
+    expect(page.locator("#notices .notice")).to_have_count(0)
+
+
+def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Path) -> None:
+    page = tab.page
+    page.route(
+        "**/api/token",
+        lambda route: route.fulfill(
+            status=404, content_type="application/json", body='{"detail": "dev login is disabled"}'
+        ),
+    )
+    page.goto(stack.base_url)
+    page.get_by_label("User id").fill("someone")
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_text("dev login is disabled; paste a token")).to_be_visible()
+    token_field = page.get_by_label("Token")
+    shoot(page, artifacts, "login-token-light-desktop")
+
+    token_field.fill("not.a.token")  # forged: the server refuses it, the page asks again
+    page.get_by_role("button", name="Use this token").click()
+    expect(page.locator("#login-error")).to_contain_text("log in again")
+    expect(page.locator("#app-view")).to_be_hidden()
+
+    user = unique("tok")
+    token_field.fill(stack.token(user))
+    page.get_by_role("button", name="Use this token").click()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(page.locator("#user-name")).to_have_text(user)
+
+
+def test_themes_phone_layout_and_logout(
+    stack: Stack, tab: Tab, browser: Browser, artifacts: Path
+) -> None:
+    page = tab.page
+    page.goto(stack.base_url)
+    shoot(page, artifacts, "login-light-desktop")
+    page = login(tab, stack, unique("zoe"))
+    background = "getComputedStyle(document.body).backgroundColor"
+    assert page.evaluate("document.documentElement.dataset.theme") is None  # follows the system
+    assert page.evaluate(background) == LIGHT_BG
+    send(page, "remember that I like **jazz** and `vinyl`")
+    expect(ended_cycles(page)).to_have_count(1)
+    page.locator("#composer-input").fill("Enter sends, Shift+Enter adds a line")
+
+    page.get_by_role("button", name="Switch to dark theme").click()
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    assert page.evaluate(background) == DARK_BG
+    shoot(page, artifacts, "chat-dark-desktop")
+    page.get_by_role("button", name="Memories", exact=True).click()
+    expect(page.locator("#memories .memories__item")).to_have_count(1)
+    shoot(page, artifacts, "memories-panel-dark-desktop")
+    page.get_by_role("button", name="Close memories").click()
+
+    page.reload()  # the theme is remembered, the session too
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+
+    page.set_viewport_size(PHONE)
+    expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    expect(ended_cycles(page)).to_have_count(0)  # history only: cycle summaries are live
+    expect(assistant(page, "Saved:")).to_be_visible()
+    shoot(page, artifacts, "chat-dark-phone")
+    page.get_by_role("button", name="Open the conversation list").click()
+    expect(page.locator("#sidebar")).to_be_in_viewport()
+    shoot(page, artifacts, "sidebar-dark-phone")
+    page.get_by_role("button", name="Switch to light theme").click()
+    expect(page.locator("html")).to_have_attribute("data-theme", "light")
+    page.keyboard.press("Escape")
+    expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    shoot(page, artifacts, "chat-light-phone")
+
+    page.get_by_role("button", name="Open the conversation list").click()
+    page.get_by_role("button", name="Log out").click()
+    expect(page.locator("#login-view")).to_be_visible()
+    page.reload()
+    expect(page.locator("#login-view")).to_be_visible()  # the token is gone
+
+    # Without a saved choice, a dark system gets the dark theme.
+    dark = browser.new_context(color_scheme="dark")
+    try:
+        fresh = dark.new_page()
+        fresh.goto(stack.base_url)
+        expect(fresh.locator("#login-view")).to_be_visible()
+        assert fresh.evaluate(background) == DARK_BG
+    finally:
+        dark.close()
