@@ -22,14 +22,12 @@ nothing is reported rather than a made-up 0).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -53,6 +51,7 @@ from memoria_llm.port import (
     T,
 )
 from memoria_llm.retrying import CallPolicy
+from memoria_llm.tracing import LLMTracer
 from memoria_llm.usage import Usage
 from memoria_runtime.settings import Settings
 
@@ -259,7 +258,7 @@ class GeminiModel(LanguageModel):
             is_transient=_is_transient,
             server_delay=_server_delay,
         )
-        self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
+        self._tracing = LLMTracer("gemini", tracer_provider)
         self._client = genai.Client(
             vertexai=False,
             api_key=settings.gemini_api_key.get_secret_value(),
@@ -293,7 +292,7 @@ class GeminiModel(LanguageModel):
             response_mime_type=ENUM_MIME,
             response_schema={"type": "STRING", "enum": list(choices)},
         )
-        with self._span("llm.reasoning_heavy", model, request) as span:
+        with self._tracing.span("llm.reasoning_heavy", model, request) as span:
             response = await self._generate(model, _contents(request.prompt), config)
             _record_usage(span, response.usage_metadata)
             _report(model, response.usage_metadata)
@@ -311,7 +310,7 @@ class GeminiModel(LanguageModel):
         )
         contents = _contents(request.prompt)
         problem = ""
-        with self._span("llm.reasoning", model, request) as span:
+        with self._tracing.span("llm.reasoning", model, request) as span:
             usages = []
             for attempt in range(1, self._attempts + 1):
                 response = await self._generate(model, contents, config)
@@ -343,8 +342,7 @@ class GeminiModel(LanguageModel):
         model = self._settings.model_chat
         config = types.GenerateContentConfig(system_instruction=request.prompt.system or None)
         contents = _contents(request.prompt)
-        # Not the current span: the consumer runs between our yields, in its own context.
-        span = self._tracer.start_span("llm.chat", attributes=self._attributes(model, request))
+        span = self._tracing.start_span("llm.chat", model, request)
         counts = _StreamUsage(span)
         try:
             stream, first = await self._call(
@@ -353,14 +351,10 @@ class GeminiModel(LanguageModel):
             try:
                 yield first
                 while True:
-                    try:
-                        async with asyncio.timeout(self._timeout_s):
-                            piece = await self._next_piece(counts, stream)
-                    except Exception as exc:
-                        error = self._translate(exc, model, attempts=1)
-                        if error is None:
-                            raise
-                        raise error from exc
+                    piece = await self._policy.piece(
+                        functools.partial(self._next_piece, counts, stream),
+                        lambda exc, attempts: self._translate(exc, model, attempts),
+                    )
                     if piece is None:
                         return
                     yield piece
@@ -380,7 +374,7 @@ class GeminiModel(LanguageModel):
         dim = self._settings.embedding_dim
         config = types.EmbedContentConfig(task_type=TASK_TYPES[purpose], output_dimensionality=dim)
         vectors: list[list[float]] = []
-        with self._span("llm.embedding", model, None) as span:
+        with self._tracing.span("llm.embedding", model, None) as span:
             span.set_attribute("memoria.llm.texts", len(texts))
             for start in range(0, len(texts), EMBED_BATCH_MAX):
                 batch = list(texts[start : start + EMBED_BATCH_MAX])
@@ -405,19 +399,6 @@ class GeminiModel(LanguageModel):
         return vectors
 
     # -- plumbing -----------------------------------------------------------------------------
-
-    def _attributes(self, model: str, request: LLMRequest | None) -> dict[str, str]:
-        attributes = {"gen_ai.system": "gemini", "gen_ai.request.model": model}
-        if request is not None:
-            attributes["memoria.llm.task"] = request.task
-        return attributes
-
-    @contextmanager
-    def _span(self, name: str, model: str, request: LLMRequest | None) -> Iterator[Span]:
-        with self._tracer.start_as_current_span(
-            name, attributes=self._attributes(model, request)
-        ) as span:
-            yield span
 
     async def _generate(
         self, model: str, contents: list[types.Content], config: types.GenerateContentConfig

@@ -22,12 +22,10 @@ ranks a little worse than with the prefixes.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,7 +34,7 @@ from openai import AsyncStream
 from openai.types import CreateEmbeddingResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 from pydantic import ValidationError
 
 from memoria_llm import openai_wire as wire
@@ -56,6 +54,7 @@ from memoria_llm.port import (
     UnsupportedMode,
 )
 from memoria_llm.retrying import CallPolicy
+from memoria_llm.tracing import LLMTracer
 from memoria_runtime.settings import Settings
 
 R = TypeVar("R")
@@ -119,7 +118,7 @@ class OpenAICompatibleModel(LanguageModel):
             is_transient=wire.is_transient,
             server_delay=wire.server_delay,
         )
-        self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
+        self._tracing = LLMTracer("openai_compatible", tracer_provider)
         # What each model's server refused, so later calls skip it (see the module doc).
         self._formats: dict[str, StructuredFormat] = {}
         self._without_stream_options: set[str] = set()
@@ -147,7 +146,7 @@ class OpenAICompatibleModel(LanguageModel):
 
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
         model = self._models[Mode.REASONING_HEAVY]
-        with self._span("llm.reasoning_heavy", model, request) as span:
+        with self._tracing.span("llm.reasoning_heavy", model, request) as span:
             tally = TokenTally(span, model)
             if self._format(model) is StructuredFormat.JSON_SCHEMA:
                 try:
@@ -172,7 +171,7 @@ class OpenAICompatibleModel(LanguageModel):
         model = self._models[Mode.REASONING]
         prompt = request.prompt
         problem = ""
-        with self._span("llm.reasoning", model, request) as span:
+        with self._tracing.span("llm.reasoning", model, request) as span:
             tally = TokenTally(span, model)
             for attempt in range(1, self._attempts + 1):
                 completion = await self._structured(tally, model, prompt, schema)
@@ -200,8 +199,7 @@ class OpenAICompatibleModel(LanguageModel):
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
         model = self._models[Mode.CHAT]
         messages = wire.messages(request.prompt)
-        # Not the current span: the consumer runs between our yields, in its own context.
-        span = self._tracer.start_span("llm.chat", attributes=self._attributes(model, request))
+        span = self._tracing.start_span("llm.chat", model, request)
         # A stream reports usage in its last chunk (some servers: running totals in every
         # chunk), so only the latest counts are kept, and reported once the stream ends.
         latest = _Latest()
@@ -210,14 +208,10 @@ class OpenAICompatibleModel(LanguageModel):
             try:
                 yield first
                 while True:
-                    try:
-                        async with asyncio.timeout(self._timeout_s):
-                            piece = await _next_piece(stream, latest)
-                    except Exception as exc:
-                        error = self._translate(exc, model, attempts=1)
-                        if error is None:
-                            raise
-                        raise error from exc
+                    piece = await self._policy.piece(
+                        functools.partial(_next_piece, stream, latest),
+                        lambda exc, attempts: self._translate(exc, model, attempts),
+                    )
                     if piece is None:
                         return
                     yield piece
@@ -242,7 +236,7 @@ class OpenAICompatibleModel(LanguageModel):
         vectors: list[list[float]] = []
         if not texts:
             return vectors
-        with self._span("llm.embedding", model, None) as span:
+        with self._tracing.span("llm.embedding", model, None) as span:
             span.set_attribute("memoria.llm.texts", len(texts))
             tally = TokenTally(span, model)
             for start in range(0, len(texts), EMBED_BATCH_MAX):
@@ -381,19 +375,6 @@ class OpenAICompatibleModel(LanguageModel):
         return stream, first
 
     # -- plumbing -----------------------------------------------------------------------------
-
-    def _attributes(self, model: str, request: LLMRequest | None) -> dict[str, str]:
-        attributes = {"gen_ai.system": "openai_compatible", "gen_ai.request.model": model}
-        if request is not None:
-            attributes["memoria.llm.task"] = request.task
-        return attributes
-
-    @contextmanager
-    def _span(self, name: str, model: str, request: LLMRequest | None) -> Iterator[Span]:
-        with self._tracer.start_as_current_span(
-            name, attributes=self._attributes(model, request)
-        ) as span:
-            yield span
 
     async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
         """One API call: a timeout per attempt, retries on transient failures, and every

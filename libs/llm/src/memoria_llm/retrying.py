@@ -73,3 +73,15 @@ class CallPolicy:
     def _wait(self, state: tenacity.RetryCallState) -> float:
         failure = state.outcome.exception() if state.outcome else None
         return min(self._backoff_max_s, max(self._backoff(state), self._server_delay(failure)))
+
+    async def piece(self, receive: Callable[[], Awaitable[R]], translate: Translate) -> R:
+        """The next piece of an open stream within the per-attempt timeout. Not retried: the
+        pieces already yielded cannot be taken back."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await receive()
+        except Exception as exc:
+            error = translate(exc, 1)
+            if error is None:
+                raise
+            raise error from exc
