@@ -68,6 +68,7 @@ BAD_REPLY: Final = "the memory service gave an unexpected answer"
 _MEMORY_IDS: Final = TypeAdapter(MemoryId)
 
 R = TypeVar("R")
+F = TypeVar("F")
 
 
 class MemoryBackend(Protocol):
@@ -133,8 +134,11 @@ def refusal(failure: MemoryFailure) -> HTTPException | RequestValidationError:
     return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=UNAVAILABLE)
 
 
-async def answer(call: Awaitable[R | MemoryFailure]) -> R:
-    """The memory service's reply, or the HTTP error it amounts to."""
+async def reply_or_raise(
+    call: Awaitable[R | F], failure: type[F], refuse: Callable[[F], Exception]
+) -> R:
+    """The memory service's reply, or the HTTP error it amounts to: no answer in time is a
+    503, a reply of the wrong kind a 502, a ``failure`` whatever ``refuse`` makes of it."""
     try:
         reply = await call
     except TimeoutError as exc:
@@ -142,9 +146,13 @@ async def answer(call: Awaitable[R | MemoryFailure]) -> R:
     except RpcError as exc:
         log.error("memory service protocol error: %s", exc)
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=BAD_REPLY) from exc
-    if isinstance(reply, MemoryFailure):
-        raise refusal(reply)
-    return reply
+    if isinstance(reply, failure):
+        raise refuse(reply)
+    return reply  # type: ignore[return-value]  # R | F minus F
+
+
+async def answer(call: Awaitable[R | MemoryFailure]) -> R:
+    return await reply_or_raise(call, MemoryFailure, refusal)
 
 
 def contract(build: Callable[[], R], location: str) -> R:

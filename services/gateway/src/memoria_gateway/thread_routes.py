@@ -31,9 +31,8 @@ from memoria_contracts.threads import (
 )
 from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.bearer import bearer_user
-from memoria_gateway.memory_routes import BAD_REPLY, COMMON_ERRORS, NOT_ANSWERING
+from memoria_gateway.memory_routes import COMMON_ERRORS, reply_or_raise
 from memoria_gateway.memory_schemas import ErrorBody
-from memoria_runtime.rpc import RpcError
 
 log = logging.getLogger("memoria.gateway.threads")
 
@@ -100,17 +99,8 @@ def not_found() -> HTTPException:
 
 
 async def answer(call: Awaitable[R | ThreadFailure]) -> R:
-    """The memory service's reply, or the HTTP error it amounts to."""
-    try:
-        reply = await call
-    except TimeoutError as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=NOT_ANSWERING) from exc
-    except RpcError as exc:
-        log.error("memory service protocol error: %s", exc)
-        raise HTTPException(status.HTTP_502_BAD_GATEWAY, detail=BAD_REPLY) from exc
-    if isinstance(reply, ThreadFailure):
-        raise not_found()
-    return reply
+    # The only thread failure is "not found" (also for another user's thread).
+    return await reply_or_raise(call, ThreadFailure, lambda _: not_found())
 
 
 def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> APIRouter:
