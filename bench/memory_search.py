@@ -62,7 +62,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import grpc
 import numpy as np
 from numpy.typing import NDArray
-from pymilvus import AsyncMilvusClient
 
 from memoria_cli import embedded_milvus
 from memoria_contracts.memory import MEMORY_TYPES, MemorySearch
@@ -75,7 +74,7 @@ from memoria_memory.memories.repository import MEMORIES
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
 from memoria_memory.vectors.factory import EMBEDDED_FLUSH_AFTER_ROWS
-from memoria_memory.vectors.milvus import DEFAULT_INDEX_TYPE, GRPC_OPTIONS, MilvusVectorStore
+from memoria_memory.vectors.milvus import DEFAULT_INDEX_TYPE, MilvusVectorStore, async_client
 from memoria_memory.vectors.port import collection_name
 from memoria_runtime.settings import Settings, VectorIsolation
 
@@ -345,7 +344,7 @@ async def flush_collection(uri: str, collection: str) -> None:
     an asynchronous one: pymilvus reuses a synchronous connection (the one the store opened
     to create the collection), which milvus-lite may drop during a long load (GOAWAY,
     too_many_pings); once, a synchronous client made here then failed to reconnect."""
-    client = AsyncMilvusClient(uri=uri, grpc_options=GRPC_OPTIONS)
+    client = async_client(uri)
     try:
         await client.flush(collection, timeout=FLUSH_TIMEOUT_S)
     finally:

@@ -19,10 +19,8 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pymilvus import MilvusClient
 from typer.testing import CliRunner
 
 from memoria_cli.main import app as memoria_app
@@ -40,7 +38,7 @@ from memoria_memory.reembed import (
 )
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_memory.vectors.milvus import GRPC_OPTIONS
+from memoria_memory.vectors.milvus import sync_client
 from memoria_runtime.settings import Settings
 
 SHARED_DIM = 16  # scripted collection other tests may use too: never dropped
@@ -167,7 +165,7 @@ async def run(
 
 async def has_collection(milvus_uri: str, name: str) -> bool:
     def check() -> bool:
-        client: Any = MilvusClient(uri=milvus_uri, grpc_options=GRPC_OPTIONS)
+        client = sync_client(milvus_uri)
         try:
             return bool(client.has_collection(name))
         finally:

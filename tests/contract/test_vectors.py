@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from pymilvus import AsyncMilvusClient
 
 from memoria_memory.vectors.factory import open_vector_store
-from memoria_memory.vectors.milvus import GRPC_OPTIONS, MilvusVectorStore, partition_name
+from memoria_memory.vectors.milvus import MilvusVectorStore, async_client, partition_name
 from memoria_memory.vectors.port import (
     VectorHit,
     VectorRow,
@@ -135,7 +134,7 @@ async def collection(backend: Backend) -> AsyncIterator[str]:
     """A fresh collection name (made by :func:`collection_name`), dropped afterwards."""
     name = collection_name(f"contract-{uuid.uuid4().hex[:12]}", DIM)
     yield name
-    admin = AsyncMilvusClient(uri=backend.uri, token=backend.token or "", grpc_options=GRPC_OPTIONS)
+    admin = async_client(backend.uri, backend.token)
     try:
         if await admin.has_collection(name):
             await admin.drop_collection(name)
@@ -440,7 +439,7 @@ async def test_the_factory_opens_the_collection_of_the_embedder(
         assert await store.rows_of(ALICE) == [("r1", "mem_r1")]
     finally:
         await store.close()
-        admin = AsyncMilvusClient(uri=milvus_uri, grpc_options=GRPC_OPTIONS)
+        admin = async_client(milvus_uri)
         await admin.drop_collection(collection_name(embedder, DIM))
         await admin.close()
 

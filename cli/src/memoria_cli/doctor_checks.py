@@ -231,20 +231,13 @@ async def check_gateway(ctx: Context) -> Check:
 
 
 async def check_milvus(ctx: Context) -> Check:
-    from pymilvus import AsyncMilvusClient
-
-    from memoria_memory.vectors.milvus import GRPC_OPTIONS
+    from memoria_memory.vectors.milvus import async_client
 
     settings = ctx.settings
     uri = redact_any(settings.effective_milvus_uri)
     token = settings.milvus_token.get_secret_value() if settings.milvus_token else ""
     try:
-        client = AsyncMilvusClient(
-            settings.effective_milvus_uri,
-            token=token,
-            timeout=ctx.timeout,
-            grpc_options=GRPC_OPTIONS,
-        )
+        client = async_client(settings.effective_milvus_uri, token, ctx.timeout)
         try:
             version = await client.get_server_version(timeout=ctx.timeout)
             collections: list[str] = await client.list_collections(timeout=ctx.timeout)

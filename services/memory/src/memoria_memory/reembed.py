@@ -23,9 +23,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from pymilvus import MilvusClient
 
 from memoria_memory.docstore import Collection
 from memoria_memory.memories import clock
@@ -35,7 +32,7 @@ from memoria_memory.memories.reconciler import ReconcileReport
 from memoria_memory.memories.repository import MEMORIES, MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_memory.vectors.milvus import GRPC_OPTIONS
+from memoria_memory.vectors.milvus import sync_client
 from memoria_memory.vectors.port import COLLECTION_PREFIX
 from memoria_runtime.settings import Settings
 
@@ -164,9 +161,7 @@ def milvus_dropper(settings: Settings) -> DropCollection:
     token = settings.milvus_token.get_secret_value() if settings.milvus_token else ""
 
     def drop_now(name: str) -> bool:
-        client: Any = MilvusClient(
-            uri=uri, token=token, timeout=MILVUS_CONNECT_TIMEOUT_S, grpc_options=GRPC_OPTIONS
-        )
+        client = sync_client(uri, token, MILVUS_CONNECT_TIMEOUT_S)
         try:
             if not client.has_collection(name, timeout=MILVUS_REQUEST_TIMEOUT_S):
                 return False

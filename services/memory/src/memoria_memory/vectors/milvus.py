@@ -69,11 +69,25 @@ REQUEST_TIMEOUT_S = 30.0
 # 5 minutes without calls and answers the third with GOAWAY "too_many_pings", which fails
 # the next request of a long-idle client. Pinging only during calls keeps idle channels
 # alive there, and Milvus standalone accepts it too. pymilvus shares one channel per
-# address and token, so every client in a process must pass the same options.
+# address and token, so every client in a process must be made by the two functions below.
 GRPC_OPTIONS: dict[str, int] = {
     "grpc.keepalive_time_ms": 60_000,
     "grpc.keepalive_permit_without_calls": 0,
 }
+
+
+def async_client(
+    uri: str, token: str | None = None, timeout: float = CONNECT_TIMEOUT_S
+) -> AsyncMilvusClient:
+    """An asyncio Milvus client with Memoria's channel options."""
+    return AsyncMilvusClient(uri=uri, token=token or "", timeout=timeout, grpc_options=GRPC_OPTIONS)
+
+
+def sync_client(uri: str, token: str | None = None, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A blocking Milvus client with Memoria's channel options (pymilvus types it loosely)."""
+    return MilvusClient(uri=uri, token=token or "", timeout=timeout, grpc_options=GRPC_OPTIONS)
+
+
 # Status code pymilvus uses when it cannot open a channel to the server.
 _CONNECT_FAILED = 2
 # Milvus' "collection not loaded" (milvus-lite and standalone alike).
@@ -180,12 +194,7 @@ class MilvusVectorStore(VectorStore):
         if self._client is not None:
             return
         self._partitions.clear()  # the collection may have been dropped while closed
-        client = AsyncMilvusClient(
-            uri=self._uri,
-            token=self._token or "",
-            timeout=CONNECT_TIMEOUT_S,
-            grpc_options=GRPC_OPTIONS,
-        )
+        client = async_client(self._uri, self._token)
         try:
             with self._translate("open the collection"):
                 if not await client.has_collection(self._collection, timeout=self._timeout):
@@ -335,12 +344,7 @@ class MilvusVectorStore(VectorStore):
     # -- collection setup --------------------------------------------------------------------
 
     def _sync_client(self) -> Any:
-        return MilvusClient(
-            uri=self._uri,
-            token=self._token or "",
-            timeout=CONNECT_TIMEOUT_S,
-            grpc_options=GRPC_OPTIONS,
-        )
+        return sync_client(self._uri, self._token)
 
     def _create_collection(self) -> None:
         """Runs in a thread. Another process may create the collection at the same time;
