@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-integration test-browser test-containers lint fmt bench docs clean
+.PHONY: help install run test test-unit test-integration test-browser test-containers lint lint-deploy images fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -41,10 +41,21 @@ test-browser: ## The web chat in Debian's chromium (skipped without one: sudo ap
 test-containers: ## testcontainers suites (need a Docker engine)
 	$(PY) -m pytest -q -m containers
 
-lint: ## ruff (lint + format check) and mypy
+lint: lint-deploy ## ruff (lint + format check), mypy, and the deployment files (offline)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+$(TOOLS_DIR)/bin/kubectl:
+	$(PY) tools/fetch_kubectl.py $@
+
+lint-deploy: $(TOOLS_DIR)/bin/kubectl ## docker-compose.yml (compose-spec) and every k8s overlay (kustomize, k8s + KEDA schemas)
+	$(PY) tools/check_deploy.py --kubectl $(TOOLS_DIR)/bin/kubectl
+
+IMAGE ?= memoria:latest
+images: ## Build the one image all four services run (needs a Docker engine)
+	@command -v docker >/dev/null || { echo "make images needs docker (https://docs.docker.com/engine/install/)"; exit 1; }
+	docker build -t $(IMAGE) .
 
 fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -35,11 +36,12 @@ from memoria_memory.docstore import (
 from memoria_memory.docstore.mongo import MongoDocumentStore, database_from_url
 from memoria_memory.docstore.sqlite import SqliteDocumentStore
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
+from containers import MONGO_IMAGE, docker_unavailable_reason
+
 SQLITE = "sqlite"
 EMULATED = "mongo-emulated"
 REAL = "mongo-real"
-MONGO_IMAGE = "mongo:7.0"
-DOCKER_PING_TIMEOUT_S = 3
 MONGO_PING_TIMEOUT_MS = 5_000
 CONCURRENT_WRITES = 100
 CONCURRENT_UPDATES = 50
@@ -55,21 +57,6 @@ class Adapter:
         """Expect this case to fail on the emulated adapter only, for ``reason``."""
         if self.kind == EMULATED:
             request.applymarker(pytest.mark.xfail(reason=f"tinymongo: {reason}", strict=True))
-
-
-def _docker_unavailable() -> str | None:
-    """Why no Docker engine can run containers here, or None when one answers a ping."""
-    try:
-        import docker  # type: ignore[import-untyped]
-
-        client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)
-        try:
-            client.ping()
-        finally:
-            client.close()
-    except Exception as exc:  # any failure to reach the engine means "skip"
-        return f"no Docker engine reachable for MongoDB ({type(exc).__name__}: {exc})"
-    return None
 
 
 def _check_reachable(url: str) -> None:
@@ -92,7 +79,7 @@ def mongo_server_url() -> Iterator[str]:
         _check_reachable(url)
         yield url
         return
-    reason = _docker_unavailable()
+    reason = docker_unavailable_reason("MongoDB")
     if reason is not None:
         pytest.skip(reason)
     from testcontainers.community.mongodb import MongoDbContainer

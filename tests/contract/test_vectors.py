@@ -11,9 +11,11 @@ import asyncio
 import math
 import os
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,13 +31,14 @@ from memoria_memory.vectors.port import (
 )
 from memoria_runtime.settings import Settings, VectorIsolation
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
+from containers import MILVUS_IMAGE, docker_unavailable_reason
+
 DIM = 8
 LITE_PARTITION = "milvus-partition"
 LITE_PARTITION_KEY = "milvus-partition_key"
 STANDALONE_PARTITION = "milvus-standalone-partition"
 STANDALONE_PARTITION_KEY = "milvus-standalone-partition_key"
-MILVUS_IMAGE = os.environ.get("MILVUS_IMAGE", "milvusdb/milvus:v2.6.16")
-DOCKER_PING_TIMEOUT_S = 3
 SCORE_TOLERANCE = 1e-4
 ALICE = "alice@example.com"
 BOB = "bob.smith-2"
@@ -80,28 +83,13 @@ class Backend:
         )
 
 
-def _docker_unavailable() -> str | None:
-    """Why no Docker engine can run containers here, or None when one answers a ping."""
-    try:
-        import docker  # type: ignore[import-untyped]
-
-        client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)
-        try:
-            client.ping()
-        finally:
-            client.close()
-    except Exception as exc:  # any failure to reach the engine means "skip"
-        return f"no Docker engine reachable for Milvus standalone ({type(exc).__name__}: {exc})"
-    return None
-
-
 @pytest.fixture(scope="session")
 def standalone_uri() -> Iterator[str]:
     uri = os.environ.get("MILVUS_URI")
     if uri:
         yield uri
         return
-    reason = _docker_unavailable()
+    reason = docker_unavailable_reason("Milvus standalone")
     if reason is not None:
         pytest.skip(reason)
     from testcontainers.community.milvus import MilvusContainer

@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,11 @@ def stack(
         milvus_server.uri,
         data_dir,
         SCRIPT,
-        service_settings={  # the gateway serves /metrics on its own port
+        service_settings={  # the gateway serves /metrics on its main port too
+            "gateway": {"metrics_port": str(free_port())},
             "decision": {"metrics_port": str(free_port())},
             "action-worker": {"metrics_port": str(free_port())},
+            "memory": {"metrics_port": str(free_port())},
         },
         llm_prices=json.dumps({"scripted": SCRIPTED_PRICE}),
         cycle_max_steps="3",
@@ -370,6 +373,29 @@ async def test_http_api_needs_a_token(stack: Stack) -> None:
         assert (await http.get("/healthz")).json()["status"] == "ok"
         page = await http.get("/")
         assert page.status_code == 200 and "Memoria" in page.text
+
+
+async def test_every_service_answers_its_probes(stack: Stack) -> None:
+    """What Kubernetes and compose health checks ask: live and ready, on each ops port and on
+    the gateway's own port."""
+    urls = [stack.base_url] + [
+        f"http://127.0.0.1:{stack.service_env[s]['MEMORIA_METRICS_PORT']}"
+        for s in ("gateway", "decision", "action-worker", "memory")
+    ]
+    async with httpx.AsyncClient() as http:
+        for base in urls:
+            for path in ("/livez", "/readyz", "/healthz"):
+                response = await http.get(base + path)
+                assert response.status_code == 200, (base, path, response.text)
+                assert response.json()["status"] == "ok"
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "memoria_runtime.probe",
+        f"{urls[4]}/readyz",
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    assert await probe.wait() == 0
 
 
 async def test_one_trace_per_cycle_across_all_four_services(stack: Stack) -> None:

@@ -45,6 +45,8 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     replicas: dict[str, str] = field(default_factory=dict)
     """Further replicas of a service (:meth:`add_gateway`): process name -> service."""
+    python: str = sys.executable
+    """The interpreter the services run on (another virtual environment, e.g. the image's)."""
 
     @property
     def base_url(self) -> str:
@@ -83,7 +85,7 @@ class Stack:
         log = self.log_path(name).open("ab")
         service = self.replicas.get(name, name)
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", SERVICES[service]], env=env, stdout=log, stderr=subprocess.STDOUT
+            [self.python, "-m", SERVICES[service]], env=env, stdout=log, stderr=subprocess.STDOUT
         )
 
     def stop(self, name: str, sig: int = signal.SIGTERM) -> None:
@@ -192,6 +194,7 @@ def running_stack(
     data_dir: Path,
     script: Mapping[str, Any],
     service_settings: Mapping[str, Mapping[str, str]] | None = None,
+    python: str = sys.executable,
     **settings: str,
 ) -> Iterator[Stack]:
     """``settings`` apply to every service, ``service_settings[name]`` to one (same names,
@@ -203,7 +206,7 @@ def running_stack(
         name: {f"MEMORIA_{key.upper()}": value for key, value in values.items()}
         for name, values in (service_settings or {}).items()
     }
-    stack = Stack(redis_url, data_dir, port, env, service_env)
+    stack = Stack(redis_url, data_dir, port, env, service_env, python=python)
     try:
         for name in SERVICES:
             stack.start(name)

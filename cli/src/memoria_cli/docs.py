@@ -16,7 +16,7 @@ from faststream.specification import AsyncAPI
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import Settings, env_names
 
 VERSION = "0.1.0"
 DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
@@ -63,15 +63,6 @@ def asyncapi_documents() -> dict[str, str]:
     return documents
 
 
-def _env_names(name: str, field: FieldInfo) -> list[str]:
-    names = [f"MEMORIA_{name.upper()}"]
-    alias = field.validation_alias
-    choices = getattr(alias, "choices", None)
-    if choices:
-        names = [str(choice) for choice in choices]
-    return names
-
-
 def _default(field: FieldInfo) -> str:
     extra = field.json_schema_extra
     if isinstance(extra, dict) and "shown_default" in extra:
@@ -88,8 +79,11 @@ def _default(field: FieldInfo) -> str:
 
 def settings_table() -> str:
     rows = ["| variable | default | meaning |", "|---|---|---|"]
+    read_as: dict[str, list[str]] = {}
+    for env_name, field_name in env_names().items():
+        read_as.setdefault(field_name, []).append(env_name)
     for name, field in Settings.model_fields.items():
-        env = " / ".join(f"`{n}`" for n in _env_names(name, field))
+        env = " / ".join(f"`{n}`" for n in read_as[name])
         description = (field.description or "").replace("|", "\\|")
         rows.append(f"| {env} | `{_default(field)}` | {description} |")
     return "\n".join(rows)

@@ -110,6 +110,35 @@ def chat(
     raise typer.Exit(run_chat(Connection(url, token=token, user=user), thread))
 
 
+@app.command()
+def token(
+    user_id: Annotated[str, typer.Argument(metavar="USER_ID", help="Who the token logs in.")],
+    ttl: Annotated[
+        int | None,
+        typer.Option(
+            min=60, metavar="SECONDS", help="Lifetime. Default: MEMORIA_TOKEN_TTL_SECONDS."
+        ),
+    ] = None,
+) -> None:
+    """Print a session token for USER_ID, signed with MEMORIA_AUTH_SECRET (or the secret
+    `memoria run` keeps in the data directory). This is how people log in where the dev
+    login is off: e.g. `docker compose exec gateway memoria token ana`."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from memoria_contracts.events import UserId
+    from memoria_runtime.auth import TokenIssuer, load_or_create_secret
+    from memoria_runtime.settings import Settings
+
+    try:
+        valid = TypeAdapter(UserId).validate_python(user_id)
+    except ValidationError as exc:
+        typer.echo(f"not a valid user id: {exc.errors()[0]['msg']}", err=True)
+        raise typer.Exit(2) from exc
+    settings = Settings()
+    issuer = TokenIssuer(load_or_create_secret(settings), ttl or settings.token_ttl_seconds)
+    typer.echo(issuer.issue(valid))
+
+
 DOCTOR_TIMEOUT_S = 5.0
 
 

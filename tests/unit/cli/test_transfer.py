@@ -32,8 +32,8 @@ from memoria_contracts.memory import (
     MemoryUpdate,
     MemoryUpdated,
 )
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.memory_routes import memory_router
+from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.memory_client import NO_THREAD
 
 SECRET = "a-test-secret-long-enough-for-hs256"  # PyJWT warns below 32 bytes

@@ -30,8 +30,8 @@ from memoria_contracts.memory import (
     MemoryUpdate,
     MemoryUpdated,
 )
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.memory_routes import NOT_ANSWERING, NOT_FOUND, memory_router
+from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.memory_client import NO_THREAD
 from memoria_runtime.rpc import RpcError
 

@@ -23,9 +23,9 @@ from memoria_contracts.threads import (
     ThreadRename,
     ThreadSaved,
 )
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.memory_routes import NOT_ANSWERING
 from memoria_gateway.thread_routes import THREAD_NOT_FOUND, thread_router
+from memoria_runtime.auth import TokenIssuer
 
 SECRET = "a-test-secret-long-enough-for-hs256"
 USER = "ana"

@@ -4,7 +4,7 @@ failure or a crash, dead letters after too many deliveries, request/reply."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import cast
 
 import pytest
@@ -192,6 +192,53 @@ async def test_a_slow_handler_keeps_its_entry(
     await asyncio.wait_for(done.wait(), WAIT_S)
     await asyncio.sleep(0.5)
     assert calls == 1
+
+
+async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
+    redis: Redis, redis_url: str, running: list[RedisBroker]
+) -> None:
+    """What makes scaling workers out (KEDA, --scale) help: a busy consumer reads only about
+    what it can work on, so the rest of a backlog waits in the stream for the next replica."""
+    release = asyncio.Event()
+    handled: dict[str, list[str]] = {"first": [], "second": []}
+
+    def handler_for(name: str) -> Callable[[Envelope, Delivery], Awaitable[None]]:
+        async def handler(event: Envelope, delivery: Delivery) -> None:
+            if name == "first":
+                await release.wait()
+            assert isinstance(event.payload, UserMessageReceived)
+            handled[name].append(event.payload.content)
+
+        return handler
+
+    # The backlog is there before the first consumer reads (as when workers were all busy).
+    await redis.xgroup_create(Stream.CHAT_IN.value, Group.DECISION.value, id="0", mkstream=True)
+    sender = create_broker(settings_for(redis_url, consumer_name="sender"))
+    publisher = EventPublisher(sender, settings_for(redis_url))
+    publisher.declare(Stream.CHAT_IN, "test")
+    await sender.start()
+    running.append(sender)
+    for n in range(20):
+        await publisher.publish(Stream.CHAT_IN, message(f"m{n}"))
+    slow = settings_for(
+        redis_url, consumer_name="first", consumer_concurrency=2, reclaim_idle_ms=60_000
+    )
+    await start(running, slow, handler_for("first"), Stream.CHAT_IN)
+
+    async def held_by(consumer: str) -> int:
+        consumers = await redis.xinfo_consumers(Stream.CHAT_IN.value, Group.DECISION.value)
+        return sum(int(c["pending"]) for c in consumers if c["name"].decode() == consumer)
+
+    await asyncio.sleep(0.5)  # the first consumer has read all it is going to
+    assert 2 <= await held_by("first") <= 6  # in its hands and one read ahead, not all 20
+
+    fast = settings_for(redis_url, consumer_name="second", reclaim_idle_ms=60_000)
+    await start(running, fast, handler_for("second"), Stream.CHAT_IN)
+    await eventually(lambda: len(handled["second"]) >= 14)
+    release.set()
+    await eventually(lambda: len(handled["first"]) + len(handled["second"]) == 20)
+    everything = sorted(handled["first"] + handled["second"])
+    assert everything == sorted(f"m{n}" for n in range(20))  # each exactly once
 
 
 async def test_request_reply(redis: Redis, redis_url: str, running: list[RedisBroker]) -> None:

@@ -12,15 +12,14 @@ Every name is a constant here, so dashboards and alerts have one place to look:
   labelled ``app_name`` = the service;
 * ``process_*``, ``python_*``: the process itself.
 
-The gateway serves them at ``/metrics`` on its own port; the other services on
-``MEMORIA_METRICS_PORT`` when it is set (:func:`serve`).
+The gateway serves them at ``/metrics`` on its own port; the other services on their ops
+port, ``MEMORIA_METRICS_PORT``, when it is set (:mod:`memoria_runtime.ops`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from typing import Final
 
 from faststream.redis.prometheus import RedisPrometheusMiddleware
@@ -33,7 +32,6 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     generate_latest,
-    start_http_server,
 )
 
 log = logging.getLogger("memoria.metrics")
@@ -109,26 +107,6 @@ def count_cycle_end(reason: str, duration_s: float) -> None:
 def exposition() -> tuple[bytes, str]:
     """The registry in Prometheus' text format, and its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
-
-
-def serve(port: int) -> Callable[[], None] | None:
-    """Serve ``/metrics`` on ``port`` from a background thread; returns how to stop it.
-
-    A port that cannot be bound is logged, not raised: the service is worth more running
-    without its metrics than not running at all."""
-    try:
-        server, thread = start_http_server(port, registry=REGISTRY)
-    except OSError as exc:
-        log.error("cannot serve metrics on port %d: %s", port, exc)
-        return None
-    log.info("metrics on http://0.0.0.0:%d/metrics", port)
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-    return stop
 
 
 def bus_middleware(service: str | None) -> RedisPrometheusMiddleware:

@@ -1,5 +1,5 @@
-"""Start a FastStream-based service process: logging, tracing, metrics, signals, clean
-shutdown."""
+"""Start a FastStream-based service process: logging, tracing, the ops port (metrics and
+probes), signals, clean shutdown."""
 
 from __future__ import annotations
 
@@ -9,13 +9,35 @@ from collections.abc import Callable
 
 from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
+from redis.asyncio import Redis
 
-from memoria_runtime import metrics
+from memoria_runtime import ops
+from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
 AppFactory = Callable[[Settings, TracerProvider], FastStream]
+
+
+def watch_health(app: FastStream, settings: Settings, health: Health) -> None:
+    """Report ``health`` from ``app``'s lifecycle: serving once every startup hook has run
+    (hooks registered later run later, so the service's own come first), stopping once
+    shutdown begins, and a heartbeat that pings the broker in between."""
+    beat: list[asyncio.Task[None]] = []
+    redis = Redis.from_url(settings.effective_redis_url)
+
+    @app.after_startup
+    async def report_serving() -> None:
+        health.serving()
+        beat.append(asyncio.create_task(heartbeat(health, redis.ping)))
+
+    @app.on_shutdown
+    async def report_stopping() -> None:
+        health.stopping()
+        for task in beat:
+            await stop_task(task)
+        await redis.aclose()
 
 
 def run_service(name: str, build_app: AppFactory) -> None:
@@ -26,12 +48,13 @@ def run_service(name: str, build_app: AppFactory) -> None:
     logging.getLogger(f"memoria.{name}").info(
         "starting as consumer %s on %s", settings.consumer, settings.effective_redis_url
     )
-    stop_metrics = (
-        metrics.serve(settings.metrics_port) if settings.metrics_port is not None else None
-    )
+    health = Health()
+    stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
-        asyncio.run(build_app(settings, provider).run())
+        app = build_app(settings, provider)
+        watch_health(app, settings, health)
+        asyncio.run(app.run())
     finally:
-        if stop_metrics is not None:
-            stop_metrics()
+        if stop_ops is not None:
+            stop_ops()
         provider.shutdown()

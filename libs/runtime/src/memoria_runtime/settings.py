@@ -272,6 +272,14 @@ class Settings(BaseSettings):
         default=16, description="Entries a service handles at once per stream."
     )
     rpc_timeout_seconds: float = Field(default=10.0, description="Timeout of a memory request.")
+    shutdown_grace_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="On SIGTERM a service stops reading and lets what it runs finish for this "
+        "long; what is cut short is reclaimed by another replica. Keep it below the "
+        "orchestrator's grace period (compose `stop_grace_period`, Kubernetes "
+        "`terminationGracePeriodSeconds`).",
+    )
     consumer_name: str | None = Field(
         default=None,
         description="Consumer name in the groups; must be unique per replica. "
@@ -297,8 +305,9 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="Log level of every service.")
     metrics_port: int | None = Field(
         default=None,
-        description="Serve Prometheus metrics on this port (`/metrics`); unset: no metrics "
-        "endpoint (counters are still kept). Each process needs its own port.",
+        description="Ops port of each service: `/metrics` (Prometheus), `/livez` and "
+        "`/readyz` (probes). Unset: none (counters are still kept; the gateway serves all "
+        "three on its own port anyway). Processes on one host each need their own port.",
     )
 
     @field_validator("llm_prices", mode="after")
@@ -341,3 +350,15 @@ class Settings(BaseSettings):
     @property
     def effective_redis_url(self) -> str:
         return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"
+
+
+def env_names() -> dict[str, str]:
+    """Every environment variable Settings reads → the field it sets, in field order.
+
+    A field with aliases is read under those names only (MEMORIA_<FIELD> is one of them)."""
+    names: dict[str, str] = {}
+    for field_name, field in Settings.model_fields.items():
+        choices = getattr(field.validation_alias, "choices", None)
+        for name in [str(c) for c in choices] if choices else [f"MEMORIA_{field_name.upper()}"]:
+            names[name] = field_name
+    return names

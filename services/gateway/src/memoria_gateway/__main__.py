@@ -6,6 +6,8 @@ import uvicorn
 
 from memoria_gateway import SERVICE_NAME
 from memoria_gateway.app import create_app
+from memoria_runtime import ops
+from memoria_runtime.health import Health
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
@@ -19,9 +21,12 @@ def main() -> None:
     settings = Settings()
     configure_logging(settings.log_level)
     provider = setup_tracing(SERVICE_NAME, settings)
+    # The same ops port as every other service, so one image health check fits all four.
+    health = Health()
+    stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
         uvicorn.run(
-            create_app(settings, provider),
+            create_app(settings, provider, health),
             host=settings.gateway_host,
             port=settings.gateway_port,
             log_config=None,
@@ -29,6 +34,8 @@ def main() -> None:
             ws_ping_interval=20.0,
         )
     finally:
+        if stop_ops is not None:
+            stop_ops()
         provider.shutdown()
 
 

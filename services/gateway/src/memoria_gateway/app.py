@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -10,18 +11,23 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from opentelemetry.sdk.trace import TracerProvider
 
-from memoria_gateway.auth import TokenIssuer, load_or_create_secret
 from memoria_gateway.core import build_broker
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.ws import ws_router
+from memoria_runtime.auth import TokenIssuer, load_or_create_secret
+from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.gateway")
 
 
-def create_app(settings: Settings, provider: TracerProvider | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, provider: TracerProvider | None = None, health: Health | None = None
+) -> FastAPI:
+    """``health`` (when given) is kept up to date for the ops port; the gateway's own
+    ``/livez`` and ``/readyz`` answer from the request itself."""
     broker, gateway = build_broker(settings, provider)
 
     @contextlib.asynccontextmanager
@@ -30,9 +36,16 @@ def create_app(settings: Settings, provider: TracerProvider | None = None) -> Fa
         await gateway.start_fan_out_at_the_end()
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
+        beat = None
+        if health is not None:
+            health.serving()
+            beat = asyncio.create_task(heartbeat(health, gateway.redis.ping))
         try:
             yield
         finally:
+            if health is not None and beat is not None:
+                health.stopping()
+                await stop_task(beat)
             await broker.stop()
             await gateway.redis.aclose()
 

@@ -11,7 +11,7 @@ from typing import Annotated, Final
 from fastapi import Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from memoria_gateway.auth import AuthError, TokenIssuer
+from memoria_runtime.auth import AuthError, TokenIssuer
 
 TOKEN_REQUIRED: Final = "a bearer token is required (Authorization: Bearer <token>)"
 _CHALLENGE: Final = {"WWW-Authenticate": "Bearer"}

@@ -15,12 +15,12 @@ from redis.asyncio import Redis
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway import SERVICE_NAME
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.resume import EntryId
+from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, create_broker
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient

@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
-from memoria_gateway.auth import AuthError
 from memoria_gateway.core import Gateway
 from memoria_runtime import metrics
+from memoria_runtime.auth import AuthError
 
 STATIC = files("memoria_gateway") / "static"
 # The page is plain ES modules: browsers must revalidate them (a cheap 304) rather than
@@ -56,8 +56,16 @@ def http_router(gateway: Gateway) -> APIRouter:
         response.headers.update(_REVALIDATE)
         return response
 
+    @router.get("/livez")
+    async def livez() -> JSONResponse:
+        """Liveness: answered on the event loop, so an answer means the loop turns. Never
+        looks at the broker: an outage there is not cured by restarting gateways."""
+        return JSONResponse({"status": "ok"})
+
     @router.get("/healthz")
+    @router.get("/readyz")
     async def healthz() -> JSONResponse:
+        """Readiness: the broker answers (without it no message can be accepted)."""
         try:
             await gateway.redis.ping()
         except Exception as exc:

@@ -39,7 +39,6 @@ from memoria_contracts.memory import (
     QueryText,
     SearchMode,
 )
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.bearer import bearer_user
 from memoria_gateway.memory_schemas import (
     IDEMPOTENCY_PREFIX,
@@ -54,6 +53,7 @@ from memoria_gateway.memory_schemas import (
     MemoryRemoved,
     MemorySearchResult,
 )
+from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.rpc import RpcError
 
 log = logging.getLogger("memoria.gateway.memories")

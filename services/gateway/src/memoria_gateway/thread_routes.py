@@ -29,10 +29,10 @@ from memoria_contracts.threads import (
     ThreadSaved,
     ThreadTitle,
 )
-from memoria_gateway.auth import TokenIssuer
 from memoria_gateway.bearer import bearer_user
 from memoria_gateway.memory_routes import COMMON_ERRORS, reply_or_raise
 from memoria_gateway.memory_schemas import ErrorBody
+from memoria_runtime.auth import TokenIssuer
 
 log = logging.getLogger("memoria.gateway.threads")
 

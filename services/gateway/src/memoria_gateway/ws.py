@@ -9,11 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from memoria_contracts.frames import AcceptedFrame, ErrorFrame
-from memoria_gateway.auth import AuthError
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import Connection, SocketGone
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
+from memoria_runtime.auth import AuthError
 
 UNAUTHORIZED_CLOSE_CODE = 4401  # 4000-4999 are application codes; this mirrors HTTP 401
 

@@ -11,7 +11,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from memoria_runtime import metrics
 from memoria_runtime.settings import Settings
 
-_GRACEFUL_TIMEOUT_S = 10.0  # let in-flight handlers finish on shutdown before giving up
 _BROKER_LOGGER = "memoria.broker"
 
 
@@ -34,6 +33,6 @@ def create_broker(
     return RedisBroker(
         settings.effective_redis_url,
         middlewares=middlewares,
-        graceful_timeout=_GRACEFUL_TIMEOUT_S,
+        graceful_timeout=settings.shutdown_grace_seconds,
         logger=broker_logger,
     )

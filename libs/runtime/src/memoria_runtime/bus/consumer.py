@@ -121,7 +121,15 @@ def subscribe_group(
         return reply.model_dump_json().encode() if reply is not None else None
 
     reader = broker.subscriber(
-        stream=StreamSub(stream.value, group=group.value, consumer=consumer),
+        # Read no more than we can work on: an XREADGROUP without COUNT takes the whole
+        # backlog into this consumer's pending list, where no newly started replica can get
+        # at it and where it ages towards the reclaimer. Scaling out depends on this.
+        stream=StreamSub(
+            stream.value,
+            group=group.value,
+            consumer=consumer,
+            max_records=settings.consumer_concurrency,
+        ),
         ack_policy=AckPolicy.NACK_ON_ERROR,
         max_workers=workers,
         title=f"{stream.value}:{group.value}",

@@ -1,4 +1,5 @@
-"""Session tokens: HS256 JWTs signed with MEMORIA_AUTH_SECRET (PyJWT)."""
+"""Session tokens: HS256 JWTs signed with MEMORIA_AUTH_SECRET (PyJWT). The gateway verifies
+them; `memoria token` issues them where the dev login is off."""
 
 from __future__ import annotations
 
