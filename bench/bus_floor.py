@@ -54,6 +54,7 @@ from memoria_runtime.telemetry import setup_tracing
 DEFAULT_HOPS = 4  # one thought-cycle step: chat.in → actions → actions.done → chat.out
 DEFAULT_SAMPLES = 500
 DEFAULT_WARMUP = 50
+BUS_SECRET = "bench-bus-secret"  # the bus signs every entry, as the services do
 
 # The bus only takes the real Stream/Group enums. On a private server every stream is free,
 # in the order a cycle uses them. DEAD_LETTER is left out: the bus itself writes to it.
@@ -313,7 +314,9 @@ def sample_envelope(key: str) -> Envelope:
 
 def bench_settings(redis_url: str, consumer: str) -> Settings:
     # Explicit values only, so a MEMORIA_* variable or a .env file cannot change the run.
-    return Settings(redis_url=redis_url, consumer_name=consumer, otel_exporter="none")
+    return Settings(
+        redis_url=redis_url, consumer_name=consumer, otel_exporter="none", bus_secret=BUS_SECRET
+    )
 
 
 def forwarder(publisher: EventPublisher, next_stream: Stream) -> EventHandler:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -65,6 +66,7 @@ def check_compose(path: Path) -> list[Problem]:
 
 
 COMPOSE_CHECK_SECRET = "only-for-docker-compose-config"  # a placeholder, never signs anything
+REQUIRED_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?")  # ${NAME:?message}
 
 
 def compose_binary() -> Path:
@@ -77,10 +79,11 @@ def compose_binary() -> Path:
 
 
 def check_compose_config(path: Path) -> list[Problem]:
-    """What Docker Compose says when it loads the file with .env.example's values (and a
-    placeholder for the one required secret), whatever .env the developer has."""
+    """What Docker Compose says when it loads the file with .env.example's values (and
+    placeholders for the required secrets), whatever .env the developer has."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "MEMORIA_"))}
-    env["MEMORIA_AUTH_SECRET"] = COMPOSE_CHECK_SECRET
+    for required in REQUIRED_VARIABLE.findall(path.read_text()):
+        env[required] = COMPOSE_CHECK_SECRET
     result = subprocess.run(
         [
             str(compose_binary()),

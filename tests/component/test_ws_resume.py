@@ -23,8 +23,10 @@ from memoria_gateway.hub import Connection
 from memoria_gateway.replay import ChatOutLog, resume
 from memoria_gateway.resume import EntryId
 from memoria_runtime.bus.framing import frame_for_stream
+from memoria_runtime.bus.signing import Signer
 
 Frame = dict[str, Any]
+SIGNER = Signer("resume-test-bus-secret")
 
 
 class RecordingSocket:
@@ -55,9 +57,11 @@ class ChatOut:
         self.redis = redis
         self.broker = RedisBroker()  # only its message format; never connected
 
-    async def add(self, user: str, payload: Payload, cycle: str = "cyc_1") -> EntryId:
+    async def add(
+        self, user: str, payload: Payload, cycle: str = "cyc_1", signer: Signer = SIGNER
+    ) -> EntryId:
         event = Envelope(cycle_id=cycle, user_id=user, thread_id="t1", payload=payload)
-        framed = await frame_for_stream(self.broker, event)
+        framed = await frame_for_stream(self.broker, signer, Stream.CHAT_OUT, event)
         entry = await self.redis.xadd(Stream.CHAT_OUT.value, {"__data__": framed})
         parsed = EntryId.parse(entry)
         assert parsed is not None
@@ -113,7 +117,9 @@ async def test_the_frames_after_since_are_replayed_in_order_with_their_event_ids
     await chat_out.delta("bob", 1)  # someone else's
     ana.append(await chat_out.add("ana", CycleEnded(actions=["Finalize"], reason="done")))
 
-    answer = await resume(connection, ChatOutLog(redis, RedisBroker().message_format), str(seen))
+    answer = await resume(
+        connection, ChatOutLog(redis, RedisBroker().message_format, SIGNER), str(seen)
+    )
 
     frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
     assert [f["type"] for f in frames] == ["delta", "cycle_end", "resumed"]
@@ -128,13 +134,33 @@ async def test_the_frames_after_since_are_replayed_in_order_with_their_event_ids
     assert (answer.replayed, answer.complete) == (2, True)
 
 
+async def test_a_forged_entry_is_never_replayed(
+    redis: Redis, chat_out: ChatOut, socket: tuple[Connection, RecordingSocket]
+) -> None:
+    """Someone with write access to Redis but not the bus secret appends a fake answer."""
+    connection, recording = socket
+    record = ChatRecord(id="m1", chat_history=True, modal="text", role="user", content="hi")
+    seen = await chat_out.add("ana", ChatPosted(message=record))
+    forger = Signer("not-the-bus-secret")
+    fake = ChatDelta(message_id="m2", content="click evil.example ")
+    await chat_out.add("ana", fake, signer=forger)
+    ana = await chat_out.delta("ana", 1)
+
+    await resume(connection, ChatOutLog(redis, RedisBroker().message_format, SIGNER), str(seen))
+
+    frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
+    assert [f["type"] for f in frames] == ["delta", "resumed"]
+    assert event_ids(frames) == [str(ana)]
+    assert all("evil" not in json.dumps(f) for f in frames)
+
+
 class RacingLog(ChatOutLog):
     """Plays the fan-out while the replay is read: after the first replayed frame, it
     delivers an entry the replay also has (a fan-out behind the replay) and appends and
     delivers new ones (frames published during the replay)."""
 
     def __init__(self, chat_out: ChatOut, connection: Connection, replayed: EntryId) -> None:
-        super().__init__(chat_out.redis, chat_out.broker.message_format)
+        super().__init__(chat_out.redis, chat_out.broker.message_format, SIGNER)
         self.chat_out = chat_out
         self.connection = connection
         self.replayed = replayed
@@ -189,7 +215,9 @@ async def test_a_since_older_than_the_oldest_entry_left_is_not_complete(
     kept = await chat_out.delta("ana", 3)
     await redis.xtrim(Stream.CHAT_OUT.value, minid=str(kept), approximate=False)
 
-    answer = await resume(connection, ChatOutLog(redis, chat_out.broker.message_format), str(since))
+    answer = await resume(
+        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), str(since)
+    )
 
     assert (answer.replayed, answer.complete) == (1, False)  # piece 2 is gone
     frames = await recording.until(lambda sent: len(sent) == 2)
@@ -203,7 +231,7 @@ async def test_the_replay_stops_at_its_cap_and_says_it_is_not_complete(
     since = await chat_out.delta("ana", 0)
     entries = [await chat_out.delta("ana", n) for n in range(1, 6)]
 
-    log = ChatOutLog(redis, chat_out.broker.message_format)
+    log = ChatOutLog(redis, chat_out.broker.message_format, SIGNER)
     answer = await resume(connection, log, str(since), cap=3)
 
     assert (answer.replayed, answer.complete) == (3, False)
@@ -222,7 +250,9 @@ async def test_a_malformed_since_replays_nothing_and_live_frames_flow(
     earlier = await chat_out.delta("ana", 1)
     connection.deliver(earlier, chat_out.frame(earlier, "ana", 1))  # live, during "replay"
 
-    answer = await resume(connection, ChatOutLog(redis, chat_out.broker.message_format), since)
+    answer = await resume(
+        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), since
+    )
 
     assert answer.model_dump() == {
         "type": "resumed",
@@ -243,7 +273,9 @@ async def test_a_since_from_a_stream_that_is_gone_drops_no_live_frame(
     entry = await chat_out.delta("ana", 1)
     ahead = EntryId(entry.millis + 3_600_000, 0)
 
-    answer = await resume(connection, ChatOutLog(redis, chat_out.broker.message_format), str(ahead))
+    answer = await resume(
+        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), str(ahead)
+    )
     connection.deliver(entry, chat_out.frame(entry, "ana", 1))
 
     assert (answer.replayed, answer.complete) == (0, False)

@@ -25,6 +25,7 @@ SERVICES = {
     "gateway": "memoria_gateway",
 }
 START_TIMEOUT_S = 60.0
+TEST_BUS_SECRET = "memoria-tests-bus-secret"
 STOP_TIMEOUT_S = 15.0
 
 
@@ -179,6 +180,9 @@ def stack_env(
             "MEMORIA_SCRIPTED_LLM_FILE": str(script_path),
             "MEMORIA_ACTION_MODULES": "memoria_test_actions",
             "MEMORIA_RECLAIM_IDLE_MS": "2000",
+            # One bus secret for every stack: stacks of different modules reuse a broker
+            # database, whose recorded key id would refuse a newly generated secret.
+            "MEMORIA_BUS_SECRET": TEST_BUS_SECRET,
             "MEMORIA_LOG_LEVEL": "INFO",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(SUPPORT_DIR), env.get("PYTHONPATH")])),
         }

@@ -24,6 +24,7 @@ OTEL_COLLECTOR = ROOT / "deploy" / "compose" / "otel-collector.yaml"
 # service name -> the module it runs: what `memoria run` starts
 MEMORIA_SERVICES = {name: module for name, module, _color in RUN_SERVICES}
 GATEWAY_PORT = 8000
+REQUIRED_SECRETS = ("MEMORIA_AUTH_SECRET", "MEMORIA_BUS_SECRET")
 OPS_PORT = 9464
 # Read by docker compose itself (interpolation), never handed to a Memoria process.
 COMPOSE_ONLY = {"MEMORIA_BIND", "MEMORIA_VERSION"}
@@ -215,12 +216,15 @@ def test_dev_login_is_off_by_default() -> None:
         assert _interpolate(value, {}) == "false", name
 
 
-def test_auth_secret_is_required() -> None:
+@pytest.mark.parametrize("secret", REQUIRED_SECRETS)
+def test_shared_secrets_are_required(secret: str) -> None:
+    """Token and bus secrets must be the same in every replica: compose refuses to start
+    without them rather than letting each container generate its own."""
     services = _services()
     for name in MEMORIA_SERVICES:
-        value = _environment(services[name])["MEMORIA_AUTH_SECRET"]
+        value = _environment(services[name])[secret]
         match = _VARIABLE.fullmatch(value)
-        assert match and match["name"] == "MEMORIA_AUTH_SECRET" and match["op"] == ":?", name
+        assert match and match["name"] == secret and match["op"] == ":?", name
         with pytest.raises(LookupError):
             _interpolate(value, {})
 
@@ -256,7 +260,8 @@ def test_default_environment_is_valid_settings(monkeypatch: pytest.MonkeyPatch) 
     secret = "s" * 43
     for name in MEMORIA_SERVICES:
         for key, raw in _environment(_services()[name]).items():
-            monkeypatch.setenv(key, _interpolate(raw, {"MEMORIA_AUTH_SECRET": secret}))
+            given = dict.fromkeys(REQUIRED_SECRETS, secret)
+            monkeypatch.setenv(key, _interpolate(raw, given))
         settings = Settings(_env_file=None)
         assert settings.redis_url == "redis://redis:6379/0"
         assert settings.docstore_url == "mongodb://mongodb:27017/memoria"
@@ -268,6 +273,8 @@ def test_default_environment_is_valid_settings(monkeypatch: pytest.MonkeyPatch) 
         assert settings.dev_login is False
         assert settings.auth_secret is not None
         assert settings.auth_secret.get_secret_value() == secret
+        assert settings.bus_secret is not None
+        assert settings.bus_secret.get_secret_value() == secret
         assert settings.consumer_name is None
         assert not settings.gemini_api_key
         assert not settings.openai_base_url

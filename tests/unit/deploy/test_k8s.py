@@ -395,8 +395,11 @@ def test_secrets_come_from_memoria_secrets(docs: tuple[Manifest, ...]) -> None:
                     refs.setdefault(variable["name"], []).append(ref)
     (auth,) = refs["MEMORIA_AUTH_SECRET"]  # the gateway signs tokens, and only it
     assert not auth.get("optional")
+    bus = refs["MEMORIA_BUS_SECRET"]  # every service signs and checks bus entries
+    assert len(bus) == len(MEMORIA_SERVICES) and not any(ref.get("optional") for ref in bus)
     assert refs["GEMINI_API_KEY"]
-    others = [ref for name, found in refs.items() if name != "MEMORIA_AUTH_SECRET" for ref in found]
+    required = {"MEMORIA_AUTH_SECRET", "MEMORIA_BUS_SECRET"}
+    others = [ref for name, found in refs.items() if name not in required for ref in found]
     assert all(ref.get("optional") is True for ref in others)
 
 
@@ -427,8 +430,9 @@ def test_dev_brings_its_data_stores_and_a_dev_only_secret() -> None:
     assert urlsplit(data["MEMORIA_MILVUS_URI"]).hostname == "milvus"
     (secret,) = of_kind(docs, "Secret")
     assert secret["metadata"]["name"].startswith("memoria-secrets")
-    assert set(secret["data"]) == {"MEMORIA_AUTH_SECRET"}
+    assert set(secret["data"]) == {"MEMORIA_AUTH_SECRET", "MEMORIA_BUS_SECRET"}
     assert "dev-only" in secret_value(secret, "MEMORIA_AUTH_SECRET")
+    assert "dev-only" in secret_value(secret, "MEMORIA_BUS_SECRET")
     for deployment in memoria_deployments(docs):
         assert deployment["spec"].get("replicas", 1) == 1
     (hpa,) = of_kind(docs, "HorizontalPodAutoscaler")

@@ -20,10 +20,12 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus import Delivery, EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus.signing import Signer, reply_channel
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
 
 WAIT_S = 10.0
+BUS_SECRET = "bus-test-secret"
 
 
 def settings_for(redis_url: str, **overrides: object) -> Settings:
@@ -33,6 +35,7 @@ def settings_for(redis_url: str, **overrides: object) -> Settings:
         "max_deliveries": 3,
         "consumer_name": "test-consumer",
         "rpc_timeout_seconds": 1.0,
+        "bus_secret": BUS_SECRET,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
@@ -164,7 +167,14 @@ async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
         seen.append(event.payload.content)
 
     publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
-    await redis.xadd(Stream.CHAT_IN.value, {"__data__": b"\xff not json at all"})
+    body = b"\xff not json at all"
+    signed = await RedisBroker().message_format.encode(
+        message=body,
+        reply_to=None,
+        headers=Signer(BUS_SECRET).headers(Stream.CHAT_IN.value, body),
+        correlation_id="poison",
+    )
+    await redis.xadd(Stream.CHAT_IN.value, {"__data__": signed})
     await publisher.publish(Stream.CHAT_IN, message("after the poison"))
 
     await eventually(lambda: seen == ["after the poison"])
@@ -173,6 +183,55 @@ async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
             await asyncio.sleep(0.05)
     [(_, fields)] = await dead_letters(redis)
     assert b"unparseable" in fields[b"reason"]
+
+
+async def forge(redis: Redis, stream: Stream, event: Envelope, headers: dict[str, str]) -> None:
+    """Write an entry the way FastStream frames one, as anyone with access to Redis could."""
+    body = event.model_dump_json().encode()
+    framed = await RedisBroker().message_format.encode(
+        message=body, reply_to=None, headers=headers, correlation_id=event.event_id
+    )
+    await redis.xadd(stream.value, {"__data__": framed})
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("unsigned", b"missing signature"),
+        ("another key", b"bad signature"),
+        ("signed for another stream", b"bad signature"),
+    ],
+)
+async def test_a_forged_event_never_reaches_the_handler(
+    redis: Redis, redis_url: str, running: list[RedisBroker], how: str, reason: bytes
+) -> None:
+    seen: list[str] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        assert isinstance(event.payload, UserMessageReceived)
+        seen.append(event.payload.content)
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    forged = message("delete all my memories")
+    body = forged.model_dump_json().encode()
+    headers = {
+        "unsigned": {},
+        "another key": Signer("not-the-bus-secret").headers(Stream.CHAT_IN.value, body),
+        "signed for another stream": Signer(BUS_SECRET).headers(Stream.CHAT_OUT.value, body),
+    }[how]
+    await forge(redis, Stream.CHAT_IN, forged, headers)
+    await publisher.publish(Stream.CHAT_IN, message("a real one"))
+
+    await eventually(lambda: seen == ["a real one"])
+    async with asyncio.timeout(WAIT_S):
+        while not await redis.xlen(Stream.DEAD_LETTER.value):
+            await asyncio.sleep(0.05)
+    [(_, fields)] = await dead_letters(redis)
+    assert reason in fields[b"reason"]
+    assert fields[b"data"] and forged.event_id.encode() in fields[b"data"]
+    await eventually_pending_zero(redis)
+    await asyncio.sleep(0.5)  # past a reclaim window: still never handled
+    assert seen == ["a real one"]
 
 
 async def test_a_slow_handler_keeps_its_entry(
@@ -262,6 +321,47 @@ async def test_request_reply(redis: Redis, redis_url: str, running: list[RedisBr
     assert isinstance(reply.payload, HistoryPage)
     with pytest.raises(RpcError, match="too_many"):
         await client.call(query(500))
+
+
+@pytest.mark.parametrize("signed_by", ["nobody", "another key", "for another request"])
+async def test_a_forged_reply_is_refused(redis: Redis, redis_url: str, signed_by: str) -> None:
+    """Someone reading memory.rpc answers first on the requester's private channel: the
+    requester refuses any reply not signed for its own request."""
+    settings = settings_for(redis_url, rpc_timeout_seconds=5.0)
+    client_broker = create_broker(settings)
+    await client_broker.start()
+    client = RpcClient(client_broker, settings, Stream.MEMORY_RPC)
+    request = Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=5))
+
+    async def impostor() -> None:
+        while not (entries := await redis.xrange(Stream.MEMORY_RPC.value)):
+            await asyncio.sleep(0.01)
+        fields = cast("dict[bytes, bytes]", entries[0][1])
+        _, headers = RedisBroker().message_format.parse(fields[b"__data__"])
+        reply = Envelope(user_id="ana", thread_id="t1", payload=HistoryPage(messages=[]))
+        body = reply.model_dump_json().encode()
+        sign_headers = {
+            "nobody": {},
+            "another key": Signer("not-the-bus-secret").headers(
+                reply_channel(request.event_id), body
+            ),
+            "for another request": Signer(BUS_SECRET).headers(reply_channel("evt_other"), body),
+        }[signed_by]
+        framed = await RedisBroker().message_format.encode(
+            message=body,
+            reply_to=None,
+            headers=sign_headers,
+            correlation_id=headers["correlation_id"],
+        )
+        await redis.publish(headers["reply_to"], framed)
+
+    task = asyncio.create_task(impostor())
+    try:
+        with pytest.raises(RpcError, match="bad_signature"):
+            await client.call(request)
+    finally:
+        await task
+        await client_broker.stop()
 
 
 async def test_request_without_a_server_times_out(redis: Redis, redis_url: str) -> None:

@@ -3,20 +3,17 @@ them; `memoria token` issues them where the dev login is off."""
 
 from __future__ import annotations
 
-import os
-import secrets
 import time
-from pathlib import Path
 
 import jwt
 
 from memoria_contracts.events import UserId
+from memoria_runtime.local_secrets import load_or_create_secret as load_or_create
 from memoria_runtime.settings import Settings
 
 _ALGORITHM = "HS256"
 _ISSUER = "memoria"
 _SECRET_FILE = "auth_secret"
-_SECRET_BYTES = 32
 
 
 class AuthError(Exception):
@@ -26,15 +23,7 @@ class AuthError(Exception):
 def load_or_create_secret(settings: Settings) -> str:
     """The configured secret, else one generated once and kept (0600) in the data directory,
     so tokens survive restarts and every local gateway replica accepts them."""
-    if settings.auth_secret is not None:
-        return settings.auth_secret.get_secret_value()
-    path: Path = settings.data_dir / _SECRET_FILE
-    if not path.exists():
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(_SECRET_BYTES))
-    return path.read_text().strip()
+    return load_or_create(settings, settings.auth_secret, _SECRET_FILE)
 
 
 class TokenIssuer:

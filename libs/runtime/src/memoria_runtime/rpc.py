@@ -1,5 +1,6 @@
 """Request/reply over Redis: the request is a stream entry (durable, load-balanced by the
-consumer group), the reply comes back on a private pub/sub channel (FastStream ``request``)."""
+consumer group), the reply comes back on a private pub/sub channel (FastStream ``request``).
+Both are signed (bus/signing.py); a reply is signed for the request it answers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from memoria_contracts.events import Envelope, RpcFailure
 from memoria_contracts.streams import Stream
+from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.settings import Settings
 
 _ATTEMPTS = 2  # one retry: covers a reply lost while the serving replica restarted
@@ -27,6 +29,7 @@ class RpcClient:
         self._stream = stream
         self._timeout = settings.rpc_timeout_seconds
         self._maxlen = settings.stream_maxlen
+        self._signer = signer_for(settings)
 
     async def call(self, request: Envelope) -> Envelope:
         """Send ``request`` and return the reply; raise :class:`RpcError` on a failure reply
@@ -39,8 +42,17 @@ class RpcClient:
         ):
             with attempt:
                 message = await self._broker.request(
-                    body, stream=self._stream.value, timeout=self._timeout, maxlen=self._maxlen
+                    body,
+                    stream=self._stream.value,
+                    timeout=self._timeout,
+                    maxlen=self._maxlen,
+                    headers=self._signer.headers(self._stream.value, body),
                 )
+        problem = self._signer.problem(
+            reply_channel(request.event_id), bytes(message.body), message.headers
+        )
+        if problem is not None:
+            raise RpcError("bad_signature", f"refused a reply: {problem}")
         decoded: Any = await message.decode()
         reply = (
             Envelope.model_validate(decoded)

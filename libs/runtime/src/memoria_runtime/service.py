@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
 from memoria_runtime import ops
+from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.settings import Settings
@@ -40,6 +41,18 @@ def watch_health(app: FastStream, settings: Settings, health: Health) -> None:
         await redis.aclose()
 
 
+def check_bus_key(app: FastStream, settings: Settings) -> None:
+    """Refuse to serve with another bus secret than the running services' (signing.py)."""
+
+    @app.on_startup
+    async def same_bus_key_as_the_others() -> None:
+        redis = Redis.from_url(settings.effective_redis_url)
+        try:
+            await ensure_shared_key(redis, signer_for(settings))
+        finally:
+            await redis.aclose()
+
+
 def run_service(name: str, build_app: AppFactory) -> None:
     """Run until SIGINT/SIGTERM (FastStream handles both and lets handlers finish)."""
     settings = Settings()
@@ -52,6 +65,7 @@ def run_service(name: str, build_app: AppFactory) -> None:
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
         app = build_app(settings, provider)
+        check_bus_key(app, settings)
         watch_health(app, settings, health)
         asyncio.run(app.run())
     finally:

@@ -98,6 +98,13 @@ class Settings(BaseSettings):
         description="Secret that signs session tokens (HS256). Unset: one is generated once "
         "and kept in the data directory.",
     )
+    bus_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs every event on the bus (HMAC-SHA256); services drop what is not "
+        "signed with it, so reaching Redis is not enough to act as a user. Must be the same "
+        "for every service. Unset: one is generated once and kept in the data directory "
+        "(fine for `memoria run`; set it wherever services do not share that directory).",
+    )
     dev_login: bool = Field(
         default=True,
         description="Enable `POST /api/token` (log in by user id, no password). "

@@ -17,6 +17,7 @@ from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer, load_or_create_secret
+from memoria_runtime.bus.signing import ensure_shared_key
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.settings import Settings
 
@@ -33,6 +34,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         gateway.issuer = TokenIssuer(load_or_create_secret(settings), settings.token_ttl_seconds)
+        await ensure_shared_key(gateway.redis, gateway.signer)
         await gateway.start_fan_out_at_the_end()
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)

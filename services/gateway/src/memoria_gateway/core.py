@@ -22,6 +22,7 @@ from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.resume import EntryId
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, create_broker
+from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
@@ -41,6 +42,7 @@ class Gateway:
     memory: MemoryClient
     chat_out: ChatOutLog
     fan_out: StreamSubscriber
+    signer: Signer
     hub: ConnectionHub = field(default_factory=ConnectionHub)
     issuer: TokenIssuer | None = None
 
@@ -74,23 +76,29 @@ def build_broker(
         title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
         description="Deliver messages, deltas and cycle ends to the user's sockets.",
     )
+    signer = signer_for(settings)
     gateway = Gateway(
         settings=settings,
         broker=broker,
         redis=redis,
-        intake=Intake(settings, broker, gate),
+        intake=Intake(settings, broker, gate, signer),
         memory=MemoryClient(broker, settings),
-        chat_out=ChatOutLog(redis, broker.message_format),
+        chat_out=ChatOutLog(redis, broker.message_format, signer),
         fan_out=fan_out_subscriber,
+        signer=signer,
     )
     # Declared for the AsyncAPI document; the entries are appended by the thread gate's
     # script, atomically with the thread's lock and queue.
-    EventPublisher(broker, settings).declare(
+    EventPublisher(broker, settings, signer).declare(
         Stream.CHAT_IN, "A user message whose thread is free (later ones wait in its queue)."
     )
 
     @fan_out_subscriber
     async def fan_out(event: Envelope, message: RedisStreamMessage) -> None:
+        problem = signer.problem(Stream.CHAT_OUT.value, message.body, message.headers)
+        if problem is not None:  # a forged frame must never reach a user's socket
+            log.error("dropped a chat.out entry for %s: %s", event.user_id, problem)
+            return
         # The entry id is the frame's event_id, which a client resumes from (?since=).
         entry_id = EntryId.parse(message.raw_message["message_ids"][0])
         if entry_id is None:  # pragma: no cover - Redis hands out nothing else

@@ -13,7 +13,9 @@ from redis.exceptions import RedisError
 from memoria_contracts.events import Envelope, UserMessageReceived
 from memoria_contracts.frames import AcceptedFrame, ClientMessage, ErrorFrame
 from memoria_contracts.ids import new_id
+from memoria_contracts.streams import Stream
 from memoria_runtime.bus.framing import frame_for_stream
+from memoria_runtime.bus.signing import Signer
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import current_trace_carrier
@@ -33,10 +35,13 @@ def _describe(exc: ValidationError) -> str:
 
 
 class Intake:
-    def __init__(self, settings: Settings, broker: RedisBroker, gate: ThreadGate) -> None:
+    def __init__(
+        self, settings: Settings, broker: RedisBroker, gate: ThreadGate, signer: Signer
+    ) -> None:
         self._settings = settings
         self._broker = broker
         self._gate = gate
+        self._signer = signer
 
     def parse(self, raw: str | bytes) -> ClientMessage | ErrorFrame:
         size = len(raw.encode() if isinstance(raw, str) else raw)
@@ -76,7 +81,7 @@ class Intake:
                 payload=UserMessageReceived(message_id=message_id, content=frame.content),
             )
             try:
-                framed = await frame_for_stream(self._broker, event)
+                framed = await frame_for_stream(self._broker, self._signer, Stream.CHAT_IN, event)
                 result = await self._gate.admit(
                     user_id, frame.thread_id, message_id, framed, frame.id
                 )

@@ -19,6 +19,7 @@ from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
 from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.signing import Signer
 
 log = logging.getLogger("memoria.gateway.replay")
 
@@ -40,9 +41,10 @@ class Position(Enum):
 class ChatOutLog:
     """Reads ``memoria:chat.out`` the way the fan-out sees it, from an entry on."""
 
-    def __init__(self, redis: Any, message_format: type[MessageFormat]) -> None:
+    def __init__(self, redis: Any, message_format: type[MessageFormat], signer: Signer) -> None:
         self._redis = redis
         self._format = message_format
+        self._signer = signer
         self._stream = Stream.CHAT_OUT.value
 
     async def frames_after(
@@ -91,7 +93,11 @@ class ChatOutLog:
         if data is None:
             return None
         try:
-            body, _ = self._format.parse(data)
+            body, headers = self._format.parse(data)
+            problem = self._signer.problem(self._stream, body, headers)
+            if problem is not None:
+                log.error("skipping a chat.out entry: %s", problem)
+                return None
             return Envelope.model_validate_json(body)
         except (ValidationError, ValueError) as exc:
             log.debug("skipping an unreadable chat.out entry: %s", exc)

@@ -26,13 +26,14 @@ from typing import Any
 
 from faststream import AckPolicy
 from faststream.message import StreamMessage
-from faststream.redis import RedisBroker, StreamSub
+from faststream.redis import RedisBroker, RedisResponse, StreamSub
 from faststream.redis.annotations import RedisStreamMessage
 from pydantic import ValidationError
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus.deadletter import dead_letter
+from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.bus")
@@ -113,17 +114,34 @@ def subscribe_group(
     consumer = settings.consumer
     keepalive_s = settings.reclaim_idle_ms / 1000 / _KEEPALIVES_PER_IDLE
     workers = settings.consumer_concurrency if concurrent else None
+    signer = signer_for(settings)
 
-    async def run(event: Envelope, message: Any, *, redelivered: bool) -> bytes | None:
+    async def refuse(message: Any, reason: str, *, redelivered: bool) -> None:
+        delivery = _delivery(message, group, redelivered=redelivered)
+        log.error("dead-lettered %s %s: %s", delivery.stream, delivery.entry_id, reason)
+        await dead_letter(
+            message.consumer,
+            stream=delivery.stream,
+            group=delivery.group,
+            entry_id=delivery.entry_id,
+            data=delivery.data,
+            reason=reason,
+            maxlen=settings.stream_maxlen,
+        )
+
+    async def run(event: Envelope, message: Any, *, redelivered: bool) -> RedisResponse | None:
         delivery = _delivery(message, group, redelivered=redelivered)
         async with _kept_claimed(message.consumer, delivery, consumer, keepalive_s):
             reply = await handler(event, delivery)
-        return reply.model_dump_json().encode() if reply is not None else None
+        if reply is None:
+            return None
+        body = reply.model_dump_json().encode()
+        return RedisResponse(body, headers=signer.headers(reply_channel(event.event_id), body))
 
+    # No more than we can work on: an XREADGROUP without COUNT takes the whole backlog into
+    # this consumer's pending list, where no newly started replica can get at it and where
+    # it ages towards the reclaimer. Scaling out depends on this.
     reader = broker.subscriber(
-        # Read no more than we can work on: an XREADGROUP without COUNT takes the whole
-        # backlog into this consumer's pending list, where no newly started replica can get
-        # at it and where it ages towards the reclaimer. Scaling out depends on this.
         stream=StreamSub(
             stream.value,
             group=group.value,
@@ -137,7 +155,12 @@ def subscribe_group(
     )
 
     @reader
-    async def on_event(event: Envelope, message: RedisStreamMessage) -> bytes | None:
+    async def on_event(event: Envelope, message: RedisStreamMessage) -> RedisResponse | None:
+        # Parsing is pure; nothing acts on the event before its signature holds.
+        problem = signer.problem(stream.value, bytes(message.body), message.headers)
+        if problem is not None:
+            await refuse(message, problem, redelivered=False)
+            return None
         return await run(event, message, redelivered=False)
 
     reclaimer = broker.subscriber(
@@ -153,28 +176,19 @@ def subscribe_group(
     )
 
     @reclaimer
-    async def on_reclaimed(body: bytes, message: RedisStreamMessage) -> bytes | None:
+    async def on_reclaimed(body: bytes, message: RedisStreamMessage) -> RedisResponse | None:
         deliveries = await message.get_delivery_count()
-        reason: str | None = None
+        reason = signer.problem(stream.value, body, message.headers)
         event: Envelope | None = None
-        if deliveries > settings.max_deliveries:
+        if reason is None and deliveries > settings.max_deliveries:
             reason = f"failed {deliveries - 1} times"
-        else:
+        elif reason is None:
             try:
                 event = Envelope.model_validate_json(body)
             except ValidationError as exc:
                 reason = f"unparseable envelope: {exc.errors(include_input=False)[:3]}"
         if event is None:
-            delivery = _delivery(message, group, redelivered=True)
-            await dead_letter(
-                message.consumer,
-                stream=delivery.stream,
-                group=delivery.group,
-                entry_id=delivery.entry_id,
-                data=delivery.data,
-                reason=reason or "unknown",
-                maxlen=settings.stream_maxlen,
-            )
+            await refuse(message, reason or "unknown", redelivered=True)
             return None
         log.warning("reclaimed %s %s (delivery %d)", stream.value, event.event_id, deliveries)
         return await run(event, message, redelivered=True)

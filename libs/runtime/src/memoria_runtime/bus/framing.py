@@ -3,7 +3,8 @@
 Needed where an entry must be written by a Lua script (atomically with other keys) instead of
 by a FastStream publisher: the thread gate admits a message and appends it to ``chat.in`` in
 one step. The current trace context goes into the headers, as FastStream's telemetry
-middleware would put it, so the consumer's span joins the same trace.
+middleware would put it, so the consumer's span joins the same trace; so does the signature
+every consumer checks (signing.py).
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from __future__ import annotations
 from faststream.redis import RedisBroker
 
 from memoria_contracts.events import Envelope
+from memoria_contracts.streams import Stream
+from memoria_runtime.bus.signing import Signer
 from memoria_runtime.telemetry import current_trace_carrier
 
 
-async def frame_for_stream(broker: RedisBroker, event: Envelope) -> bytes:
+async def frame_for_stream(
+    broker: RedisBroker, signer: Signer, stream: Stream, event: Envelope
+) -> bytes:
+    body = event.model_dump_json().encode()
     return await broker.message_format.encode(
-        message=event.model_dump_json().encode(),
+        message=body,
         reply_to=None,
-        headers=current_trace_carrier(),
+        headers={**current_trace_carrier(), **signer.headers(stream.value, body)},
         correlation_id=event.event_id,
     )

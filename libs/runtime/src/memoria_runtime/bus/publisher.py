@@ -1,4 +1,5 @@
-"""Publishing envelopes: JSON bytes, approximate MAXLEN trimming, and AsyncAPI descriptions."""
+"""Publishing envelopes: signed JSON bytes, approximate MAXLEN trimming, and AsyncAPI
+descriptions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from faststream.redis.publisher.usecase import StreamPublisher
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
+from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.settings import Settings
 
 
@@ -14,9 +16,12 @@ class EventPublisher:
     """Declares one FastStream publisher per stream a service writes, so the published
     streams appear in the service's AsyncAPI document, and publishes envelopes to them."""
 
-    def __init__(self, broker: RedisBroker, settings: Settings) -> None:
+    def __init__(
+        self, broker: RedisBroker, settings: Settings, signer: Signer | None = None
+    ) -> None:
         self._broker = broker
         self._maxlen = settings.stream_maxlen
+        self._signer = signer or signer_for(settings)
         self._publishers: dict[Stream, StreamPublisher] = {}
 
     def declare(self, stream: Stream, description: str) -> None:
@@ -32,5 +37,7 @@ class EventPublisher:
         publisher = self._publishers.get(stream)
         if publisher is None:
             raise KeyError(f"stream {stream.value} was not declared by this service")
-        # Bytes with no content type: consumers JSON-decode them, then validate the envelope.
-        await publisher.publish(event.model_dump_json().encode())
+        # Bytes with no content type: consumers check the signature, JSON-decode them, then
+        # validate the envelope.
+        body = event.model_dump_json().encode()
+        await publisher.publish(body, headers=self._signer.headers(stream.value, body))
