@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-integration test-browser test-containers lint lint-deploy images fmt bench docs clean
+.PHONY: help install run test test-unit test-integration test-browser test-containers chaos lint lint-deploy images fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ test-browser: ## The web chat in Debian's chromium (skipped without one: sudo ap
 test-containers: ## testcontainers suites (need a Docker engine)
 	$(PY) -m pytest -q -m containers
 
+chaos: ## The fault suite, long run (MEMORIA_CHAOS_CYCLES=200; make test runs a short one)
+	MEMORIA_CHAOS_CYCLES=$${MEMORIA_CHAOS_CYCLES:-200} $(PY) -m pytest -q -m chaos tests/chaos
+
 lint: lint-deploy ## ruff (lint + format check), mypy, and the deployment files (offline)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -61,8 +64,12 @@ fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: ## Bus vs raw Redis Streams, then memory search vs a numpy floor (own servers, ~7 min)
+bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~15 min on 2 cores)
 	$(PY) bench/bus_floor.py
+	$(PY) bench/cycle_overhead.py
+	$(PY) bench/throughput.py
+	$(PY) bench/prompt_tokens.py
+	$(PY) bench/load.py
 	$(PY) bench/memory_search.py
 
 docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table

@@ -9,6 +9,7 @@ field here: it is the envelope's, which comes from the authenticated session onl
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
@@ -49,6 +50,9 @@ FailureCode = Literal["not_found", "invalid", "unavailable"]
 MAX_BINDINGS: Final = 16
 MAX_BINDING_CHARS: Final = 300
 MAX_CONTENT_CHARS: Final = 8000
+MAX_CONTENT_DEPTH: Final = 64
+"""Lists and objects inside a JSON content. The content travels inside envelopes (whose JSON
+parser stops at 200 levels) and is stored in documents (at most 100 levels)."""
 MAX_QUERIES: Final = 8
 MAX_EMBED_TEXTS: Final = 64  # texts one memory.embed request may carry
 MAX_SEARCH_LIMIT: Final = 100
@@ -73,7 +77,49 @@ def content_size(content: Any) -> int:
     return len(json.dumps(content, ensure_ascii=False))
 
 
+_INT64: Final = 2**63
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("content must be Unicode text (it has a lone surrogate)") from None
+
+
+def _check_json_value(value: Any, depth: int = 0) -> None:
+    """What the bus and every document store can carry, checked before anything is sent: no
+    lone surrogate (UTF-8 cannot encode it), no key starting with '$' (document stores read
+    those as operators), 64-bit integers, finite numbers, a bounded depth."""
+    if depth > MAX_CONTENT_DEPTH:
+        raise ValueError(f"content nests deeper than {MAX_CONTENT_DEPTH} levels")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError("content keys must be strings")
+            _check_text(key)
+            if key.startswith("$"):
+                raise ValueError(f"content keys may not start with '$': {key[:40]!r}")
+            _check_json_value(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_json_value(item, depth + 1)
+    elif isinstance(value, str):
+        _check_text(value)
+    elif value is None or isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if not -_INT64 <= value < _INT64:
+            raise ValueError("content integers must fit in 64 bits")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("content numbers must be finite")
+    else:
+        raise ValueError(f"content holds JSON values only, not {type(value).__name__}")
+
+
 def _check_content(kind: ContentKind, content: Any) -> None:
+    _check_json_value(content)
     if kind == "text" and not (isinstance(content, str) and content.strip()):
         raise ValueError("a text memory needs non-empty text content")
     if kind == "json" and not isinstance(content, dict | list):

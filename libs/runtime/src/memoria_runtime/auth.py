@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import jwt
+from pydantic import TypeAdapter, ValidationError
 
 from memoria_contracts.events import UserId
 from memoria_runtime.local_secrets import load_or_create_secret as load_or_create
@@ -14,6 +15,7 @@ from memoria_runtime.settings import Settings
 _ALGORITHM = "HS256"
 _ISSUER = "memoria"
 _SECRET_FILE = "auth_secret"
+_USER_IDS = TypeAdapter(UserId)
 
 
 class AuthError(Exception):
@@ -52,4 +54,11 @@ class TokenIssuer:
             raise AuthError("the token has expired") from exc
         except jwt.PyJWTError as exc:
             raise AuthError("the token is not valid") from exc
-        return str(claims["sub"])
+        # Signed by the secret's holder, but the services route by this id (envelopes, keys,
+        # partitions): one they would refuse (e.g. "auth0|123") is a refused token, not a 500.
+        try:
+            return _USER_IDS.validate_python(claims["sub"])
+        except ValidationError as exc:
+            raise AuthError(
+                "the token's subject is not a valid user id ([A-Za-z0-9._@-], 1-64 characters)"
+            ) from exc

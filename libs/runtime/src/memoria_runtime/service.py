@@ -9,9 +9,8 @@ from collections.abc import Callable
 
 from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
-from redis.asyncio import Redis
 
-from memoria_runtime import ops
+from memoria_runtime import ops, redis_clients
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.logs import configure_logging
@@ -26,7 +25,7 @@ def watch_health(app: FastStream, settings: Settings, health: Health) -> None:
     (hooks registered later run later, so the service's own come first), stopping once
     shutdown begins, and a heartbeat that pings the broker in between."""
     beat: list[asyncio.Task[None]] = []
-    redis = Redis.from_url(settings.effective_redis_url)
+    redis = redis_clients.connect(settings)
 
     @app.after_startup
     async def report_serving() -> None:
@@ -46,7 +45,7 @@ def check_bus_key(app: FastStream, settings: Settings) -> None:
 
     @app.on_startup
     async def same_bus_key_as_the_others() -> None:
-        redis = Redis.from_url(settings.effective_redis_url)
+        redis = redis_clients.connect(settings)
         try:
             await ensure_shared_key(redis, signer_for(settings))
         finally:

@@ -9,14 +9,13 @@ import logging
 from faststream import FastStream
 from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
-from redis.asyncio import Redis
 
 from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.streams import Group, Stream
 from memoria_llm.factory import create_language_model
-from memoria_runtime import catalog
+from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
@@ -35,7 +34,7 @@ def build_broker(
     publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")
     runner = StepRunner(
         settings=settings,
-        redis=Redis.from_url(settings.effective_redis_url),
+        redis=redis_clients.connect(settings),
         publisher=publisher,
         llm=create_language_model(settings),
         memory=MemoryClient(broker, settings),

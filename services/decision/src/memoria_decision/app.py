@@ -9,7 +9,6 @@ import logging
 from faststream import FastStream
 from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
-from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
 from memoria_decision import SERVICE_NAME
@@ -18,6 +17,7 @@ from memoria_decision.deadlines import Deadlines
 from memoria_decision.handlers import DecisionHandlers
 from memoria_decision.state import CycleStore
 from memoria_llm.factory import create_language_model
+from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
@@ -32,7 +32,7 @@ def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, CycleEngine]:
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
-    redis = Redis.from_url(settings.effective_redis_url)
+    redis = redis_clients.connect(settings)
     publisher = EventPublisher(broker, settings)
     publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")
     publisher.declare(Stream.CHAT_OUT, "The user's message echo, status lines and cycle ends.")

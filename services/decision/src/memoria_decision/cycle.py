@@ -93,6 +93,11 @@ class CycleEngine:
                 )
                 return
             state = await self._start(event, payload, cycle_id)
+        elif not state.echoed:
+            # The delivery before this one died between saving the new cycle and echoing
+            # the message: echo it now, or no socket shows it and the history never stores
+            # it (a repeat of the echo has the same id, which replaces rather than adds).
+            await self._echo(state)
         await self.advance(state)
 
     async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
@@ -113,6 +118,10 @@ class CycleEngine:
         await self.deadlines.clear(state.cycle_id, payload.step)
         state.record(payload)
         await self.store.save(state)
+        await self._after_step(state, payload)
+
+    async def _after_step(self, state: CycleState, payload: ActionCompleted) -> None:
+        """What a recorded step leads to: the end of the cycle, or the next decision."""
         outcome = payload.outcome
         if outcome.ends_cycle and outcome.status == "failed":
             notice = i18n.text(
@@ -128,28 +137,36 @@ class CycleEngine:
         """End the cycles whose current step is overdue; returns how many."""
         ended = 0
         for cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
-            if not await self.deadlines.clear(cycle_id, step):
+            # Claimed, not removed: should this replica die before the cycle has ended, the
+            # deadline comes due again and another sweep ends it.
+            if not await self.deadlines.claim(cycle_id, step):
                 continue  # another replica (or the completion) got there first
-            state = await self.store.load(cycle_id)
-            if state is None or state.status == "ended":
-                continue
-            if state.pending is None or state.pending.step != step:
-                continue
-            with attached_trace(state.trace), tracer.start_as_current_span("cycle.step_timeout"):
-                state.steps.append(
-                    StepRecord(
-                        step=step, action=state.pending.action, status="failed", summary="timed out"
-                    )
-                )
-                notice = i18n.text(
-                    "step_timeout",
-                    state.language,
-                    action=state.pending.action,
-                    seconds=self.settings.step_timeout_seconds,
-                )
-                await self._end(state, "step_timeout", notice)
-            ended += 1
+            if await self._time_out(cycle_id, step):
+                ended += 1
+            await self.deadlines.clear(cycle_id, step)
         return ended
+
+    async def _time_out(self, cycle_id: str, step: int) -> bool:
+        """End the cycle if ``step`` is still the one it waits for; True if it did."""
+        state = await self.store.load(cycle_id)
+        if state is None or state.status == "ended":
+            return False
+        if state.pending is None or state.pending.step != step:
+            return False
+        with attached_trace(state.trace), tracer.start_as_current_span("cycle.step_timeout"):
+            state.steps.append(
+                StepRecord(
+                    step=step, action=state.pending.action, status="failed", summary="timed out"
+                )
+            )
+            notice = i18n.text(
+                "step_timeout",
+                state.language,
+                action=state.pending.action,
+                seconds=self.settings.step_timeout_seconds,
+            )
+            await self._end(state, "step_timeout", notice)
+        return True
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -188,11 +205,18 @@ class CycleEngine:
             transcript=[original],
         )
         state = await self.store.create(state)
-        await self._post(state, ChatPosted(message=original))
+        await self._echo(state)
         if history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
         return state
+
+    async def _echo(self, state: CycleState) -> None:
+        """The user's message on chat.out: every socket shows it, the memory service stores
+        it in the thread's history."""
+        await self._post(state, ChatPosted(message=state.original))
+        state.echoed = True
+        await self.store.save(state)
 
     async def _earlier_messages(
         self, event: Envelope, cycle_id: str
@@ -265,7 +289,9 @@ class CycleEngine:
         if pending is not None and pending.step == payload.step + 1:
             await self._republish_pending(state)
         elif pending is None and state.steps and state.steps[-1].step == payload.step:
-            await self._decide_next(state)  # crashed after recording this step
+            # Crashed after recording this step: carry on from its outcome, which may be the
+            # end of the cycle (deciding again there would run a second Finalize).
+            await self._after_step(state, payload)
         else:
             log.info("ignoring stale completion of %s step %d", state.cycle_id, payload.step)
 

@@ -36,6 +36,8 @@ class CycleState(BaseModel):
     original: ChatRecord
     history: list[ChatRecord]
     transcript: list[ChatRecord]
+    echoed: bool = False
+    """The user's message was published on chat.out (a redelivery echoes it if not)."""
     steps: list[StepRecord] = Field(default_factory=list)
     pending: PendingStep | None = None
     status: Literal["running", "ended"] = "running"

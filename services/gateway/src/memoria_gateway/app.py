@@ -7,10 +7,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from opentelemetry.sdk.trace import TracerProvider
+from redis.exceptions import RedisError
 
+from memoria_gateway import validation_errors
 from memoria_gateway.core import build_broker
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
@@ -52,6 +55,15 @@ def create_app(
             await gateway.redis.aclose()
 
     app = FastAPI(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(RedisError)
+    async def broker_unavailable(request: Request, exc: RedisError) -> JSONResponse:
+        # The broker is away (or was restarted and a pooled connection is stale): the
+        # request did nothing, so it is safe to send again, unlike what a 500 says.
+        log.error("%s %s: the broker failed: %r", request.method, request.url.path, exc)
+        return JSONResponse({"detail": "the broker is unavailable; try again"}, status_code=503)
+
+    validation_errors.install(app)  # a 422 that echoes a lone surrogate is not a 500
     app.include_router(http_router(gateway))
     app.include_router(memory_router(gateway.memory, gateway.tokens))
     app.include_router(thread_router(gateway.memory, gateway.tokens))

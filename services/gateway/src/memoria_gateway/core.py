@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faststream.redis import RedisBroker, StreamSub
-from faststream.redis.annotations import RedisStreamMessage
 from faststream.redis.subscriber.usecases.stream_subscriber import StreamSubscriber
 from opentelemetry.sdk.trace import TracerProvider
-from redis.asyncio import Redis
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
@@ -20,14 +18,23 @@ from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.resume import EntryId
+from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, create_broker
+from memoria_runtime.bus.entries import tolerant_parser
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
+from memoria_runtime.stream_message import StreamMessage
 
 log = logging.getLogger("memoria.gateway")
+
+# redis-py's default pool holds at most 100 connections and refuses the 101st command in
+# flight ("Too many connections"): 200 sockets sending at once got broker_unavailable. The
+# gateway keeps that cap (for the broker's sake) but a burst waits for a free connection.
+REDIS_POOL_SIZE = 100
+REDIS_POOL_WAIT_S = 10.0
 
 
 @dataclass
@@ -65,7 +72,9 @@ def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, Gateway]:
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
-    redis = Redis.from_url(settings.effective_redis_url)
+    redis = redis_clients.connect_bounded(
+        settings, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
+    )
     gate = ThreadGate(
         redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
     )
@@ -73,6 +82,7 @@ def build_broker(
     # belongs to its own sockets. Entries are handled one at a time, in stream order.
     fan_out_subscriber = broker.subscriber(
         stream=StreamSub(Stream.CHAT_OUT.value),
+        parser=tolerant_parser,  # a junk entry is dropped by the signature check, not a crash
         title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
         description="Deliver messages, deltas and cycle ends to the user's sockets.",
     )
@@ -94,7 +104,8 @@ def build_broker(
     )
 
     @fan_out_subscriber
-    async def fan_out(event: Envelope, message: RedisStreamMessage) -> None:
+    async def fan_out(event: Envelope, message: StreamMessage) -> None:
+        # StreamMessage, not FastStream's RedisStreamMessage: no worker thread per entry.
         problem = signer.problem(Stream.CHAT_OUT.value, message.body, message.headers)
         if problem is not None:  # a forged frame must never reach a user's socket
             log.error("dropped a chat.out entry for %s: %s", event.user_id, problem)

@@ -93,7 +93,12 @@ class Connection:
         try:
             while True:
                 text = await self._outbox.get()
-                await asyncio.wait_for(self.websocket.send_text(text), _SEND_TIMEOUT_S)
+                # Not asyncio.wait_for: on Python 3.11 it can swallow the cancel of stop()
+                # when the send finishes at that moment, and this task then waits forever on
+                # an outbox nobody fills (the socket's handler never ends: a leak per socket,
+                # and uvicorn's shutdown waits for it until the process is killed).
+                async with asyncio.timeout(_SEND_TIMEOUT_S):
+                    await self.websocket.send_text(text)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a dead socket: the receive loop will notice and clean up

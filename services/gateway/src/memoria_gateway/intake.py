@@ -52,7 +52,9 @@ class Intake:
             )
         try:
             data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except RecursionError:  # "[[[[…" a few thousand deep fits in any frame limit
+            return ErrorFrame(code="invalid_frame", message="the frame's JSON nests too deeply")
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError, an int of > 4300 digits
             return ErrorFrame(code="invalid_frame", message="frames must be JSON text")
         try:
             frame = ClientMessage.model_validate(data)

@@ -19,7 +19,7 @@ from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
-from memoria_runtime import presence
+from memoria_runtime import presence, redis_clients
 from memoria_runtime.bus import create_broker, subscribe_group
 from memoria_runtime.settings import Settings
 
@@ -83,7 +83,7 @@ async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None
 
 def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
     broker, handlers = build_broker(settings, provider)
-    redis = Redis.from_url(settings.effective_redis_url)
+    redis = redis_clients.connect(settings)
     app = FastStream(broker)
     tasks: list[asyncio.Task[None]] = []
 

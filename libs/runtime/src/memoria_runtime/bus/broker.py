@@ -8,7 +8,7 @@ from faststream.redis import RedisBroker
 from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
-from memoria_runtime import metrics
+from memoria_runtime import metrics, redis_clients
 from memoria_runtime.settings import Settings
 
 _BROKER_LOGGER = "memoria.broker"
@@ -35,4 +35,5 @@ def create_broker(
         middlewares=middlewares,
         graceful_timeout=settings.shutdown_grace_seconds,
         logger=broker_logger,
+        retry=redis_clients.reconnecting(),  # FastStream's own pool would never retry
     )

@@ -25,21 +25,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from faststream import AckPolicy
-from faststream.message import StreamMessage
+from faststream.message import StreamMessage as FastStreamMessage
 from faststream.redis import RedisBroker, RedisResponse, StreamSub
-from faststream.redis.annotations import RedisStreamMessage
 from pydantic import ValidationError
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus.deadletter import dead_letter
+from memoria_runtime.bus.entries import DATA_FIELD, tolerant_parser
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.settings import Settings
+from memoria_runtime.stream_message import StreamMessage
 
 log = logging.getLogger("memoria.bus")
 
 _KEEPALIVES_PER_IDLE = 3  # re-claim a running entry three times per reclaim window
-_DATA_FIELD = b"__data__"  # where FastStream stores the framed message in a stream entry
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ EventHandler = Callable[[Envelope, Delivery], Awaitable[Envelope | None]]
 """Handles one event; a returned envelope is the reply to a request (request/reply)."""
 
 
-def _raw_body(message: StreamMessage[Any]) -> bytes:
+def _raw_body(message: FastStreamMessage[Any]) -> bytes:
     return bytes(message.body)
 
 
@@ -67,7 +67,7 @@ def _delivery(message: Any, group: Group, *, redelivered: bool) -> Delivery:
         stream=raw["channel"],
         group=group.value,
         entry_id=raw["message_ids"][0].decode(),
-        data=raw["data"].get(_DATA_FIELD, b""),
+        data=raw["data"].get(DATA_FIELD, b""),
         redelivered=redelivered,
     )
 
@@ -149,13 +149,14 @@ def subscribe_group(
             max_records=settings.consumer_concurrency,
         ),
         ack_policy=AckPolicy.NACK_ON_ERROR,
+        parser=tolerant_parser,
         max_workers=workers,
         title=f"{stream.value}:{group.value}",
         description=description,
     )
 
     @reader
-    async def on_event(event: Envelope, message: RedisStreamMessage) -> RedisResponse | None:
+    async def on_event(event: Envelope, message: StreamMessage) -> RedisResponse | None:
         # Parsing is pure; nothing acts on the event before its signature holds.
         problem = signer.problem(stream.value, bytes(message.body), message.headers)
         if problem is not None:
@@ -171,12 +172,13 @@ def subscribe_group(
             min_idle_time=settings.reclaim_idle_ms,
         ),
         ack_policy=AckPolicy.NACK_ON_ERROR,
+        parser=tolerant_parser,
         decoder=_raw_body,
         include_in_schema=False,
     )
 
     @reclaimer
-    async def on_reclaimed(body: bytes, message: RedisStreamMessage) -> RedisResponse | None:
+    async def on_reclaimed(body: bytes, message: StreamMessage) -> RedisResponse | None:
         deliveries = await message.get_delivery_count()
         reason = signer.problem(stream.value, body, message.headers)
         event: Envelope | None = None
