@@ -64,7 +64,7 @@ fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~15 min on 2 cores)
+bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~12 min on 2 cores)
 	$(PY) bench/bus_floor.py
 	$(PY) bench/cycle_overhead.py
 	$(PY) bench/throughput.py
