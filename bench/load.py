@@ -129,6 +129,7 @@ class Client:
         self.replies: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.ends: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.mine: set[str] = set()
+        self.strangers: list[tuple[Any, str | bytes]] = []
 
     def error(self, what: str) -> None:
         self.result.errors.append(f"{self.user_id}: {what}")
@@ -143,11 +144,15 @@ class Client:
             frame: dict[str, Any] = json.loads(raw)
             kind = frame.get("type")
             if kind in {"accepted", "error"}:
+                if kind == "accepted":  # here, not in one_cycle: its echo may come next
+                    self.mine.add("cyc_" + str(frame.get("id")).removeprefix("msg_"))
                 await self.replies.put(frame)
                 continue
             cycle_id = frame.get("cycle_id")
-            if cycle_id not in self.mine or frame.get("thread_id") != THREAD_ID:
-                self.error(f"a frame of a cycle that is not this user's: {raw!s:.200}")
+            if frame.get("thread_id") != THREAD_ID:
+                self.error(f"a frame of another thread: {raw!s:.200}")
+            elif cycle_id not in self.mine:
+                self.strangers.append((cycle_id, raw))  # judged once every reply is in
             if kind == "cycle_end" and isinstance(cycle_id, str):
                 waiter = self.end_of(cycle_id)
                 if not waiter.done():
@@ -172,6 +177,9 @@ class Client:
                 reader.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await reader
+                for cycle_id, raw in self.strangers:
+                    if cycle_id not in self.mine:
+                        self.error(f"a frame of a cycle that is not this user's: {raw!s:.200}")
         except (OSError, TimeoutError, websockets.WebSocketException) as exc:
             self.error(f"connection failed or dropped: {exc!r}")
         finally:
