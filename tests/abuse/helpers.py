@@ -24,7 +24,15 @@ from stack import SERVICES, Stack, free_port, running_stack
 from ws_client import ChatClient, Frame
 
 DOCUMENTED_ERROR_CODES: Final = frozenset(
-    {"invalid_frame", "too_large", "unauthorized", "broker_unavailable", "rate_limited"}
+    {
+        "invalid_frame",
+        "too_large",
+        "unauthorized",
+        "broker_unavailable",
+        "rate_limited",
+        "not_found",
+        "unavailable",
+    }
 )
 """The error frame codes of docs/protocol.md ("Codes: ...")."""
 

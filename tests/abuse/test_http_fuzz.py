@@ -265,6 +265,44 @@ def test_thread_bodies_are_answered_without_a_server_error(
         assert thread["title"].strip() == title.strip()
 
 
+CONFIG_FIELDS: Final = (
+    "system_prompt",
+    "chat_model",
+    "memory_limit",
+    "memory_min_relevance",
+    "memory_type_descriptions",
+    "proactive_retrieval",
+)
+config_values = st.one_of(
+    json_values,
+    odd_text,
+    lone_surrogates,
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.dictionaries(st.sampled_from(["goal", "hobby", "preference"]), json_values, max_size=3),
+)
+
+
+@settings(FUZZ, max_examples=50)
+@given(
+    body=st.dictionaries(
+        st.sampled_from((*CONFIG_FIELDS, *THREAD_EXTRAS)), config_values, max_size=4
+    )
+)
+@example(body={"system_prompt": "\ud800"})
+@example(body={"memory_type_descriptions": {"goal": None}, "memory_limit": None})
+def test_session_config_bodies_are_answered_without_a_server_error(
+    api: Api, body: dict[str, Any]
+) -> None:
+    route = f"/api/threads/{api.thread_id}/config"
+    response = api.http.patch(route, content=escaped(body), headers=JSON)
+    changed = answered(response, 200)
+    if response.status_code == 200:
+        assert set(body) <= set(CONFIG_FIELDS)  # user_id and the like are refused
+        assert answered(api.http.get(route), 200) == changed
+        assert 1 <= changed["config"]["memory_limit"] <= 100
+
+
 odd_ids = st.one_of(
     odd_text.filter(bool),
     st.text(min_size=1, max_size=300),

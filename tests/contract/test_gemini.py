@@ -4,6 +4,7 @@ usage it records. The behaviours every provider shares are in ``test_llm.py``.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -389,6 +390,17 @@ async def test_chat_streams_over_sse_with_the_chat_model(
     assert sent.query.get("alt") == "sse"
     assert sent.model == "gemini-2.5-flash"
     assert "responseMimeType" not in sent.body.get("generationConfig", {})
+
+
+async def test_chat_answers_with_a_sessions_chat_model(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    request = dataclasses.replace(conversation(), model="gemini-2.5-pro")
+    await collect(gemini.chat(request))
+    (sent,) = fake.requests
+    assert sent.model == "gemini-2.5-pro"
+    assert gemini.chat_model(request) == "gemini-2.5-pro"
+    assert gemini.chat_model(conversation()) == "gemini-2.5-flash"
 
 
 @pytest.mark.parametrize(

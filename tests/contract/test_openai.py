@@ -5,6 +5,7 @@ factories choose it. The behaviours every provider shares are in ``test_llm.py``
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import sys
 import time
@@ -242,6 +243,16 @@ async def test_chat_streams_with_the_chat_model_and_asks_for_usage(
     assert sent.body["stream_options"] == {"include_usage": True}
     assert sent.response_format is None
     assert system_text(sent) == SYSTEM
+
+
+async def test_chat_answers_with_a_sessions_chat_model(make: Any, fake: FakeOpenAI) -> None:
+    llm: OpenAICompatibleModel = make(openai_model_chat="chat-model")
+    request = dataclasses.replace(conversation(), model="session-model")
+    assert "".join(await collect(llm.chat(request)))
+    (sent,) = fake.requests
+    assert sent.body["model"] == "session-model"
+    assert llm.chat_model(request) == "session-model"
+    assert llm.chat_model(conversation()) == "chat-model"
 
 
 def test_each_mode_is_labelled_with_its_model(make: Any) -> None:

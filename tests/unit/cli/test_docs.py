@@ -39,4 +39,6 @@ def test_asyncapi_documents_describe_the_streams_each_service_uses() -> None:
     assert {"memoria:chat.in", "memoria:actions.done", "memoria:actions"} <= channels["decision"]
     assert {"memoria:actions", "memoria:actions.done"} <= channels["action-worker"]
     assert {"memoria:chat.out", "memoria:memory.rpc"} <= channels["memory"]
+    # The memory service's own group on the cycle's streams (cycle traces).
+    assert {"memoria:chat.in", "memoria:actions", "memoria:actions.done"} <= channels["memory"]
     assert {"memoria:chat.out", "memoria:chat.in"} <= channels["gateway"]

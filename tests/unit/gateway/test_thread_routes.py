@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from memoria_contracts.base import ContractModel
+from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionConfigUpdate
 from memoria_contracts.threads import (
     Thread,
     ThreadCreate,
@@ -66,6 +67,22 @@ class ScriptedThreads:
         self, user_id: str, request: ThreadRename
     ) -> ThreadSaved | ThreadFailure:
         answer: ThreadSaved | ThreadFailure = self._answer("rename_thread", user_id, request)
+        return answer
+
+    async def session_config(
+        self, user_id: str, request: SessionConfigGet
+    ) -> SessionConfigState | ThreadFailure:
+        answer: SessionConfigState | ThreadFailure = self._answer(
+            "session_config", user_id, request
+        )
+        return answer
+
+    async def update_session_config(
+        self, user_id: str, request: SessionConfigUpdate
+    ) -> SessionConfigState | ThreadFailure:
+        answer: SessionConfigState | ThreadFailure = self._answer(
+            "update_session_config", user_id, request
+        )
         return answer
 
 
@@ -250,6 +267,8 @@ def test_openapi_documents_the_thread_routes(client: TestClient) -> None:
         ("GET", "/api/threads"),
         ("POST", "/api/threads"),
         ("PATCH", "/api/threads/{thread_id}"),
+        ("GET", "/api/threads/{thread_id}/config"),
+        ("PATCH", "/api/threads/{thread_id}/config"),
     }
     for operation in operations.values():
         assert operation["summary"] and operation["description"]
@@ -257,3 +276,5 @@ def test_openapi_documents_the_thread_routes(client: TestClient) -> None:
         assert {"401", "503"} <= set(operation["responses"])
     assert "201" in operations["POST", "/api/threads"]["responses"]
     assert "404" in operations["PATCH", "/api/threads/{thread_id}"]["responses"]
+    assert "404" in operations["GET", "/api/threads/{thread_id}/config"]["responses"]
+    assert "404" in operations["PATCH", "/api/threads/{thread_id}/config"]["responses"]

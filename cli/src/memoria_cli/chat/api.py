@@ -1,5 +1,5 @@
 """The gateway's HTTP routes the chat's slash commands use, on the authenticated client of
-`memoria export`/`import` (memoria_cli.gateway_client): threads and memories."""
+`memoria export`/`import` (memoria_cli.gateway_client): threads, memories, cycle traces."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memoria_cli.gateway_client import error_detail, send
 from memoria_cli.transfer import MEMORIES_PATH
+from memoria_contracts.cycles import Cycle
 from memoria_contracts.memory import Memory
 
 THREADS_PATH: Final = "/api/threads"
+CYCLES_PATH: Final = "/api/cycles"
 SEARCH_PATH: Final = f"{MEMORIES_PATH}/search"
 MEMORIES_SHOWN: Final = 50
 BEARER: Final = "Bearer "
@@ -119,6 +121,14 @@ async def forget(client: httpx.AsyncClient, memory_id: str) -> Forgotten | None:
     except (ValueError, AttributeError):
         content = None  # deleted all the same: the status says so
     return Forgotten(memory_id, content)
+
+
+async def cycle_trace(client: httpx.AsyncClient, cycle_id: str) -> Cycle | None:
+    """A cycle's trace; None when the user has no such cycle (or it has expired)."""
+    response = await send(client, "GET", f"{CYCLES_PATH}/{quote(cycle_id, safe='')}")
+    if response.status_code == httpx.codes.NOT_FOUND:
+        return None
+    return _parsed(Cycle, response, "reading the cycle")
 
 
 async def recent_messages(

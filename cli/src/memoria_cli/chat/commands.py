@@ -26,11 +26,15 @@ ESCAPE: Final = "//"
 """A line starting with ``//`` is sent as a message that starts with ``/``."""
 RECENT_MESSAGES: Final = 10
 """Messages shown from a thread switched to, for context."""
+CYCLE_ID: Final = re.compile(r"^cyc_[A-Za-z0-9_-]{1,80}$")
+"""A cycle id as ``GET /api/cycles/{cycle_id}`` takes it."""
 
 
 @dataclass
 class ChatState:
     thread: str
+    last_cycle: str | None = None
+    """The newest cycle that ended in this chat, for ``/trace``."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,12 @@ class Forget:
 
 
 @dataclass(frozen=True)
+class Trace:
+    cycle_id: str | None = None
+    """None: the last cycle of this chat."""
+
+
+@dataclass(frozen=True)
 class Quit:
     pass
 
@@ -89,7 +99,17 @@ class Invalid:
 
 
 Command = (
-    Say | Blank | Help | Threads | SwitchThread | NewThread | Memories | Forget | Quit | Invalid
+    Say
+    | Blank
+    | Help
+    | Threads
+    | SwitchThread
+    | NewThread
+    | Memories
+    | Forget
+    | Trace
+    | Quit
+    | Invalid
 )
 
 HELP: Final = (
@@ -99,6 +119,7 @@ HELP: Final = (
     ("/new", "start a new thread"),
     ("/memories [QUERY]", "your newest memories, or those that match QUERY"),
     ("/forget ID", "delete the memory ID"),
+    ("/trace [CYCLE_ID]", "every step of the last reply (or of CYCLE_ID), in order"),
     ("/quit", "leave (Ctrl-D and Ctrl-C too)"),
     ("//text", "send a message that starts with /"),
 )
@@ -139,6 +160,10 @@ def _command(name: str, argument: str) -> Command:
         if not argument or " " in argument:
             return Invalid("usage: /forget ID (the id /memories shows)")
         return Forget(argument)
+    if name == "trace":
+        if argument and not CYCLE_ID.fullmatch(argument):
+            return Invalid(f"not a cycle id: {argument!r} (cyc_…, as /trace shows)")
+        return Trace(argument or None)
     return Invalid(f"unknown command /{name}: /help lists the commands")
 
 
@@ -170,10 +195,23 @@ async def run_command(
                 view.error(f"no such memory: {command.memory_id}")
             else:
                 view.notice(f"forgot {forgotten.memory_id}: {shown(forgotten.content)}")
+        elif isinstance(command, Trace):
+            await _trace(command.cycle_id or state.last_cycle, client, view)
     except api.NotAvailable as exc:
         view.warning(str(exc))
     except (api.ApiError, GatewayError) as exc:
         view.error(str(exc))
+
+
+async def _trace(cycle_id: str | None, client: httpx.AsyncClient, view: ChatView) -> None:
+    if cycle_id is None:
+        view.warning("no reply yet in this chat: send a message first, or /trace CYCLE_ID")
+        return
+    cycle = await api.cycle_trace(client, cycle_id)
+    if cycle is None:
+        view.error(f"no such cycle: {cycle_id}")
+    else:
+        view.trace(cycle)
 
 
 async def _new_thread(client: httpx.AsyncClient) -> str:

@@ -31,6 +31,7 @@ from rich.text import Text
 
 from memoria_cli.chat.api import ThreadSummary
 from memoria_cli.chat.sanitize import clean, clean_line, shown
+from memoria_contracts.cycles import Cycle, CycleEvent
 from memoria_contracts.memory import Memory
 
 Frame = Mapping[str, Any]
@@ -284,6 +285,28 @@ class ChatView:
             table.add_row(*cells)
         self._print(table)
 
+    def trace(self, cycle: Cycle) -> None:
+        """A cycle's events in order, one row each, timed from its start."""
+        ended = f"{cycle.end_reason}" if cycle.end_reason else "still running"
+        title = f"{cycle.cycle_id} · thread {cycle.thread_id} · {ended}"
+        table = Table(title=clean_line(title), title_justify="left")
+        table.add_column("+ms", justify="right", style=STYLE_DIM)
+        table.add_column("stream", no_wrap=True, style=STYLE_DIM)
+        table.add_column("event", no_wrap=True)
+        table.add_column("what")
+        for event in cycle.events:
+            elapsed = (event.at - cycle.started_at).total_seconds() * 1000
+            table.add_row(
+                Text(f"{elapsed:.0f}"),
+                Text(clean_line(event.stream)),
+                Text(clean_line(event.type)),
+                Text(_event_text(event)),
+            )
+        self._print(table)
+        if cycle.truncated:
+            self.warning(f"only the first {len(cycle.events)} events are shown")
+        self.notice(f"trace id {cycle.trace_id or 'unknown'}")
+
     # -- drawing ----------------------------------------------------------------------------
 
     def _set_status(self, text: str) -> None:
@@ -381,6 +404,23 @@ def _usage(usage: Mapping[str, Any]) -> str:
 
 def _count(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def _event_text(event: CycleEvent) -> str:
+    """One line that says what a trace event did."""
+    if event.message is not None:
+        message = event.message
+        return f"{message.role}/{message.modal}: {_snippet(message.content)}"
+    if event.type == "action.completed":
+        outcome = f"{event.status}: {event.summary or ''}"
+        if event.error:
+            outcome += f" ({event.error})"
+        return clean_line(f"step {event.step} {event.action} {outcome}")
+    if event.step is not None:
+        return clean_line(f"step {event.step} {event.action}")
+    if event.type == "cycle.ended":
+        return clean_line(f"{event.reason}: {', '.join(event.actions or [])}")
+    return ""
 
 
 def _relevance(score: float | None) -> str:

@@ -75,6 +75,8 @@ async def chat(
         # A socket carries every thread of the user; only the current one is on screen.
         if frame.get("thread_id") in (None, state.thread):
             view.show(frame)
+            if frame.get("type") == "cycle_end" and isinstance(frame.get("cycle_id"), str):
+                state.last_cycle = frame["cycle_id"]
 
     try:
         async with connect(connection, environ) as client:

@@ -14,6 +14,7 @@ from pydantic import Field, StringConstraints, computed_field
 from memoria_contracts import threads as _threads
 from memoria_contracts.base import ContractModel
 from memoria_contracts.chat import ChatRecord, utcnow
+from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.ids import new_id
 from memoria_contracts.memory import (
     MemoryDelete,
@@ -32,6 +33,12 @@ from memoria_contracts.memory import (
     MemoryUpdate,
     MemoryUpdated,
     MemoryVectors,
+)
+from memoria_contracts.session import (
+    SessionConfig,
+    SessionConfigGet,
+    SessionConfigState,
+    SessionConfigUpdate,
 )
 from memoria_contracts.threads import (
     ThreadCreate,
@@ -88,6 +95,11 @@ class CycleContext(ContractModel):
     )
     steps: list[StepRecord] = Field(default_factory=list)
     language: Language = "en"
+    session: SessionConfig | None = Field(
+        default=None,
+        description="The thread's effective session configuration, read once at cycle "
+        "start; null from a decision service older than this field (use the settings).",
+    )
 
 
 class UserMessageReceived(ContractModel):
@@ -215,7 +227,13 @@ Payload = Annotated[
     | ThreadRename
     | ThreadPage
     | ThreadSaved
-    | ThreadFailure,
+    | ThreadFailure
+    | CycleGet
+    | CycleFound
+    | CycleFailure
+    | SessionConfigGet
+    | SessionConfigUpdate
+    | SessionConfigState,
     Field(discriminator="type"),
 ]
 

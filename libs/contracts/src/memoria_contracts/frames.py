@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from memoria_contracts.chat import Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
+from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigPatch
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
 StreamEventId = Annotated[str, StringConstraints(pattern=r"^[0-9]+-[0-9]+$")]
@@ -20,6 +21,8 @@ ErrorCode = Literal[
     "unauthorized",  # missing, forged or expired token
     "broker_unavailable",  # the message could not be queued; nothing was accepted
     "rate_limited",
+    "not_found",  # no such thread of yours (session_config)
+    "unavailable",  # the memory service did not answer (session_config); send again
 ]
 
 
@@ -44,7 +47,19 @@ class ClientMessage(_Frame):
     id: ClientMessageId | None = None
 
 
-ClientFrame = ClientMessage
+class ClientSessionConfig(_Frame):
+    """``{"type": "session_config", "thread_id": "...", "config": {...}}``: change the
+    thread's session config (fields left out unchanged, null resets to the default); without
+    ``config``, read it. Answered by a ``session_config`` frame or an error frame."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["session_config"]
+    thread_id: ThreadId
+    config: SessionConfigPatch | None = None
+
+
+ClientFrame = Annotated[ClientMessage | ClientSessionConfig, Field(discriminator="type")]
 
 
 class AcceptedFrame(_Frame):
@@ -123,6 +138,18 @@ class ResumedFrame(_Frame):
     complete: bool
 
 
+class SessionConfigFrame(_Frame):
+    """A thread's session config: the answer to a client ``session_config`` frame."""
+
+    type: Literal["session_config"] = "session_config"
+    thread_id: str
+    user_id: str = Field(description="The session's user.")
+    config: SessionConfig = Field(description="Effective: the defaults, overrides on top.")
+    overrides: SessionConfigOverrides = Field(
+        description="What the thread sets itself; null fields follow the defaults."
+    )
+
+
 class ErrorFrame(_Frame):
     type: Literal["error"] = "error"
     code: ErrorCode
@@ -130,6 +157,12 @@ class ErrorFrame(_Frame):
 
 
 ServerFrame = Annotated[
-    AcceptedFrame | MessageFrame | DeltaFrame | CycleEndFrame | ErrorFrame | ResumedFrame,
+    AcceptedFrame
+    | MessageFrame
+    | DeltaFrame
+    | CycleEndFrame
+    | ErrorFrame
+    | ResumedFrame
+    | SessionConfigFrame,
     Field(discriminator="type"),
 ]

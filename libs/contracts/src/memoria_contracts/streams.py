@@ -25,4 +25,7 @@ class Group(StrEnum):
     ACTION_WORKER = "action-worker"
     MEMORY = "memory"
     MEMORY_HISTORY = "memory-history"
-    """The memory service's second group on chat.out, to persist the chat history."""
+    """The memory service's second group on chat.out, to persist the chat history (and each
+    cycle's trace of its messages)."""
+    MEMORY_TRACE = "memory-trace"
+    """The memory service's group on chat.in, actions and actions.done: each cycle's trace."""

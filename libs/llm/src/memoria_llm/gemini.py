@@ -338,8 +338,11 @@ class GeminiModel(LanguageModel):
             f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {problem}"
         )
 
+    def chat_model(self, request: LLMRequest) -> str:
+        return request.model or self._settings.model_chat
+
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        model = self._settings.model_chat
+        model = self.chat_model(request)
         config = types.GenerateContentConfig(system_instruction=request.prompt.system or None)
         contents = _contents(request.prompt)
         span = self._tracing.start_span("llm.chat", model, request)

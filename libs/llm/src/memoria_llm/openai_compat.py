@@ -196,8 +196,11 @@ class OpenAICompatibleModel(LanguageModel):
             f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {problem}"
         )
 
+    def chat_model(self, request: LLMRequest) -> str:
+        return request.model or self._models[Mode.CHAT]
+
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        model = self._models[Mode.CHAT]
+        model = self.chat_model(request)
         messages = wire.messages(request.prompt)
         span = self._tracing.start_span("llm.chat", model, request)
         # A stream reports usage in its last chunk (some servers: running totals in every

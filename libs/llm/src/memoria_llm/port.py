@@ -54,6 +54,9 @@ class LLMRequest:
     context: CycleContext | None = None
     attempt: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    """Chat mode: the model to answer with instead of the configured one (a thread's session
+    config); providers with no choice of model ignore it."""
 
 
 class LLMError(Exception):
@@ -88,6 +91,10 @@ class LanguageModel(ABC):
     def label(self, mode: Mode) -> str:
         """What users are shown as the author of an answer in this mode, e.g.
         ``gemini-2.5-flash`` or ``offline planner (no LLM)``."""
+
+    def chat_model(self, request: LLMRequest) -> str:
+        """Who answers ``request`` in chat mode, as users are shown it."""
+        return self.label(Mode.CHAT)
 
     @abstractmethod
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:

@@ -17,6 +17,8 @@ taken; the last entry repeats); an entry may be a list indexed by the re-ask att
 script can answer an unknown name first and a valid one next. ``chat[task]`` is streamed in
 chunks of ``chat_chunk_words`` words; ``reasoning[task]`` is validated into the asked schema.
 ``delay_seconds`` per mode simulates latency (benchmarks) or a hung model (tests).
+``prompt_log`` (a file path) appends every prompt the model is given as one JSON line
+(``mode``, ``task``, ``model``, ``system``, ``messages``), so tests can check what a step saw.
 
 Strings in ``reasoning`` outputs may refer to the cycle, so a script can act on ids it cannot
 know in advance: ``"$1"``…``"$9"`` are the groups of the rule's ``match`` in the message,
@@ -76,6 +78,7 @@ class Script(BaseModel):
     delay_seconds: dict[Mode, float] = Field(default_factory=dict)
     chat_chunk_words: int = Field(default=1, ge=1)
     embedding_dim: int = Field(default=8, ge=1)
+    prompt_log: Path | None = None
 
     @classmethod
     def load(cls, path: Path) -> Script:
@@ -121,8 +124,22 @@ class ScriptedModel(LanguageModel):
         if seconds > 0:
             await asyncio.sleep(seconds)
 
+    def _log_prompt(self, mode: Mode, request: LLMRequest) -> None:
+        if self._script.prompt_log is None:
+            return
+        entry = {
+            "mode": mode.value,
+            "task": request.task,
+            "model": request.model,
+            "system": request.prompt.system,
+            "messages": [[m.role, m.content] for m in request.prompt.messages],
+        }
+        with self._script.prompt_log.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
         await self._delay(Mode.REASONING_HEAVY)
+        self._log_prompt(Mode.REASONING_HEAVY, request)
         rule = self._rule(request)
         steps = len(request.context.steps) if request.context else 0
         entry = _pick(rule.decide, steps)
@@ -133,6 +150,7 @@ class ScriptedModel(LanguageModel):
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
         await self._delay(Mode.REASONING)
+        self._log_prompt(Mode.REASONING, request)
         rule = self._rule(request)
         if request.task not in rule.reasoning:
             raise LLMOutputError(f"the script has no reasoning output for {request.task}")
@@ -153,6 +171,7 @@ class ScriptedModel(LanguageModel):
 
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
         await self._delay(Mode.CHAT)
+        self._log_prompt(Mode.CHAT, request)
         text = self._rule(request).chat.get(request.task, f"(scripted) {request.task}")
         words = _WORDS.findall(text)
         size = self._script.chat_chunk_words

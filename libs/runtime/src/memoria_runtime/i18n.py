@@ -182,6 +182,54 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "The memory service refused the request ({detail}), so I stopped this step.",
         "pt": "O serviço de memória recusou o pedido ({detail}), então parei este passo.",
     },
+    # Commands that never reach the model (R-7, decision's fast_paths.py).
+    "list_all_started": {"en": "Listing your memories...", "pt": "Listando suas memórias..."},
+    "list_all_none": {
+        "en": "You have no memories saved yet.",
+        "pt": "Você ainda não tem memórias guardadas.",
+    },
+    "list_all_shown": {
+        "en": "These are all your memories ({count}).",
+        "pt": "Estas são todas as suas memórias ({count}).",
+    },
+    "list_all_newest": {
+        "en": "These are your {count} newest memories; you have more. Ask me about a topic to "
+        "find others, or open the memories drawer to see them all.",
+        "pt": "Estas são as suas {count} memórias mais recentes; há mais. Pergunte sobre um "
+        "assunto para achar outras, ou abra a gaveta de memórias para ver todas.",
+    },
+    # Worded so that it never reads as the offline planner's own delete-everything question.
+    "delete_all_question": {
+        "en": 'Delete every memory I have of you? This cannot be undone. Reply "yes" to '
+        'delete them all, or "cancel" to keep them (I will wait {minutes} minutes).',
+        "pt": "Apagar cada memória que tenho de você? Isso não pode ser desfeito. Responda "
+        '"sim" para apagar tudo, ou "cancelar" para mantê-las (espero {minutes} minutos).',
+    },
+    "delete_all_done": {
+        "en": "Done: I deleted all your memories ({count}).",
+        "pt": "Pronto: apaguei todas as suas memórias ({count}).",
+    },
+    "delete_all_none": {
+        "en": "You have no memories, so there was nothing to delete.",
+        "pt": "Você não tem memórias, então não havia nada para apagar.",
+    },
+    "delete_all_partial": {
+        "en": "I deleted {deleted} of your {total} memories; {failed} could not be deleted. "
+        'Say "delete all my memories" again to retry.',
+        "pt": "Apaguei {deleted} das suas {total} memórias; {failed} não puderam ser apagadas. "
+        'Diga "apague todas as minhas memórias" de novo para tentar outra vez.',
+    },
+    "pending_cancelled": {
+        "en": "Okay, cancelled: I did not delete anything.",
+        "pt": "Tudo bem, cancelado: não apaguei nada.",
+    },
+    "nothing_to_cancel": {"en": "There is nothing to cancel.", "pt": "Não há nada para cancelar."},
+    "pending_dropped": {
+        "en": 'I did not delete your memories: your reply was not a "yes", so I dropped that '
+        "request.",
+        "pt": 'Não apaguei suas memórias: sua resposta não foi um "sim", então descartei aquele '
+        "pedido.",
+    },
 }
 
 

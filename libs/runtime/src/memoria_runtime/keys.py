@@ -24,6 +24,11 @@ def thread_dispatch(user_id: str, thread_id: str) -> str:
     return f"{PREFIX}:thread:{user_id}:{thread_id}:dispatch"
 
 
+def pending_action(user_id: str, thread_id: str) -> str:
+    """The action a thread waits to have confirmed (decision's ``pendingAction``, R-7)."""
+    return f"{PREFIX}:thread:{user_id}:{thread_id}:pending"
+
+
 def message_seen(user_id: str, client_message_id: str) -> str:
     return f"{PREFIX}:seen:{user_id}:{client_message_id}"
 

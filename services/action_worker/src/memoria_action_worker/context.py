@@ -18,12 +18,14 @@ from memoria_contracts.events import (
     Language,
     Payload,
 )
+from memoria_contracts.session import SessionConfig
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel
 from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
 P = TypeVar("P", bound=BaseModel)
@@ -144,3 +146,10 @@ class ActionContext:
     @property
     def language(self) -> Language:
         return self.request.context.language
+
+    @property
+    def session(self) -> SessionConfig:
+        """The thread's session config the cycle runs with; the settings' defaults when the
+        request comes from a decision service that does not send it."""
+        sent = self.request.context.session
+        return sent or session_defaults(self.settings, self.event.thread_id)

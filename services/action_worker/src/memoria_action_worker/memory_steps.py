@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt
+from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt, with_system_prompt
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
@@ -39,7 +39,7 @@ from memoria_contracts.memory import (
     MemoryVectors,
     content_size,
 )
-from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Mode, Prompt
+from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Prompt
 from memoria_runtime import i18n
 from memoria_runtime.rpc import RpcError
 
@@ -109,7 +109,7 @@ def language_name(ctx: ActionContext) -> str:
 
 def memory_types_block(ctx: ActionContext) -> str:
     """The memory types with their configured descriptions (R-5: injected into prompts)."""
-    descriptions = ctx.settings.memory_type_descriptions
+    descriptions = ctx.session.memory_type_descriptions
     return "\n".join(f"- {name}: {descriptions[name]}" for name in MEMORY_TYPES)
 
 
@@ -332,16 +332,24 @@ async def explain(
     providers. A model failure here does not undo the memory work already done, so it is
     logged and the step still succeeds (reporting it as failed would invite a repeat)."""
     results_json = json.dumps(results, ensure_ascii=False, default=str)
-    prompt = chat_prompt(system, ctx.cycle, f"{ask}\n\nResults (JSON):\n{results_json}")
+    prompt = chat_prompt(
+        with_system_prompt(system, ctx.session),
+        ctx.cycle,
+        f"{ask}\n\nResults (JSON):\n{results_json}",
+    )
     request = LLMRequest(
-        task=task, prompt=prompt, context=ctx.cycle, metadata={"results": results_json}
+        task=task,
+        prompt=prompt,
+        context=ctx.cycle,
+        metadata={"results": results_json},
+        model=ctx.session.chat_model,
     )
     try:
         return await ctx.chat.stream(
             ctx.llm.chat(request),
             chat_history=True,
             role="assistant",
-            model=ctx.llm.label(Mode.CHAT),
+            model=ctx.llm.chat_model(request),
         )
     except LLMError as exc:
         log.warning("%s: no explanation, the model failed: %s", task, exc)

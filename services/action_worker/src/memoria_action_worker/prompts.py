@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memoria_contracts.events import CycleContext, Language
+from memoria_contracts.session import SessionConfig
 from memoria_llm.conversation import conversation
 from memoria_llm.port import Prompt, PromptMessage
 
@@ -23,3 +24,9 @@ def chat_prompt(system: str, context: CycleContext, ask: str) -> Prompt:
         ask = f"{last.content}\n\n{ask}"
     messages.append(PromptMessage(role="user", content=ask))
     return Prompt(system=system, messages=messages)
+
+
+def with_system_prompt(system: str, session: SessionConfig) -> str:
+    """An answering step's instructions under the thread's system prompt (R-5): the system
+    prompt says who the assistant is and how it behaves, the step what to write now."""
+    return f"{session.system_prompt}\n\n{system}"

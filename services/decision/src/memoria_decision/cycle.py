@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
@@ -32,6 +32,9 @@ from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
+from memoria_decision.fast_paths import FastPaths
+from memoria_decision.pending import PendingActions
+from memoria_decision.session import recall, recalled, session_for_cycle
 from memoria_decision.state import CycleState, CycleStore, PendingStep
 from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
@@ -54,6 +57,7 @@ _ENDED_MARK_TTL_S = 24 * 3600
 # Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
 ATTR_CYCLE_ID = "memoria.cycle_id"
 ATTR_END_REASON = "memoria.cycle.end_reason"
+ATTR_FAST_PATH = "memoria.cycle.fast_path"
 ATTR_COST_USD = "memoria.cycle.cost_usd"
 ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
@@ -74,6 +78,16 @@ class CycleEngine:
     deadlines: Deadlines
     memory: MemoryClient
     llm: LanguageModel
+    fast_paths: FastPaths = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.fast_paths = FastPaths(
+            memory=self.memory,
+            pending=PendingActions(self.redis),
+            store=self.store,
+            gate=self.gate,
+            post=self._post_record,
+        )
 
     # -- events -----------------------------------------------------------------------------
 
@@ -193,6 +207,10 @@ class CycleEngine:
         )
         language = i18n.detect_language(payload.content)
         history, history_error = await self._earlier_messages(event, cycle_id)
+        session = await session_for_cycle(
+            self.memory, self.settings, event.user_id, event.thread_id, cycle_id
+        )
+        cards = await recall(self.memory, session, event.user_id, original)
         state = CycleState(
             cycle_id=cycle_id,
             user_id=event.user_id,
@@ -202,10 +220,13 @@ class CycleEngine:
             language=language,
             original=original,
             history=history,
-            transcript=[original],
+            transcript=[original, *cards],
+            session=session,
         )
         state = await self.store.create(state)
         await self._echo(state)
+        for card in recalled(state.transcript, cycle_id):  # shown before the first decision
+            await self._post(state, ChatPosted(message=card))
         if history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
@@ -237,6 +258,8 @@ class CycleEngine:
         return history, False
 
     async def _decide_next(self, state: CycleState) -> None:
+        if not state.steps and await self._took_fast_path(state):
+            return
         step = state.next_step
         if step > self.settings.cycle_max_steps:
             notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
@@ -271,6 +294,22 @@ class CycleEngine:
         await self.deadlines.set(state.cycle_id, step, self.settings.step_timeout_seconds)
         await self.publisher.publish(Stream.ACTIONS, request)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
+
+    async def _took_fast_path(self, state: CycleState) -> bool:
+        """Before the first decision: run the message's fast path, if it has one (R-7), and
+        end the cycle; True then. Otherwise the model decides, as always."""
+        route = await self.fast_paths.route(state)
+        if route.dropped is not None:
+            notice = i18n.text("pending_dropped", state.language)
+            await self._notice(state, "pending", notice)
+        if route.kind == "model":
+            return False
+        attributes = {ATTR_CYCLE_ID: state.cycle_id, ATTR_FAST_PATH: route.kind}
+        with tracer.start_as_current_span("cycle.fast_path", attributes=attributes):
+            ending = await self.fast_paths.run(state, route)
+        state.steps.append(ending.step)
+        await self._end(state, ending.reason, ending.notice)
+        return True
 
     async def _republish_pending(self, state: CycleState) -> None:
         """A crash may have come between saving a step and publishing it; workers drop the
@@ -366,6 +405,9 @@ class CycleEngine:
 
     async def _post(self, state: CycleState, payload: Payload) -> None:
         await self.publisher.publish(Stream.CHAT_OUT, self._envelope(state, payload))
+
+    async def _post_record(self, state: CycleState, record: ChatRecord) -> None:
+        await self._post(state, ChatPosted(message=record))
 
     async def _notice(self, state: CycleState, name: str, text: str) -> None:
         """A visible system line that is kept in the thread but not shown to the LLM."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memoria_contracts.events import ActionSpec, StepRecord
+from memoria_decision.session import session_instructions
 from memoria_decision.state import CycleState
 from memoria_llm.conversation import conversation
 from memoria_llm.port import Prompt, PromptMessage
@@ -42,7 +43,8 @@ def decision_prompt(
     ask += f"Reply with exactly one of: {names}"
     messages = [*conversation([*state.history, *state.transcript])]
     messages.append(PromptMessage(role="user", content=ask))
-    return Prompt(system=SYSTEM, messages=_alternate(messages))
+    system = SYSTEM + session_instructions(state.session)
+    return Prompt(system=system, messages=_alternate(messages))
 
 
 def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:

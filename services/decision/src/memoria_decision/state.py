@@ -15,6 +15,8 @@ from memoria_contracts.events import (
     Language,
     StepRecord,
 )
+from memoria_contracts.session import SessionConfig
+from memoria_decision.routes import Route
 from memoria_runtime import keys
 
 _STATE_TTL_S = keys.CYCLE_TTL_S
@@ -43,6 +45,10 @@ class CycleState(BaseModel):
     status: Literal["running", "ended"] = "running"
     end_reason: CycleEndReason | None = None
     end_announced: bool = False
+    session: SessionConfig | None = None
+    """The thread's session config, read once at the start (None: state of an older version)."""
+    route: Route | None = None
+    """The route decided before the first decision (fast path or model; routes.py)."""
     started_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
@@ -61,6 +67,7 @@ class CycleState(BaseModel):
             transcript=self.transcript,
             steps=self.steps,
             language=self.language,
+            session=self.session,
         )
 
     def record(self, completed: ActionCompleted) -> None:

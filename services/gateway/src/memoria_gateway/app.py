@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 
 from memoria_gateway import validation_errors
 from memoria_gateway.core import build_broker
+from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.thread_routes import thread_router
@@ -67,6 +68,7 @@ def create_app(
     app.include_router(http_router(gateway))
     app.include_router(memory_router(gateway.memory, gateway.tokens))
     app.include_router(thread_router(gateway.memory, gateway.tokens))
+    app.include_router(cycle_router(gateway.memory, gateway.tokens))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

@@ -11,7 +11,12 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from memoria_contracts.events import Envelope, UserMessageReceived
-from memoria_contracts.frames import AcceptedFrame, ClientMessage, ErrorFrame
+from memoria_contracts.frames import (
+    AcceptedFrame,
+    ClientMessage,
+    ClientSessionConfig,
+    ErrorFrame,
+)
 from memoria_contracts.ids import new_id
 from memoria_contracts.streams import Stream
 from memoria_runtime.bus.framing import frame_for_stream
@@ -43,7 +48,7 @@ class Intake:
         self._gate = gate
         self._signer = signer
 
-    def parse(self, raw: str | bytes) -> ClientMessage | ErrorFrame:
+    def parse(self, raw: str | bytes) -> ClientMessage | ClientSessionConfig | ErrorFrame:
         size = len(raw.encode() if isinstance(raw, str) else raw)
         if size > self._settings.max_frame_bytes:
             return ErrorFrame(
@@ -57,6 +62,8 @@ class Intake:
         except ValueError:  # JSONDecodeError, UnicodeDecodeError, an int of > 4300 digits
             return ErrorFrame(code="invalid_frame", message="frames must be JSON text")
         try:
+            if isinstance(data, dict) and data.get("type") == "session_config":
+                return ClientSessionConfig.model_validate(data)
             frame = ClientMessage.model_validate(data)
         except ValidationError as exc:
             return ErrorFrame(code="invalid_frame", message=_describe(exc))

@@ -1,4 +1,5 @@
-"""HTTP API over the caller's own chat threads (``/api/threads``): list, create, rename.
+"""HTTP API over the caller's own chat threads (``/api/threads``): list, create, rename,
+and each thread's session config (``/api/threads/{thread_id}/config``).
 
 A thread's messages are read at ``GET /api/threads/{thread_id}/messages`` (http_routes.py).
 As with memories, every route acts for the bearer token's user and nobody else, and another
@@ -15,6 +16,14 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memoria_contracts.ids import new_id
+from memoria_contracts.session import (
+    SessionConfig,
+    SessionConfigGet,
+    SessionConfigOverrides,
+    SessionConfigPatch,
+    SessionConfigState,
+    SessionConfigUpdate,
+)
 from memoria_contracts.threads import (
     DEFAULT_THREAD_PAGE,
     DEFAULT_THREAD_TITLE,
@@ -61,6 +70,16 @@ class ThreadBackend(Protocol):
     ) -> ThreadSaved | ThreadFailure:
         """Give a thread a title."""
 
+    async def session_config(
+        self, user_id: str, request: SessionConfigGet
+    ) -> SessionConfigState | ThreadFailure:
+        """A thread's effective session config."""
+
+    async def update_session_config(
+        self, user_id: str, request: SessionConfigUpdate
+    ) -> SessionConfigState | ThreadFailure:
+        """Change a thread's session config overrides."""
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
@@ -85,6 +104,20 @@ class ThreadListPage(BaseModel):
     threads: list[Thread] = Field(description="Most recently updated first.")
 
 
+class ThreadConfig(BaseModel):
+    """A thread's session config, as the HTTP API and the ``session_config`` frame show it."""
+
+    user_id: str = Field(description="The session's user: never taken from a body.")
+    config: SessionConfig = Field(description="Effective: the defaults, overrides on top.")
+    overrides: SessionConfigOverrides = Field(
+        description="What the thread sets itself; null fields follow the defaults."
+    )
+
+    @classmethod
+    def of(cls, user_id: str, state: SessionConfigState) -> "ThreadConfig":
+        return cls(user_id=user_id, config=state.config, overrides=state.overrides)
+
+
 NOT_FOUND_ERROR: Final[dict[int | str, dict[str, Any]]] = {
     status.HTTP_404_NOT_FOUND: {
         "model": ErrorBody,
@@ -101,6 +134,14 @@ def not_found() -> HTTPException:
 async def answer(call: Awaitable[R | ThreadFailure]) -> R:
     # The only thread failure is "not found" (also for another user's thread).
     return await reply_or_raise(call, ThreadFailure, lambda _: not_found())
+
+
+def known_thread(thread_id: str) -> str:
+    """``thread_id`` if it could be a thread's id; else "not found", like an unknown one."""
+    try:
+        return _THREAD_IDS.validate_python(thread_id)
+    except ValidationError as exc:
+        raise not_found() from exc
 
 
 def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> APIRouter:
@@ -141,12 +182,35 @@ def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> 
         user_id: User,
     ) -> Thread:
         """Give one of your threads a title."""
-        try:
-            known_id = _THREAD_IDS.validate_python(thread_id)
-        except ValidationError as exc:  # an id that cannot exist is just as not found
-            raise not_found() from exc
-        request = ThreadRename(thread_id=known_id, title=body.title)
+        request = ThreadRename(thread_id=known_thread(thread_id), title=body.title)
         saved = await answer(threads.rename_thread(user_id, request))
         return saved.thread
+
+    @router.get(
+        "/{thread_id}/config", summary="Read a thread's session config", responses=NOT_FOUND_ERROR
+    )
+    async def read_config(
+        thread_id: Annotated[str, Path(description="The thread's id.")], user_id: User
+    ) -> ThreadConfig:
+        """The session config the thread's cycles run with: system prompt, chat model,
+        memory search limits, memory type descriptions, proactive retrieval. Defaults come
+        from the settings; `overrides` shows what the thread sets itself."""
+        request = SessionConfigGet(thread_id=known_thread(thread_id))
+        return ThreadConfig.of(user_id, await answer(threads.session_config(user_id, request)))
+
+    @router.patch(
+        "/{thread_id}/config", summary="Change a thread's session config", responses=NOT_FOUND_ERROR
+    )
+    async def change_config(
+        thread_id: Annotated[str, Path(description="The thread's id.")],
+        body: SessionConfigPatch,
+        user_id: User,
+    ) -> ThreadConfig:
+        """Fields left out stay as they are; a field set to null goes back to its default
+        (in `memory_type_descriptions`, per type). Takes effect from the thread's next
+        cycle."""
+        request = body.as_update(known_thread(thread_id))
+        state = await answer(threads.update_session_config(user_id, request))
+        return ThreadConfig.of(user_id, state)
 
     return router

@@ -8,11 +8,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
-from memoria_contracts.frames import AcceptedFrame, ErrorFrame
+from memoria_contracts.frames import (
+    AcceptedFrame,
+    ClientSessionConfig,
+    ErrorFrame,
+    SessionConfigFrame,
+)
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import Connection, SocketGone
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
+from memoria_gateway.session_frames import answer_session_config
 from memoria_runtime.auth import AuthError
 
 UNAUTHORIZED_CLOSE_CODE = 4401  # 4000-4999 are application codes; this mirrors HTTP 401
@@ -32,13 +38,15 @@ def ws_router(gateway: Gateway) -> APIRouter:
 
     async def answer(
         user_id: str, raw: str | bytes, bucket: TokenBucket
-    ) -> AcceptedFrame | ErrorFrame:
+    ) -> AcceptedFrame | SessionConfigFrame | ErrorFrame:
         parsed = gateway.intake.parse(raw)
         if isinstance(parsed, ErrorFrame):
             return parsed  # a frame that is refused anyway costs no token
         wait = bucket.take()
         if wait > 0:
             return rate_limited(bucket, wait)
+        if isinstance(parsed, ClientSessionConfig):
+            return await answer_session_config(gateway.memory, user_id, parsed)
         return await gateway.intake.submit(user_id, parsed)
 
     @router.websocket("/ws")

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
 from memoria_memory import SERVICE_NAME
+from memoria_memory.cycle_log import CycleLog, purge_forever
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
@@ -33,14 +34,15 @@ def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, MemoryHandlers]:
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
-    handlers = MemoryHandlers()
+    handlers = MemoryHandlers(settings)
     subscribe_group(
         broker,
         settings,
         stream=Stream.CHAT_OUT,
         group=Group.MEMORY_HISTORY,
         handler=handlers.on_chat_out,
-        description="Persist every non-transient chat message of a thread.",
+        description="Persist every non-transient chat message of a thread; keep every "
+        "message and cycle end of a cycle in its trace.",
     )
     subscribe_group(
         broker,
@@ -49,8 +51,19 @@ def build_broker(
         group=Group.MEMORY,
         handler=handlers.on_request,
         description="Answer history, memory and thread requests (request/reply): embed, "
-        "search, get, list, history, save, update, delete; list, create, rename threads.",
+        "search, get, list, history, save, update, delete; list, create, rename threads; "
+        "read and change a thread's session config; a cycle's trace.",
     )
+    for stream in (Stream.CHAT_IN, Stream.ACTIONS, Stream.ACTIONS_DONE):
+        subscribe_group(
+            broker,
+            settings,
+            stream=stream,
+            group=Group.MEMORY_TRACE,  # its own group: takes no entry from decision or workers
+            handler=handlers.on_cycle_event,
+            description="Keep the user messages, step requests and step outcomes of every "
+            "cycle in its trace (GET /api/cycles/{cycle_id}).",
+        )
     return broker, handlers
 
 
@@ -94,6 +107,9 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
         threads = ThreadRepository(storage.documents)
         await threads.setup()
         handlers.attach(storage, threads)
+        cycles = CycleLog(storage.documents)
+        await cycles.setup()
+        handlers.attach_cycle_log(cycles)
         # Before serving: a write a crash interrupted is finished before anyone reads.
         await storage.reconciler.run_once(grace_seconds=None)
         log.info("documents in %s", settings.effective_docstore_url.rpartition("@")[2])
@@ -102,6 +118,8 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     async def start_serving() -> None:
         tasks.append(asyncio.create_task(_reconcile_forever(handlers.storage.reconciler, settings)))
         tasks.append(asyncio.create_task(_announce_forever(redis, settings, time.time())))
+        retention = settings.cycle_trace_retention_days
+        tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
 
     @app.on_shutdown
     async def close_storage() -> None:

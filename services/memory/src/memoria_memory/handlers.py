@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.events import (
     ChatPosted,
     Envelope,
@@ -23,6 +24,7 @@ from memoria_contracts.memory import (
     MemorySearch,
     MemoryUpdate,
 )
+from memoria_contracts.session import SessionConfigGet, SessionConfigUpdate
 from memoria_contracts.threads import (
     ThreadCreate,
     ThreadFailure,
@@ -31,12 +33,15 @@ from memoria_contracts.threads import (
     ThreadRename,
     ThreadSaved,
 )
+from memoria_memory.cycle_log import CycleLog
 from memoria_memory.embedding.port import EmbeddingError
 from memoria_memory.history import stream_sequence
+from memoria_memory.session_configs import answer_session
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.memory")
 
@@ -44,13 +49,24 @@ log = logging.getLogger("memoria.memory")
 class MemoryHandlers:
     """Storage is opened at start-up, after the subscriptions were declared."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings or Settings()  # the session configs' defaults
         self._storage: MemoryStorage | None = None
         self._threads: ThreadRepository | None = None
+        self._cycles: CycleLog | None = None
 
     def attach(self, storage: MemoryStorage, threads: ThreadRepository) -> None:
         self._storage = storage
         self._threads = threads
+
+    def attach_cycle_log(self, cycles: CycleLog) -> None:
+        self._cycles = cycles
+
+    @property
+    def cycles(self) -> CycleLog:
+        if self._cycles is None:
+            raise RuntimeError("the memory service's storage is not open")
+        return self._cycles
 
     @property
     def storage(self) -> MemoryStorage:
@@ -65,6 +81,8 @@ class MemoryHandlers:
         return self._threads
 
     async def on_chat_out(self, event: Envelope, delivery: Delivery) -> None:
+        # One read of chat.out for both: a second group would parse every streamed token again.
+        await self.cycles.record(event, delivery.stream, delivery.entry_id)
         payload = event.payload
         if not isinstance(payload, ChatPosted) or payload.message.transient:
             return  # deltas, status lines and cycle ends are not history
@@ -75,6 +93,10 @@ class MemoryHandlers:
         await self.threads.record_message(
             event.user_id, event.thread_id, payload.message.created_at
         )
+
+    async def on_cycle_event(self, event: Envelope, delivery: Delivery) -> None:
+        """An event of chat.in, actions or actions.done: into its cycle's trace."""
+        await self.cycles.record(event, delivery.stream, delivery.entry_id)
 
     async def on_request(self, event: Envelope, delivery: Delivery) -> Envelope:
         try:
@@ -126,6 +148,15 @@ class MemoryHandlers:
                 return await storage.writer.delete(user_id, payload, cycle_id=event.cycle_id)
             case ThreadList() | ThreadCreate() | ThreadRename():
                 return await self._answer_thread(user_id, payload)
+            case CycleGet():
+                cycle = await self.cycles.cycle(user_id, payload.cycle_id)
+                if cycle is None:
+                    return CycleFailure(
+                        code="not_found", error_message="no such cycle", cycle_id=payload.cycle_id
+                    )
+                return CycleFound(cycle=cycle)
+            case SessionConfigGet() | SessionConfigUpdate():
+                return await answer_session(self.threads, self._settings, user_id, payload)
         log.error("unsupported request %s (%s)", event.type, event.event_id)
         return RpcFailure(code="unsupported", message=f"no handler for {event.type}")
 

@@ -10,6 +10,9 @@ position, which only ever grow.
 
 Every query names the user, as in the history and the memories: another user's thread of the
 same id is a different document.
+
+A thread's session config overrides (R-5) are fields of its document too; the effective
+config is made by :mod:`memoria_memory.session_configs`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import contextlib
 from datetime import datetime
 from typing import Any, Final
 
+from memoria_contracts.memory import MEMORY_TYPES
+from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, SessionConfigUpdate
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
 from memoria_memory.history import COLLECTION as MESSAGES
@@ -30,6 +35,29 @@ _BACKFILLED: Final = "backfilled"
 key looks like it (keys hold a '/'), and it has no user_id, so no user's query matches it."""
 _BACKFILL_PAGE: Final = 1000
 _NO_MESSAGE: Final = -1
+_CONFIG_PREFIX: Final = "config_"
+"""A session config override is a field of the thread's document: one field per setting
+(and per memory type description), so concurrent changes of different fields never undo
+each other and resetting one is an ``$unset``."""
+_TYPE_DESCRIPTIONS: Final = "memory_type_descriptions"
+
+
+def _config_field(name: str) -> str:
+    return f"{_CONFIG_PREFIX}{name}"
+
+
+def _type_field(memory_type: str) -> str:
+    return f"{_CONFIG_PREFIX}type_{memory_type}"
+
+
+def _as_overrides(document: Document) -> SessionConfigOverrides:
+    scalars = {
+        name: document.get(_config_field(name))
+        for name in SESSION_FIELDS
+        if name != _TYPE_DESCRIPTIONS
+    }
+    types = {t: document[_type_field(t)] for t in MEMORY_TYPES if _type_field(t) in document}
+    return SessionConfigOverrides.model_validate({**scalars, _TYPE_DESCRIPTIONS: types or None})
 
 
 def thread_key(user_id: str, thread_id: str) -> str:
@@ -93,6 +121,42 @@ class ThreadRepository:
             {"_id": thread_key(user_id, thread_id), "user_id": user_id}, set={"title": title}
         )
         return await self.get(user_id, thread_id) if renamed else None
+
+    async def session_config(self, user_id: str, thread_id: str) -> SessionConfigOverrides | None:
+        """The thread's session config overrides; None when the user has no such thread."""
+        found = await self._find(user_id, thread_id)
+        return _as_overrides(found) if found else None
+
+    async def update_session_config(
+        self, user_id: str, change: SessionConfigUpdate
+    ) -> SessionConfigOverrides | None:
+        """Apply ``change`` to the thread's overrides; None when the user has no such
+        thread. Only the fields the change names are written (one atomic update), so a
+        concurrent change of other fields is kept."""
+        given = change.set
+        assign: dict[str, Any] = {}
+        remove: list[str] = []
+        for name in SESSION_FIELDS:
+            if name == _TYPE_DESCRIPTIONS:
+                continue
+            if name in change.reset:
+                remove.append(_config_field(name))
+            elif (value := getattr(given, name)) is not None:
+                assign[_config_field(name)] = value
+        if _TYPE_DESCRIPTIONS in change.reset:
+            remove.extend(_type_field(t) for t in MEMORY_TYPES)
+        else:
+            for memory_type, text in (given.memory_type_descriptions or {}).items():
+                if text is None:
+                    remove.append(_type_field(memory_type))
+                else:
+                    assign[_type_field(memory_type)] = text
+        thread_id = change.thread_id
+        where = {"_id": thread_key(user_id, thread_id), "user_id": user_id}
+        changed = assign or remove
+        if changed and not await self._threads.update_one(where, set=assign, unset=remove):
+            return None
+        return await self.session_config(user_id, thread_id)
 
     async def record_message(self, user_id: str, thread_id: str, written_at: datetime) -> None:
         """A message of the thread was stored: create the thread if it is new, and bring its

@@ -127,8 +127,8 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             vectors=vectors,
             embedder=embedder,
             memory_type=plan.memory_type,
-            limit=plan.limit or ctx.settings.memory_limit,
-            min_relevance=ctx.settings.memory_min_relevance,
+            limit=plan.limit or ctx.session.memory_limit,
+            min_relevance=ctx.session.memory_min_relevance,
             # The newest retrievals matter most if a long cycle has more than the cap.
             exclude_ids=[m.memory_id for m in retrieved][-MAX_EXCLUDED:],
         )

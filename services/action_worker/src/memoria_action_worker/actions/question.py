@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt, steps_summary
+from memoria_action_worker.prompts import (
+    LANGUAGE_NAMES,
+    chat_prompt,
+    steps_summary,
+    with_system_prompt,
+)
 from memoria_action_worker.registry import action
 from memoria_contracts.events import ActionOutcome
-from memoria_llm.port import LLMRequest, Mode
+from memoria_llm.port import LLMRequest
 
 WHEN_TO_USE = (
     "After reviewing the whole history, and after trying to find the information in memory "
@@ -23,13 +28,18 @@ SYSTEM = (
 @action("Question", when_to_use=WHEN_TO_USE, ends_cycle=True)
 async def question(ctx: ActionContext) -> ActionOutcome:
     prompt = chat_prompt(
-        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
+        with_system_prompt(SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]), ctx.session),
         ctx.cycle,
         f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nAsk your question now.",
     )
-    request = LLMRequest(task="Question", prompt=prompt, context=ctx.cycle)
+    request = LLMRequest(
+        task="Question", prompt=prompt, context=ctx.cycle, model=ctx.session.chat_model
+    )
     record = await ctx.chat.stream(
-        ctx.llm.chat(request), chat_history=True, role="assistant", model=ctx.llm.label(Mode.CHAT)
+        ctx.llm.chat(request),
+        chat_history=True,
+        role="assistant",
+        model=ctx.llm.chat_model(request),
     )
     return ActionOutcome(
         status="ok", ends_cycle=True, summary="asked the user a question", messages=[record]

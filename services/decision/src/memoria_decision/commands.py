@@ -1,0 +1,177 @@
+"""Commands recognized in code, before any LLM call (R-7, seed 003's deterministic fast paths).
+
+Three commands never reach the model: *list all my memories*, *delete all my memories* and
+*cancel*; and while a confirmation is pending, the user's next message is read here as a
+yes, a no, or something else.
+
+The recognizers are deliberately conservative: a message is a command only when it is that
+command and nothing more (anchored at both ends, after courtesy words like "please" or "por
+favor"). "Don't delete all my memories", "how do I delete all my memories?" or "delete all my
+memories about work" are not the command; they go to the model like any other message. A
+missed command costs one ordinary cycle; a false one would list, or ask to delete,
+everything when the user meant something else.
+
+Matching runs on folded text (lower case, no accents, single spaces, no edge punctuation), so
+"Apague TODAS as minhas memórias!" and "apague todas as minhas memorias" are the same.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, Generic, TypeVar
+
+from memoria_contracts.events import Language
+
+
+class Command(StrEnum):
+    LIST_ALL = "list_all"
+    DELETE_ALL = "delete_all"
+    CANCEL = "cancel"
+
+
+class Reply(StrEnum):
+    """How a message answers a pending confirmation."""
+
+    CONFIRM = "confirm"
+    DECLINE = "decline"
+    OTHER = "other"
+
+
+K = TypeVar("K", Command, Reply)
+
+
+@dataclass(frozen=True)
+class Recognized(Generic[K]):
+    kind: K
+    language: Language
+    """The language of the words that matched: the reply is written in it."""
+
+
+_SPACES: Final = re.compile(r"\s+")
+_EDGES: Final = re.compile(r"^[\s.!?,;:…]+|[\s.!?,;:…]+$")
+_APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "-": " "})
+
+
+def fold(message: str) -> str:
+    """Lower case, accents removed, hyphens as spaces, single spaces, no edge punctuation."""
+    decomposed = unicodedata.normalize("NFKD", message.translate(_APOSTROPHES))
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    return _EDGES.sub("", _SPACES.sub(" ", bare).strip())
+
+
+def _whole(lead: str, core: str, tail: str) -> re.Pattern[str]:
+    return re.compile(rf"^{lead}(?:{core}){tail}$")
+
+
+# Courtesy around a command. Questions about *how* to do it ("how do I ...") never match:
+# only requests addressed to the assistant ("can you ...", "pode ...") are allowed before it.
+_EN_LEAD: Final = (
+    r"(?:(?:hey|hi|ok|okay|so),? )?(?:memoria,? )?(?:please,? )?"
+    r"(?:(?:can|could|would|will) you (?:please )?|i (?:want|need) (?:you )?to |"
+    r"i'?d like (?:you )?to |i would like (?:you )?to |go ahead and )?(?:please )?"
+)
+_EN_TAIL: Final = r"(?:,? (?:please|now|right now|for me|thanks|thank you))*"
+_PT_LEAD: Final = (
+    r"(?:(?:oi|ola|ei|ok|entao),? )?(?:memoria,? )?(?:por favor,? )?"
+    r"(?:(?:voce |vc )?(?:pode|poderia|consegue) (?:por favor )?|"
+    r"(?:eu )?(?:quero|gostaria de|preciso) (?:que (?:voce|vc) )?)?(?:por favor,? )?(?:me )?"
+)
+_PT_TAIL: Final = r"(?:,? (?:por favor|agora|pra mim|para mim|obrigad[oa]))*"
+
+_EN_MEMORIES: Final = r"(?:saved |stored )?memories(?: (?:you have )?(?:of|about|on) me)?"
+_PT_MEMORIES: Final = r"memorias(?: (?:que (?:voce|vc) (?:tem|guardou) )?(?:sobre|de) mim)?"
+
+_EN_DELETE_ALL: Final = (
+    r"(?:delete|erase|remove|wipe|clear|forget|purge) "
+    r"(?:(?:all (?:of )?(?:my |your |the )?|every one of (?:my|your|the) |each of (?:my|your) )"
+    rf"{_EN_MEMORIES}|every (?:single )?memory(?: (?:you have )?(?:of|about|on) me)?|"
+    r"(?:all )?(?:of )?everything you (?:know|remember|have saved|saved|stored) about me|"
+    r"(?:all (?:of )?)?(?:your|my) (?:whole |entire )?memory)"
+)
+_PT_DELETE_ALL: Final = (
+    r"(?:apague|apaga|apagar|delete|deleta|deletar|exclua|exclui|excluir|remova|remove|"
+    r"remover|esqueca|esquece|esquecer|limpe|limpa|limpar|elimine|elimina|eliminar|zere|zera|"
+    r"zerar) "
+    rf"(?:todas (?:as )?(?:minhas |suas )?{_PT_MEMORIES}|"
+    r"toda (?:a )?(?:sua |minha )?memoria|(?:a )?(?:sua|minha) memoria(?: inteira)?|"
+    r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra|guardou|salvou) (?:sobre|de) mim)"
+)
+_EN_LIST_ALL: Final = (
+    r"(?:(?:list|show|display|print|read)(?: me)?(?: all)?(?: of)?(?: my| your| the)? "
+    rf"{_EN_MEMORIES}|what are (?:all )?my memories|"
+    r"what memories do you have(?: (?:of|about|on) me)?)"
+)
+_PT_LIST_ALL: Final = (
+    r"(?:(?:liste|lista|listar|mostre|mostra|mostrar|exiba|exibe|exibir)(?: me)?"
+    rf"(?: todas)?(?: as)?(?: minhas| suas)? {_PT_MEMORIES}|"
+    r"quais (?:sao )?(?:as )?(?:minhas )?memorias(?: que (?:voce|vc) tem(?: (?:sobre|de) mim)?)?)"
+)
+_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|forget (?:it|that)|abort)"
+_PT_CANCEL: Final = (
+    r"(?:cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|"
+    r"(?:esquece|esqueca) isso|desisto|abortar?)"
+)
+
+_COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
+    (Command.DELETE_ALL, "en", _whole(_EN_LEAD, _EN_DELETE_ALL, _EN_TAIL)),
+    (Command.DELETE_ALL, "pt", _whole(_PT_LEAD, _PT_DELETE_ALL, _PT_TAIL)),
+    (Command.LIST_ALL, "en", _whole(_EN_LEAD, _EN_LIST_ALL, _EN_TAIL)),
+    (Command.LIST_ALL, "pt", _whole(_PT_LEAD, _PT_LIST_ALL, _PT_TAIL)),
+    (Command.CANCEL, "en", _whole("(?:please )?", _EN_CANCEL, _EN_TAIL)),
+    (Command.CANCEL, "pt", _whole("(?:por favor,? )?", _PT_CANCEL, _PT_TAIL)),
+)
+
+# Answers to "are you sure?". Only a clear yes confirms: "ok", "hmm", "maybe" or anything
+# else is not a yes, and a destructive action must not run on a guess.
+_EN_YES: Final = (
+    r"(?:yes|yeah|yep|yup|y|sure|confirm|confirmed|i confirm|go ahead|do it|delete them(?: all)?)"
+    r"(?:,? (?:please|do it|go ahead|delete (?:them|it|everything)(?: all)?|i'?m sure|"
+    r"i am sure|confirm(?:ed)?|i confirm))*"
+)
+_PT_YES: Final = (
+    r"(?:sim|s|isso|confirmo|confirmar|confirma|confirmado|pode|pode sim|pode apagar|"
+    r"(?:apague|apaga)(?: (?:tudo|todas))?|manda ver|tenho certeza)"
+    r"(?:,? (?:sim|pode|pode apagar|(?:apague|apaga)(?: (?:tudo|todas))?|por favor|"
+    r"tenho certeza|confirmo))*"
+)
+_EN_NO: Final = (
+    r"(?:(?:no|nope|nah|n|cancel(?: it| that)?|never ?mind|stop|abort|don'?t|do not|"
+    r"keep (?:them|it|my memories)|don'?t delete(?: them| anything)?|"
+    r"do not delete(?: them| anything)?)"
+    r"(?:,? (?:thanks|thank you|keep them|cancel(?: it)?|don'?t(?: delete(?: them| anything)?)?|"
+    r"do not(?: delete(?: them| anything)?)?|never ?mind|please))*)"
+)
+_PT_NO: Final = (
+    r"(?:(?:nao|cancela|cancelar|cancele|deixa (?:pra|para) la|esquece(?: isso)?|"
+    r"esqueca(?: isso)?|pare|desisto|mantenha(?: tudo)?|nao (?:apague|apaga)(?: nada)?)"
+    r"(?:,? (?:obrigad[oa]|cancela|cancelar|nao (?:apague|apaga)(?: nada)?|mantenha(?: tudo)?|"
+    r"deixa (?:pra|para) la|por favor))*)"
+)
+
+_REPLIES: Final[tuple[tuple[Reply, Language, re.Pattern[str]], ...]] = (
+    (Reply.CONFIRM, "en", _whole("", _EN_YES, "")),
+    (Reply.CONFIRM, "pt", _whole("", _PT_YES, "")),
+    (Reply.DECLINE, "en", _whole("", _EN_NO, "")),
+    (Reply.DECLINE, "pt", _whole("", _PT_NO, "")),
+)
+
+
+def recognize(message: str) -> Recognized[Command] | None:
+    """The command this message is, if it is clearly and only one."""
+    text = fold(message)
+    for command, language, pattern in _COMMANDS:
+        if pattern.match(text):
+            return Recognized(command, language)
+    return None
+
+
+def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
+    """How ``message`` answers a pending confirmation asked in ``asked_in``."""
+    text = fold(message)
+    for reply, language, pattern in _REPLIES:
+        if pattern.match(text):
+            return Recognized(reply, language)
+    return Recognized(Reply.OTHER, asked_in)

@@ -1,0 +1,320 @@
+"""Fast paths (R-7, seed 003): list all, delete all and cancel, run by code with no LLM call.
+
+The route of a cycle is decided once, before the first decision, from the user's message and
+the thread's pending action (:func:`route_for`, pure), and saved in the cycle's state. A fast
+path then looks like any other cycle to clients: the echo, a status line, the reply (and
+memory cards), and a ``cycle_end`` whose ``actions`` name what ran (``ListMemories``,
+``ConfirmDeleteAll``, ``DeleteAllMemories``, ``Cancel``); no ``usage``, as no model ran.
+
+Deleting everything never happens on the request itself: it stores a pending action and
+asks. Only a clear "yes"/"sim" as the very next message of the same thread, within
+:data:`~memoria_decision.pending.PENDING_ACTION_TTL_S`, runs it. The user is always the
+session's (the envelope's ``user_id``): the memory service is asked to list and delete that
+user's memories and nothing in the message or from a model can name another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import CycleEndReason, Language, StepRecord
+from memoria_contracts.memory import (
+    MAX_PAGE,
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryFailure,
+    MemoryList,
+)
+from memoria_decision.commands import Command, Reply, read_reply, recognize
+from memoria_decision.pending import PendingAction, PendingActions, pending_id_for
+from memoria_decision.routes import Route
+from memoria_decision.state import CycleState, CycleStore
+from memoria_runtime import i18n
+from memoria_runtime.gate import ThreadGate
+from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.rpc import RpcError
+
+log = logging.getLogger("memoria.decision.fast_paths")
+
+R = TypeVar("R")
+
+LIST_ACTION: Final = "ListMemories"
+ASK_DELETE_ALL_ACTION: Final = "ConfirmDeleteAll"
+DELETE_ALL_ACTION: Final = "DeleteAllMemories"
+CANCEL_ACTION: Final = "Cancel"
+
+LIST_SHOWN: Final = 50
+"""Memories a "list all" shows, newest first (the CLI's /memories shows as many); the reply
+says when there are more and where to see them."""
+DELETE_CONCURRENCY: Final = 8
+"""Deletions in flight at once: each is a document and its vectors in the memory service."""
+
+STEP: Final = 1  # a fast path is the cycle's one and only step
+
+
+class MemoryUnavailable(Exception):
+    """The memory service did not answer or said it cannot; the cycle ends with a notice."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a fast path ended: the step to record, the end reason, a notice to show."""
+
+    step: StepRecord
+    reason: CycleEndReason = "done"
+    notice: str | None = None
+
+
+def route_for(message: str, pending: PendingAction | None, language: Language) -> Route:
+    """The route of a message, given the thread's pending action; ``language`` is the one
+    detected for the message, used when nothing recognized says better."""
+    if pending is not None:
+        reply = read_reply(message, pending.language)
+        if reply.kind == Reply.CONFIRM:
+            return Route(kind="delete_all", language=reply.language, resolves=pending.id)
+        if reply.kind == Reply.DECLINE:
+            return Route(kind="cancel", language=reply.language, resolves=pending.id, declined=True)
+    resolves = pending.id if pending else None
+    dropped = pending.kind if pending else None
+    command = recognize(message)
+    if command is None:
+        return Route(kind="model", language=language, resolves=resolves, dropped=dropped)
+    if command.kind == Command.DELETE_ALL:
+        # Asked again: the new question replaces the old one, nothing to say about it.
+        return Route(kind="ask_delete_all", language=command.language, resolves=resolves)
+    if command.kind == Command.LIST_ALL:
+        return Route(kind="list_all", language=command.language, resolves=resolves, dropped=dropped)
+    # A cancel with a pending action was read above as a "no"; here there is nothing pending.
+    return Route(kind="cancel", language=command.language)
+
+
+Post = Callable[[CycleState, ChatRecord], Awaitable[None]]
+
+
+@dataclass
+class FastPaths:
+    memory: MemoryClient
+    pending: PendingActions
+    store: CycleStore
+    gate: ThreadGate
+    post: Post
+
+    async def route(self, state: CycleState) -> Route:
+        """The cycle's route: decided and saved on the first delivery, reused after."""
+        if state.route is None:
+            pending = await self.pending.get(state.user_id, state.thread_id)
+            route = route_for(str(state.original.content), pending, state.language)
+            state.route = route
+            if route.kind != "model":
+                state.language = route.language  # replies in the language of the command
+            await self.store.save(state)
+            log.info("cycle %s: route %s", state.cycle_id, route.kind)
+        if state.route.resolves is not None:
+            # After saving the route: a crash in between finds the route, clears again.
+            await self.pending.clear(state.user_id, state.thread_id, state.route.resolves)
+        return state.route
+
+    async def run(self, state: CycleState, route: Route) -> Ending:
+        try:
+            if route.kind == "list_all":
+                return await self._list_all(state)
+            if route.kind == "ask_delete_all":
+                return await self._ask_delete_all(state)
+            if route.kind == "delete_all":
+                return await self._delete_all(state, route)
+            return await self._cancel(state, route)
+        except MemoryUnavailable as exc:
+            log.error("cycle %s: %s failed: %s", state.cycle_id, route.kind, exc)
+            return Ending(
+                step=StepRecord(
+                    step=STEP, action=_ACTIONS[route.kind], status="failed", summary=str(exc)
+                ),
+                reason="action_failed",
+                notice=i18n.text("memory_unavailable", state.language),
+            )
+
+    # -- the paths --------------------------------------------------------------------------
+
+    async def _list_all(self, state: CycleState) -> Ending:
+        await self._status(state, "list_all_started")
+        page = await self._ask(
+            self.memory.list(
+                state.user_id,
+                MemoryList(limit=LIST_SHOWN),
+                thread_id=state.thread_id,
+                cycle_id=state.cycle_id,
+            )
+        )
+        if isinstance(page, MemoryFailure):
+            raise MemoryUnavailable(f"memory.list refused ({page.code}): {page.error_message}")
+        for n, memory in enumerate(page.memories):
+            # Cards as MemorySearch shows them (same shape, chat-history true), so the next
+            # cycle's model can act on "the second one" like on a search result.
+            await self.post(
+                state,
+                ChatRecord(
+                    id=f"{state.cycle_id}.{STEP}.{n}",
+                    cycle_id=state.cycle_id,
+                    chat_history=True,
+                    modal="memory",
+                    role="system",
+                    content=memory.model_dump(mode="json"),
+                ),
+            )
+        count = len(page.memories)
+        if count == 0:
+            reply = i18n.text("list_all_none", state.language)
+        elif page.next_cursor is None:
+            reply = i18n.text("list_all_shown", state.language, count=count)
+        else:
+            reply = i18n.text("list_all_newest", state.language, count=count)
+        await self._reply(state, reply)
+        more = " (and more)" if page.next_cursor else ""
+        return _ok(LIST_ACTION, f"listed the user's {count} newest memories{more}")
+
+    async def _ask_delete_all(self, state: CycleState) -> Ending:
+        action = PendingAction(
+            id=pending_id_for(state.cycle_id),
+            kind="delete_all",
+            language=state.language,
+            asked_in_cycle=state.cycle_id,
+        )
+        await self.pending.put(state.user_id, state.thread_id, action)
+        minutes = max(1, self.pending.ttl_s // 60)
+        await self._reply(state, i18n.text("delete_all_question", state.language, minutes=minutes))
+        return _ok(ASK_DELETE_ALL_ACTION, "asked the user to confirm deleting all their memories")
+
+    async def _delete_all(self, state: CycleState, route: Route) -> Ending:
+        await self._status(state, "memory_delete_started")
+        if route.targets is None:
+            route.targets = await self._all_ids(state)
+            await self.store.save(state)
+        targets = route.targets
+        failed = 0
+        for start in range(0, len(targets), DELETE_CONCURRENCY):
+            await self.gate.refresh(state.user_id, state.thread_id, state.message_id)
+            batch = targets[start : start + DELETE_CONCURRENCY]
+            gone = await asyncio.gather(*(self._delete(state, memory_id) for memory_id in batch))
+            failed += gone.count(False)
+        deleted = len(targets) - failed
+        summary = f"deleted {deleted} of the user's {len(targets)} memories"
+        if failed:
+            # Like every failed cycle: a system notice says what happened, then cycle_end.
+            notice = i18n.text(
+                "delete_all_partial",
+                state.language,
+                deleted=deleted,
+                total=len(targets),
+                failed=failed,
+            )
+            return Ending(
+                step=StepRecord(
+                    step=STEP, action=DELETE_ALL_ACTION, status="failed", summary=summary
+                ),
+                reason="action_failed",
+                notice=notice,
+            )
+        if targets:
+            await self._reply(state, i18n.text("delete_all_done", state.language, count=deleted))
+        else:
+            await self._reply(state, i18n.text("delete_all_none", state.language))
+        return _ok(DELETE_ALL_ACTION, summary)
+
+    async def _cancel(self, state: CycleState, route: Route) -> Ending:
+        if route.declined:
+            await self._reply(state, i18n.text("pending_cancelled", state.language))
+            return _ok(CANCEL_ACTION, "cancelled the pending request; nothing was deleted")
+        await self._reply(state, i18n.text("nothing_to_cancel", state.language))
+        return _ok(CANCEL_ACTION, "nothing to cancel")
+
+    # -- memory calls -----------------------------------------------------------------------
+
+    async def _ask(self, call: Awaitable[R]) -> R:
+        try:
+            return await call
+        except (TimeoutError, RpcError) as exc:
+            raise MemoryUnavailable(f"memory service: {str(exc) or type(exc).__name__}") from exc
+
+    async def _all_ids(self, state: CycleState) -> list[str]:
+        """Every memory id of the session's user, page after page."""
+        ids: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await self._ask(
+                self.memory.list(
+                    state.user_id,
+                    MemoryList(limit=MAX_PAGE, cursor=cursor),
+                    thread_id=state.thread_id,
+                    cycle_id=state.cycle_id,
+                )
+            )
+            if isinstance(page, MemoryFailure):
+                raise MemoryUnavailable(f"memory.list refused ({page.code}): {page.error_message}")
+            ids.extend(m.memory_id for m in page.memories)
+            await self.gate.refresh(state.user_id, state.thread_id, state.message_id)
+            if page.next_cursor is None:
+                return list(dict.fromkeys(ids))
+            cursor = page.next_cursor
+
+    async def _delete(self, state: CycleState, memory_id: str) -> bool:
+        """True when the memory is gone: deleted now, or already (``not_found``: deleted by
+        an earlier delivery of this cycle, or meanwhile from another window)."""
+        reply = await self._ask(
+            self.memory.delete(
+                state.user_id,
+                MemoryDelete(memory_id=memory_id),
+                thread_id=state.thread_id,
+                cycle_id=state.cycle_id,
+            )
+        )
+        if isinstance(reply, MemoryDeleted):
+            return True
+        if reply.code == "unavailable":
+            raise MemoryUnavailable(f"memory service unavailable: {reply.error_message}")
+        if reply.code == "not_found":
+            return True
+        log.warning("cycle %s: %s not deleted: %s", state.cycle_id, memory_id, reply.error_message)
+        return False
+
+    # -- output -----------------------------------------------------------------------------
+
+    async def _status(self, state: CycleState, key: str) -> None:
+        record = ChatRecord(
+            id=f"{state.cycle_id}.{STEP}.status",
+            cycle_id=state.cycle_id,
+            chat_history=False,
+            modal="textForReplace",
+            role="system",
+            content=i18n.text(key, state.language),
+        )
+        await self.post(state, record)
+
+    async def _reply(self, state: CycleState, text: str) -> None:
+        """The assistant's turn (chat-history true, like a Question: the next cycle's model
+        must see what was asked or done). A fixed id: a redelivery replaces, never adds."""
+        record = ChatRecord(
+            id=f"{state.cycle_id}.{STEP}.reply",
+            cycle_id=state.cycle_id,
+            chat_history=True,
+            modal="text",
+            role="assistant",
+            content=text,
+        )
+        await self.post(state, record)
+
+
+_ACTIONS: Final = {
+    "list_all": LIST_ACTION,
+    "ask_delete_all": ASK_DELETE_ALL_ACTION,
+    "delete_all": DELETE_ALL_ACTION,
+    "cancel": CANCEL_ACTION,
+}
+
+
+def _ok(action: str, summary: str) -> Ending:
+    return Ending(step=StepRecord(step=STEP, action=action, status="ok", summary=summary))

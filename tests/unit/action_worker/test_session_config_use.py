@@ -1,0 +1,77 @@
+"""Actions use the thread's session config sent with the step (R-5): memory limits and type
+descriptions in MemorySearch, the system prompt and chat model in the answering steps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from memoria_action_worker.actions.finalize import finalize
+from memoria_action_worker.actions.question import question
+from memoria_action_worker.context import ActionContext
+from memoria_contracts.memory import MemorySearch
+from memoria_contracts.session import SessionConfig
+from memoria_runtime.session_defaults import session_defaults
+
+from .harness import THREAD_ID, Harness, memory
+from .plans import ACTIONS, SEARCH_PLAN
+
+PIRATE = "Always answer like a pirate."
+
+
+def with_session(ctx: ActionContext, session: SessionConfig) -> ActionContext:
+    context = ctx.request.context.model_copy(update={"session": session})
+    request = ctx.request.model_copy(update={"context": context})
+    return dataclasses.replace(ctx, request=request)
+
+
+def a_session(harness: Harness) -> SessionConfig:
+    defaults = session_defaults(harness.settings, THREAD_ID)
+    descriptions = {**defaults.memory_type_descriptions, "constraint": "Things never to do."}
+    return defaults.model_copy(
+        update={
+            "memory_limit": 3,
+            "memory_min_relevance": 0.2,
+            "system_prompt": PIRATE,
+            "chat_model": "pirate-model-1",
+            "memory_type_descriptions": descriptions,
+        }
+    )
+
+
+async def test_memory_search_uses_the_sessions_limits_and_descriptions(harness: Harness) -> None:
+    harness.memory.memories["mem_nuts1"] = memory("mem_nuts1", "Is allergic to peanuts")
+    ctx, llm = harness.context("MemorySearch", SEARCH_PLAN, message="what can't I eat?")
+    ctx = with_session(ctx, a_session(harness))
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert outcome.status == "ok"
+    [search] = harness.memory.requests(MemorySearch)
+    assert (search.limit, search.min_relevance) == (3, 0.2)
+    plan_request, explain_request = llm.requests
+    assert "Things never to do." in plan_request.prompt.messages[-1].content
+    assert explain_request.prompt.system.startswith(PIRATE)
+    assert explain_request.model == "pirate-model-1"
+
+
+async def test_finalize_answers_with_the_system_prompt_and_chat_model(harness: Harness) -> None:
+    ctx, llm = harness.context("Finalize", {}, chat="Arr, done.")
+    ctx = with_session(ctx, a_session(harness))
+
+    outcome = await finalize(ctx)
+
+    assert outcome.status == "ok" and outcome.ends_cycle
+    [request] = llm.requests
+    assert request.prompt.system.startswith(PIRATE)
+    assert request.model == "pirate-model-1"
+
+
+async def test_without_a_session_the_settings_apply(harness: Harness) -> None:
+    ctx, llm = harness.context("Question", {}, chat="Which city?")
+    assert ctx.session == session_defaults(harness.settings, THREAD_ID)
+
+    await question(ctx)
+
+    [request] = llm.requests
+    assert request.prompt.system.startswith(harness.settings.system_prompt)
+    assert request.model is None

@@ -1,0 +1,127 @@
+"""The commands recognized before any LLM call (R-7): in English and Portuguese, only when
+the message is clearly and only that command; and the answers to a pending confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoria_decision.commands import Command, Reply, read_reply, recognize
+from memoria_decision.fast_paths import route_for
+from memoria_decision.pending import PendingAction
+
+
+@pytest.mark.parametrize(
+    ("message", "command", "language"),
+    [
+        ("delete all my memories", Command.DELETE_ALL, "en"),
+        ("Delete ALL of my memories, please.", Command.DELETE_ALL, "en"),
+        ("Can you delete all my memories?", Command.DELETE_ALL, "en"),
+        ("please erase every memory you have about me", Command.DELETE_ALL, "en"),
+        ("forget everything you know about me", Command.DELETE_ALL, "en"),
+        ("wipe your memory", Command.DELETE_ALL, "en"),
+        ("apague todas as minhas memórias", Command.DELETE_ALL, "pt"),
+        ("Apague TODAS as minhas memórias!", Command.DELETE_ALL, "pt"),
+        ("Pode apagar todas as minhas memórias, por favor?", Command.DELETE_ALL, "pt"),
+        ("esqueça tudo que você sabe sobre mim", Command.DELETE_ALL, "pt"),
+        ("quero apagar todas as memórias", Command.DELETE_ALL, "pt"),
+        ("list all my memories", Command.LIST_ALL, "en"),
+        ("Show me my memories", Command.LIST_ALL, "en"),
+        ("what are my memories?", Command.LIST_ALL, "en"),
+        ("liste minhas memórias", Command.LIST_ALL, "pt"),
+        ("Liste todas as minhas memórias", Command.LIST_ALL, "pt"),
+        ("mostre-me minhas memórias", Command.LIST_ALL, "pt"),
+        ("quais são as minhas memórias?", Command.LIST_ALL, "pt"),
+        ("cancel", Command.CANCEL, "en"),
+        ("Never mind.", Command.CANCEL, "en"),
+        ("cancelar", Command.CANCEL, "pt"),
+        ("deixa pra lá", Command.CANCEL, "pt"),
+    ],
+)
+def test_commands_in_english_and_portuguese(message: str, command: Command, language: str) -> None:
+    recognized = recognize(message)
+    assert recognized is not None
+    assert (recognized.kind, recognized.language) == (command, language)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "don't delete all my memories",
+        "do not delete all my memories",
+        "how do I delete all memories?",
+        "how can I list all my memories?",
+        "delete all my memories about work",
+        "delete all my memories except the allergy",
+        "list all my memories and delete them",
+        "I deleted all my photos",
+        "should I delete all my memories?",
+        "não apague todas as minhas memórias",
+        "como apago todas as minhas memórias?",
+        "apague todas as minhas memórias sobre trabalho",
+        "Esqueça tudo",  # "everything" of what? the model (or the offline planner) asks
+        "What do you know about me?",
+        "cancel my subscription",
+        "cancel the meeting on Friday",
+        "remember that I want to cancel my gym membership",
+        "yes",
+        "sim",
+    ],
+)
+def test_anything_more_or_less_than_the_command_is_not_it(message: str) -> None:
+    assert recognize(message) is None
+
+
+@pytest.mark.parametrize(
+    ("message", "reply", "language"),
+    [
+        ("yes", Reply.CONFIRM, "en"),
+        ("Yes!", Reply.CONFIRM, "en"),
+        ("yes, delete them all", Reply.CONFIRM, "en"),
+        ("confirm", Reply.CONFIRM, "en"),
+        ("sim", Reply.CONFIRM, "pt"),
+        ("Sim, pode apagar", Reply.CONFIRM, "pt"),
+        ("confirmo", Reply.CONFIRM, "pt"),
+        ("no", Reply.DECLINE, "en"),
+        ("cancel", Reply.DECLINE, "en"),
+        ("No, keep them", Reply.DECLINE, "en"),
+        ("não", Reply.DECLINE, "pt"),
+        ("cancelar", Reply.DECLINE, "pt"),
+        ("Não, obrigado", Reply.DECLINE, "pt"),
+        ("ok", Reply.OTHER, "pt"),  # not a clear yes: nothing destructive on a guess
+        ("maybe", Reply.OTHER, "pt"),
+        ("yes but keep the one about peanuts", Reply.OTHER, "pt"),
+        ("what is my name?", Reply.OTHER, "pt"),
+    ],
+)
+def test_answers_to_a_pending_confirmation(message: str, reply: Reply, language: str) -> None:
+    read = read_reply(message, asked_in="pt")
+    assert (read.kind, read.language) == (reply, language)
+
+
+PENDING = PendingAction(id="pa_1", kind="delete_all", language="en", asked_in_cycle="cyc_1")
+
+
+def test_routes_without_a_pending_action() -> None:
+    assert route_for("delete all my memories", None, "en").kind == "ask_delete_all"
+    assert route_for("list all my memories", None, "en").kind == "list_all"
+    cancel = route_for("cancelar", None, "en")
+    assert (cancel.kind, cancel.declined, cancel.language) == ("cancel", False, "pt")
+    model = route_for("yes", None, "en")  # a yes to nothing is an ordinary message
+    assert (model.kind, model.resolves, model.dropped) == ("model", None, None)
+
+
+def test_routes_with_a_pending_action() -> None:
+    confirmed = route_for("sim", PENDING, "pt")
+    assert (confirmed.kind, confirmed.resolves, confirmed.language) == ("delete_all", "pa_1", "pt")
+    declined = route_for("cancel", PENDING, "en")
+    assert (declined.kind, declined.resolves, declined.declined) == ("cancel", "pa_1", True)
+    other = route_for("what is my name?", PENDING, "en")
+    assert (other.kind, other.resolves, other.dropped) == ("model", "pa_1", "delete_all")
+    listed = route_for("list all my memories", PENDING, "en")
+    assert (listed.kind, listed.resolves, listed.dropped) == ("list_all", "pa_1", "delete_all")
+    asked_again = route_for("delete all my memories", PENDING, "en")
+    assert (asked_again.kind, asked_again.resolves, asked_again.dropped) == (
+        "ask_delete_all",
+        "pa_1",
+        None,
+    )
