@@ -62,7 +62,10 @@ async def test_finalize_answers_with_the_system_prompt_and_chat_model(harness: H
 
     assert outcome.status == "ok" and outcome.ends_cycle
     [request] = llm.requests
-    assert request.prompt.system.startswith(PIRATE)
+    # The persona's identity comes first, then the thread's system prompt.
+    identity = "You are Memoria, an assistant with long-term memory."
+    assert request.prompt.system.startswith(identity)
+    assert request.prompt.system.removeprefix(identity).lstrip().startswith(PIRATE)
     assert request.model == "pirate-model-1"
 
 
@@ -73,5 +76,7 @@ async def test_without_a_session_the_settings_apply(harness: Harness) -> None:
     await question(ctx)
 
     [request] = llm.requests
-    assert request.prompt.system.startswith(harness.settings.system_prompt)
+    identity = "You are Memoria, an assistant with long-term memory."
+    rest = request.prompt.system.removeprefix(identity).lstrip()
+    assert rest.startswith(harness.settings.system_prompt)
     assert request.model is None

@@ -34,7 +34,8 @@ from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
 from memoria_decision.pending import PendingActions
-from memoria_decision.session import recall, recalled, session_for_cycle
+from memoria_decision.persona import persona_for_cycle
+from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
 from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
@@ -44,6 +45,7 @@ from memoria_runtime.bus import EventPublisher
 from memoria_runtime.catalog import read_catalog
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.personas import load_personas
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import attached_trace, current_trace_carrier
@@ -207,8 +209,12 @@ class CycleEngine:
         )
         language = i18n.detect_language(payload.content)
         history, history_error = await self._earlier_messages(event, cycle_id)
-        session = await session_for_cycle(
+        stored = await read_session(
             self.memory, self.settings, event.user_id, event.thread_id, cycle_id
+        )
+        session = stored.config
+        persona = await persona_for_cycle(
+            self.memory, load_personas(self.settings), stored, event.user_id, cycle_id
         )
         cards = await recall(self.memory, session, event.user_id, original)
         state = CycleState(
@@ -222,6 +228,7 @@ class CycleEngine:
             history=history,
             transcript=[original, *cards],
             session=session,
+            persona=persona,
         )
         state = await self.store.create(state)
         await self._echo(state)
