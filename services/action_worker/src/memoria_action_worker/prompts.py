@@ -39,14 +39,27 @@ def with_system_prompt(system: str, session: SessionConfig) -> str:
     return f"{session.system_prompt}\n\n{system}"
 
 
-def agent_request(ctx: ActionContext, task: str, system: str, ask: str) -> LLMRequest:
-    """A chat request of a step that speaks as the assistant (Finalize, Question): the
+def agent_request(
+    ctx: ActionContext,
+    task: str,
+    system: str,
+    ask: str,
+    metadata: dict[str, str] | None = None,
+) -> LLMRequest:
+    """A chat request of a step that speaks as the assistant (Finalize, Question, the memory
+    actions' explanations): the
     persona's identity — or, in the cycles right after a switch, its hard reset — worded for
     the model that answers (R-8), then the thread's system prompt, then the step's
     ``system``. The model is the thread's ``chat_model`` when it sets one (the provider
     answers with it), else the provider's own."""
     prompt = chat_prompt(with_system_prompt(system, ctx.session), ctx.cycle, ask)
-    request = LLMRequest(task=task, prompt=prompt, context=ctx.cycle, model=ctx.session.chat_model)
+    request = LLMRequest(
+        task=task,
+        prompt=prompt,
+        context=ctx.cycle,
+        metadata=metadata or {},
+        model=ctx.session.chat_model,
+    )
     model = request.model or ctx.llm.chat_model(request)
     spoken = with_persona(prompt, ctx.persona, model=model, provider=ctx.llm.name)
     return replace(request, prompt=spoken)
