@@ -228,6 +228,9 @@ async def test_a_persona_switch_resets_the_next_prompt_only(
         assert switched["config"]["persona"] == "tutor"
         [entry] = switched["agentHistory"]
         assert (entry["previous"], entry["persona"], entry["by"]) == ("memoria", "tutor", ana.id)
+        # A fast path asks no model: it does not use up the reset.
+        listed = await client.cycle((await client.send(thread, "list all my memories"))["id"])
+        assert listed[-1]["type"] == "cycle_end" and listed[-1]["actions"] == ["ListMemories"]
         await client.cycle((await client.send(thread, during))["id"], timeout=60)
         await client.cycle((await client.send(thread, after))["id"], timeout=60)
 

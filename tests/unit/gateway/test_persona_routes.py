@@ -22,7 +22,7 @@ from memoria_contracts.session import (
     SessionPersonaApplied,
 )
 from memoria_contracts.threads import ThreadFailure
-from memoria_decision.persona import persona_for_cycle
+from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session
 from memoria_gateway import validation_errors
 from memoria_gateway.persona_routes import persona_router
@@ -179,9 +179,13 @@ async def test_the_frame_switches_and_refuses_an_unknown_persona(memory: InProce
 # -- detection by the decision service, over the same store ---------------------------------
 
 
-async def cycle_persona(memory: InProcessMemory, cycle_id: str) -> Any:
+async def cycle_persona(memory: InProcessMemory, cycle_id: str, *, asks_model: bool = True) -> Any:
+    """What a cycle's start detects; a cycle that asks a model records it (a fast path not)."""
     stored = await read_session(memory, SETTINGS, "ana", "t1", cycle_id)  # type: ignore[arg-type]
-    return await persona_for_cycle(memory, PERSONAS, stored, "ana", cycle_id)  # type: ignore[arg-type]
+    persona, to_record = persona_for_cycle(PERSONAS, stored, cycle_id)
+    if asks_model and to_record is not None:
+        await record_applied(memory, "ana", "t1", to_record)  # type: ignore[arg-type]
+    return persona
 
 
 async def change(memory: InProcessMemory, persona: str) -> None:
@@ -195,6 +199,8 @@ async def test_detection_switch_next_cycle_and_redelivery(memory: InProcessMemor
     assert memory.recorded == []  # nothing to record without a switch
 
     await change(memory, "tutor")
+    fast = await cycle_persona(memory, "cyc_f", asks_model=False)  # "list my memories"
+    assert fast.reset is not None and memory.recorded == []  # not used up: no model saw it
     after = await cycle_persona(memory, "cyc_1")
     assert after.persona.id == "tutor"
     assert after.reset is not None

@@ -15,7 +15,7 @@ from memoria_contracts.events import (
     Language,
     StepRecord,
 )
-from memoria_contracts.personas import ActivePersona
+from memoria_contracts.personas import ActivePersona, PersonaApplied
 from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
 from memoria_runtime import keys
@@ -50,6 +50,10 @@ class CycleState(BaseModel):
     """The thread's session config, read once at the start (None: state of an older version)."""
     persona: ActivePersona | None = None
     """The persona the cycle answers as, with the reset due after a switch (R-8)."""
+    persona_record: PersonaApplied | None = None
+    """What the cycle applies of the thread's agentHistory, recorded when it first asks a
+    model (a fast path asks none and leaves the reset to the next cycle)."""
+    persona_recorded: bool = False
     route: Route | None = None
     """The route decided before the first decision (fast path or model; routes.py)."""
     started_at: datetime = Field(default_factory=utcnow)
