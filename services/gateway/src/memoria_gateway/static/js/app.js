@@ -141,7 +141,6 @@ async function enterApp() {
   });
 
   state.personas = state.personas || new PersonaPicker({ select: byId("persona-select"), api, notify });
-  await state.personas.load();
 
   state.socket = new ChatSocket({
     token: () => state.session.token,
@@ -152,6 +151,8 @@ async function enterApp() {
 
   await state.threads.refresh();
   if (!state.session) return;
+  await state.personas.load();
+  if (!state.session) return; // a refused token logs out while the personas load
   const saved = sessionStorage.getItem(THREAD_KEY);
   const first = state.threads.get(saved) || state.threads.threads[0];
   if (first) await openThread(first.thread_id);
