@@ -4,6 +4,9 @@ clear error a bad file gives at start."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,26 @@ def test_a_missing_file_or_default_is_a_clear_error(tmp_path: Path) -> None:
         load_personas(settings(personas_file=tmp_path / "nope.json"))
     with pytest.raises(PersonaConfigError, match="MEMORIA_DEFAULT_PERSONA='pirate'"):
         load_personas(settings(default_persona="pirate"))
+
+
+@pytest.mark.parametrize("service", ["memoria_decision", "memoria_gateway"])
+def test_a_service_with_a_bad_file_stops_at_start_saying_why(tmp_path: Path, service: str) -> None:
+    bad = tmp_path / "personas.json"
+    bad.write_text('{"personas": [{"id": "chef"}]}')
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("MEMORIA_") or key == "MEMORIA_DATA_DIR"
+    }
+    env.update(MEMORIA_PERSONAS_FILE=str(bad), MEMORIA_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run(
+        [sys.executable, "-m", service],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert f"personas file {bad}: personas.0.name: Field required" in done.stderr
+    assert "Traceback" not in done.stderr

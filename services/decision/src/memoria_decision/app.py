@@ -17,6 +17,7 @@ from memoria_decision.deadlines import Deadlines
 from memoria_decision.handlers import DecisionHandlers
 from memoria_decision.state import CycleStore
 from memoria_llm.factory import create_language_model
+from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
@@ -33,6 +34,7 @@ def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, CycleEngine]:
     load_personas(settings)  # a bad personas file stops the service here, saying why
+    strategy_files()  # so would a broken persona strategy file
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect(settings)
     publisher = EventPublisher(broker, settings)
