@@ -243,7 +243,7 @@ async def test_a_persona_switch_resets_the_next_prompt_only(
     assert decide["system"].startswith(
         "IMPORTANT - NEW PERSONA: You are now Ada the Tutor, no longer Memoria."
     )
-    assert decide["messages"][-1][1].startswith("[Persona switch: answer as Ada the Tutor")
+    assert "Persona switch" not in decide["messages"][-1][1]  # the ask wants an action name
     assert finalize["model"] == "claude-sonnet-4-5"
     assert finalize["system"].startswith("<system_reset>")
     assert '<new_identity name="Ada the Tutor">' in finalize["system"]
@@ -251,7 +251,6 @@ async def test_a_persona_switch_resets_the_next_prompt_only(
     later = prompts_asking(prompt_log, after)
     assert later["decide"]["system"].startswith("You are Ada, a patient tutor.")
     assert "NEW PERSONA" not in later["decide"]["system"]
-    assert not later["decide"]["messages"][-1][1].startswith("[Persona switch")
     assert later["Finalize"]["system"].startswith('<identity name="Ada the Tutor">')
     assert "<system_reset>" not in later["Finalize"]["system"]
 

@@ -47,7 +47,9 @@ def test_after_a_switch_the_decision_gets_the_reset_for_its_model() -> None:
         "You are NOT Ada the Tutor"
     )
     assert SYSTEM in gemini.system  # the decision's own task follows the identity
-    assert gemini.messages[-1].content.startswith("(Reply as Leo the Coach.)")
+    # No "reply as" line in the ask: the decision answers with an action name.
+    assert "Reply as" not in gemini.messages[-1].content
+    assert gemini.messages[-1].content.endswith("Reply with exactly one of: Finalize")
     claude = decision_prompt(switched, CATALOG, model="claude-opus-4-1")
     assert claude.system.startswith("<system_reset>")
     assert switched.context().persona == switched.persona  # sent to the workers

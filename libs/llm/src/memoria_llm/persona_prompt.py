@@ -182,14 +182,23 @@ def identity_blocks(active: ActivePersona, selected: SelectedStrategy) -> tuple[
 
 
 def with_persona(
-    prompt: Prompt, active: ActivePersona | None, *, model: str, provider: str = ""
+    prompt: Prompt,
+    active: ActivePersona | None,
+    *,
+    model: str,
+    provider: str = "",
+    user_turn: bool = True,
 ) -> Prompt:
     """``prompt`` speaking as ``active`` (unchanged without one): the identity or reset block
-    first in the system text, and the strategy's user-turn line before the latest user
-    turn while a reset is due."""
+    first in the system text, and (``user_turn``) the strategy's line before the latest user
+    turn while a reset is due. Prompts whose answer is not text for the user (the decision's
+    action name) leave the user turn alone: "reply as X" there invites a reply instead of a
+    name."""
     if active is None:
         return prompt
     system_block, user_line = identity_blocks(active, select_strategy(model, provider))
+    if not user_turn:
+        user_line = None
     system = f"{system_block}\n\n{prompt.system}" if prompt.system else system_block
     messages = list(prompt.messages)
     if user_line is not None:

@@ -53,7 +53,8 @@ def decision_prompt(
     messages.append(PromptMessage(role="user", content=ask))
     system = SYSTEM + session_instructions(state.session)
     prompt = Prompt(system=system, messages=_alternate(messages))
-    return with_persona(prompt, state.persona, model=model, provider=provider)
+    # The identity (or the reset) in the system text only: the ask wants an action name.
+    return with_persona(prompt, state.persona, model=model, provider=provider, user_turn=False)
 
 
 def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:
