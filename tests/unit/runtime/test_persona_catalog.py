@@ -51,6 +51,11 @@ def test_a_file_replaces_the_examples_and_may_set_the_default(tmp_path: Path) ->
             "repeated: a",
         ),
         ('{"personas": [{"id": "a", "name": "A", "description": "d"}]}', "identity"),
+        (
+            '{"personas": [{"id": "a", "name": "A", "description": "d", "identity": "i",'
+            ' "stlye": "x"}]}',
+            "stlye",
+        ),
     ],
 )
 def test_a_bad_file_is_a_clear_error(tmp_path: Path, content: str, message: str) -> None:

@@ -37,7 +37,7 @@ PersonaId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}
 """Lower-case letters, digits, ``_`` and ``-``, at most 40 characters."""
 
 
-def _text(max_length: int) -> object:
+def _text(max_length: int) -> StringConstraints:
     return StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length)
 
 

@@ -34,14 +34,20 @@ class PersonaConfigError(ValueError):
     """The personas file cannot be used; the message says which file and why."""
 
 
+class PersonaEntry(Persona):
+    """A persona as the file spells it: a misspelt key (``stlye``) is an error, not dropped."""
+
+    model_config = ConfigDict(**{**Persona.model_config, "extra": "forbid"})
+
+
 class PersonaFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    personas: list[Persona] = Field(min_length=1, max_length=MAX_PERSONAS)
+    personas: list[PersonaEntry] = Field(min_length=1, max_length=MAX_PERSONAS)
 
     @field_validator("personas")
     @classmethod
-    def _unique(cls, personas: list[Persona]) -> list[Persona]:
+    def _unique(cls, personas: list[PersonaEntry]) -> list[PersonaEntry]:
         ids = [persona.id for persona in personas]
         repeated = sorted({i for i in ids if ids.count(i) > 1})
         if repeated:
@@ -88,7 +94,8 @@ def read_persona_file(path: Path) -> list[Persona]:
     except OSError as exc:
         raise PersonaConfigError(f"personas file {path}: cannot read it: {exc}") from exc
     try:
-        return PersonaFile.model_validate(json.loads(raw)).personas
+        entries = PersonaFile.model_validate(json.loads(raw)).personas
+        return [Persona.model_validate(entry.model_dump()) for entry in entries]
     except json.JSONDecodeError as exc:
         raise PersonaConfigError(f"personas file {path}: not JSON: {exc}") from exc
     except ValidationError as exc:
