@@ -272,9 +272,11 @@ CONFIG_FIELDS: Final = (
     "memory_min_relevance",
     "memory_type_descriptions",
     "proactive_retrieval",
+    "persona",
 )
 config_values = st.one_of(
     json_values,
+    st.sampled_from(["tutor", "coach", "memoria", "pirate", "Tutor", "tutor\n"]),  # personas
     odd_text,
     lone_surrogates,
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -301,6 +303,7 @@ def test_session_config_bodies_are_answered_without_a_server_error(
         assert set(body) <= set(CONFIG_FIELDS)  # user_id and the like are refused
         assert answered(api.http.get(route), 200) == changed
         assert 1 <= changed["config"]["memory_limit"] <= 100
+        assert changed["config"]["persona"] in {"memoria", "tutor", "coach"}
 
 
 odd_ids = st.one_of(

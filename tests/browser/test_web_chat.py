@@ -502,3 +502,35 @@ def test_themes_phone_layout_and_logout(
         assert fresh.evaluate(background) == DARK_BG
     finally:
         dark.close()
+
+
+def test_persona_picker_switches_the_open_thread(stack: Stack, tab: Tab, artifacts: Path) -> None:
+    user = unique("lia")
+    page = login(tab, stack, user)
+    picker = page.get_by_label("Persona")
+    expect(picker).to_be_enabled()
+    expect(picker).to_have_value("memoria")
+    options = picker.locator("option")
+    expect(options).to_have_text(["Memoria", "Ada the Tutor", "Leo the Coach"])
+    thread_id = page.locator("#thread-list .thread.is-active").get_attribute("data-thread-id")
+    assert thread_id
+
+    picker.select_option(label="Leo the Coach")
+    expect(
+        page.locator(".notice").filter(has_text="Leo the Coach answers from your next")
+    ).to_be_visible()
+    config = httpx.get(
+        f"{stack.base_url}/api/threads/{thread_id}/config", headers=headers(stack, user)
+    ).json()
+    assert config["config"]["persona"] == "coach"
+    assert [(e["previous"], e["persona"]) for e in config["agentHistory"]] == [("memoria", "coach")]
+    send(page, "hello there")
+    expect(ended_cycles(page)).to_have_count(1)  # the thread keeps working after a switch
+    shoot(page, artifacts, "persona-picker-light-desktop")
+
+    # Another thread has its own persona; coming back shows this one's again.
+    page.get_by_role("button", name="New chat", exact=True).click()
+    expect(page.locator("#empty-state")).to_be_visible()
+    expect(picker).to_have_value("memoria")
+    page.locator(f"#thread-list [data-thread-id='{thread_id}'] .thread__main").click()
+    expect(picker).to_have_value("coach")

@@ -144,7 +144,9 @@ async def test_proactive_retrieval_shows_memories_before_the_first_decision(
     assert PIRATE in decision["system"]
     finalize = next(p for p in prompts if p["task"] == "Finalize")
     assert finalize["model"] == "pirate-model-1"
-    assert finalize["system"].startswith(PIRATE)
+    # The persona's identity first (R-8), then the thread's system prompt.
+    identity = "You are Memoria, an assistant with long-term memory."
+    assert finalize["system"].startswith(f"{identity}\n\n{PIRATE}")
 
 
 async def test_without_proactive_retrieval_no_memory_is_shown_first(
@@ -186,3 +188,71 @@ async def test_another_user_can_neither_read_nor_change_a_config(
     invalid = ana.patch(thread, {"memory_limit": 0})
     assert invalid.status_code == 422
     assert invalid.json()["detail"][0]["loc"][-1] == "memory_limit"
+
+
+def prompts_asking(log: Path, text: str) -> dict[str, dict[str, Any]]:
+    """The decision's and Finalize's prompts of the cycle whose user message is ``text``: the
+    first of each task whose latest turn has it (later cycles have it in their history,
+    merged into their latest user turn when no assistant turn stands between)."""
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry["messages"] and text in entry["messages"][-1][1]:
+            found.setdefault(entry["task"], entry)
+    return found
+
+
+async def test_a_persona_switch_resets_the_next_prompt_only(
+    stack: Stack, http: httpx.Client, prompt_log: Path
+) -> None:
+    """R-8 end to end: switch over the socket; the cycle after it gets the hard reset worded
+    for each model (decision: the scripted model, an unknown id, so the default family;
+    Finalize: the thread's chat model, a Claude, so the anthropic family); the cycle after
+    that only the new identity."""
+    ana = User(stack, http)
+    thread = ana.new_thread()
+    tag = uuid.uuid4().hex[:6]
+    before, during, after = (f"{word} {tag}" for word in ("hello", "who are you", "thanks"))
+    async with chat(stack.ws_url(ana.id)) as client:
+        await client.cycle((await client.send(thread, before))["id"], timeout=60)
+        await client.connection.send(
+            json.dumps(
+                {
+                    "type": "session_config",
+                    "thread_id": thread,
+                    "config": {"persona": "tutor", "chat_model": "claude-sonnet-4-5"},
+                }
+            )
+        )
+        switched = await client.wait_for(lambda f: f["type"] == "session_config")
+        assert switched["config"]["persona"] == "tutor"
+        [entry] = switched["agentHistory"]
+        assert (entry["previous"], entry["persona"], entry["by"]) == ("memoria", "tutor", ana.id)
+        # A fast path (R-7) asks no model: it does not use up the reset.
+        listed = await client.cycle((await client.send(thread, "list all my memories"))["id"])
+        assert listed[-1]["type"] == "cycle_end" and listed[-1]["actions"] == ["ListMemories"]
+        await client.cycle((await client.send(thread, during))["id"], timeout=60)
+        await client.cycle((await client.send(thread, after))["id"], timeout=60)
+
+    first = prompts_asking(prompt_log, before)
+    assert "You are Memoria, an assistant with long-term memory." in first["decide"]["system"]
+    assert "NEW PERSONA" not in first["decide"]["system"]
+
+    reset = prompts_asking(prompt_log, during)
+    decide, finalize = reset["decide"], reset["Finalize"]
+    assert decide["system"].startswith(
+        "IMPORTANT - NEW PERSONA: You are now Ada the Tutor, no longer Memoria."
+    )
+    assert "Persona switch" not in decide["messages"][-1][1]  # the ask wants an action name
+    assert finalize["model"] == "claude-sonnet-4-5"
+    assert finalize["system"].startswith("<system_reset>")
+    assert '<new_identity name="Ada the Tutor">' in finalize["system"]
+
+    later = prompts_asking(prompt_log, after)
+    assert later["decide"]["system"].startswith("You are Ada, a patient tutor.")
+    assert "NEW PERSONA" not in later["decide"]["system"]
+    assert later["Finalize"]["system"].startswith('<identity name="Ada the Tutor">')
+    assert "<system_reset>" not in later["Finalize"]["system"]
+
+    history = ana.config(thread).json()["agentHistory"]
+    assert [e["persona"] for e in history] == ["tutor"]

@@ -9,7 +9,9 @@ from memoria_action_worker.actions.finalize import finalize
 from memoria_action_worker.actions.question import question
 from memoria_action_worker.context import ActionContext
 from memoria_contracts.memory import MemorySearch
+from memoria_contracts.personas import ActivePersona, PersonaReset
 from memoria_contracts.session import SessionConfig
+from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 
 from .harness import THREAD_ID, Harness, memory
@@ -50,7 +52,8 @@ async def test_memory_search_uses_the_sessions_limits_and_descriptions(harness: 
     assert (search.limit, search.min_relevance) == (3, 0.2)
     plan_request, explain_request = llm.requests
     assert "Things never to do." in plan_request.prompt.messages[-1].content
-    assert explain_request.prompt.system.startswith(PIRATE)
+    identity = "You are Memoria, an assistant with long-term memory."  # the persona (R-8)
+    assert explain_request.prompt.system.startswith(f"{identity}\n\n{PIRATE}")
     assert explain_request.model == "pirate-model-1"
 
 
@@ -62,7 +65,10 @@ async def test_finalize_answers_with_the_system_prompt_and_chat_model(harness: H
 
     assert outcome.status == "ok" and outcome.ends_cycle
     [request] = llm.requests
-    assert request.prompt.system.startswith(PIRATE)
+    # The persona's identity comes first (R-8), then the thread's system prompt.
+    identity = "You are Memoria, an assistant with long-term memory."
+    assert request.prompt.system.startswith(identity)
+    assert request.prompt.system.removeprefix(identity).lstrip().startswith(PIRATE)
     assert request.model == "pirate-model-1"
 
 
@@ -73,5 +79,32 @@ async def test_without_a_session_the_settings_apply(harness: Harness) -> None:
     await question(ctx)
 
     [request] = llm.requests
-    assert request.prompt.system.startswith(harness.settings.system_prompt)
+    identity = "You are Memoria, an assistant with long-term memory."
+    rest = request.prompt.system.removeprefix(identity).lstrip()
+    assert rest.startswith(harness.settings.system_prompt)
     assert request.model is None
+
+
+async def test_answers_speak_as_the_cycles_persona_and_reset_after_a_switch(
+    harness: Harness,
+) -> None:
+    """R-8: the persona decision sends is the identity of Finalize (and the other answers),
+    worded for the thread's chat model; in the cycle after a switch, the hard reset."""
+    tutor = load_personas(harness.settings).get("tutor")
+    assert tutor is not None
+    reset = PersonaReset(seq=1, previous_id="memoria", previous_name="Memoria", turn=0)
+    for persona, expected in (
+        (ActivePersona(persona=tutor, reset=reset), "<system_reset>"),
+        (ActivePersona(persona=tutor), '<identity name="Ada the Tutor">'),
+    ):
+        ctx, llm = harness.context("Finalize", {}, chat="Hello.")
+        session = a_session(harness).model_copy(update={"chat_model": "claude-sonnet-4-5"})
+        ctx = with_session(ctx, session)
+        context = ctx.request.context.model_copy(update={"persona": persona})
+        ctx = dataclasses.replace(ctx, request=ctx.request.model_copy(update={"context": context}))
+        await finalize(ctx)
+        [request] = llm.requests
+        assert request.prompt.system.startswith(expected)
+        assert "You are Ada, a patient tutor." in request.prompt.system
+        assert PIRATE in request.prompt.system  # the thread's system prompt still applies
+        assert "You are Memoria" not in request.prompt.system

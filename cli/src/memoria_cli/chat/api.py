@@ -1,5 +1,6 @@
 """The gateway's HTTP routes the chat's slash commands use, on the authenticated client of
-`memoria export`/`import` (memoria_cli.gateway_client): threads, memories, cycle traces."""
+`memoria export`/`import` (memoria_cli.gateway_client): threads, memories, cycle traces,
+personas."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from memoria_contracts.memory import Memory
 
 THREADS_PATH: Final = "/api/threads"
 CYCLES_PATH: Final = "/api/cycles"
+PERSONAS_PATH: Final = "/api/personas"
 SEARCH_PATH: Final = f"{MEMORIES_PATH}/search"
 MEMORIES_SHOWN: Final = 50
 BEARER: Final = "Bearer "
@@ -53,6 +55,29 @@ class ThreadSummary(BaseModel):
 
 class _ThreadList(BaseModel):
     threads: list[ThreadSummary]
+
+
+class PersonaChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+    description: str = ""
+
+
+class PersonaList(BaseModel):
+    """``GET /api/personas``: the personas a thread can switch to, the default first."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    default: str
+    personas: list[PersonaChoice]
+
+
+class _ThreadConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    config: dict[str, Any]
 
 
 class _MemoryList(BaseModel):
@@ -150,3 +175,34 @@ async def recent_messages(
     if not isinstance(frames, list):
         raise ApiError("reading the thread: the gateway sent an answer this CLI cannot read")
     return [frame for frame in frames[-limit:] if isinstance(frame, dict)]
+
+
+async def list_personas(client: httpx.AsyncClient) -> PersonaList:
+    response = await send(client, "GET", PERSONAS_PATH)
+    if response.status_code in MISSING_ROUTE:
+        raise NotAvailable("personas are not available on this gateway")
+    return _parsed(PersonaList, response, "listing personas")
+
+
+def _config_path(thread_id: str) -> str:
+    return f"{THREADS_PATH}/{quote(thread_id, safe='')}/config"
+
+
+async def thread_persona(client: httpx.AsyncClient, thread_id: str) -> str | None:
+    """The thread's persona; None for a thread not stored yet (nothing sent to it)."""
+    response = await send(client, "GET", _config_path(thread_id))
+    if response.status_code == httpx.codes.NOT_FOUND:
+        return None
+    persona = _parsed(_ThreadConfig, response, "reading the thread's config").config.get("persona")
+    return persona if isinstance(persona, str) else None
+
+
+async def switch_persona(client: httpx.AsyncClient, thread_id: str, persona: str) -> str | None:
+    """Switch the thread to ``persona`` and return the thread's persona after it; None for a
+    thread not stored yet. An unknown persona is an :class:`ApiError` saying so."""
+    response = await send(client, "PATCH", _config_path(thread_id), json={"persona": persona})
+    if response.status_code == httpx.codes.NOT_FOUND:
+        return None
+    config = _parsed(_ThreadConfig, response, "switching the persona").config
+    switched = config.get("persona")
+    return switched if isinstance(switched, str) else None

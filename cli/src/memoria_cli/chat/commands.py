@@ -28,6 +28,8 @@ RECENT_MESSAGES: Final = 10
 """Messages shown from a thread switched to, for context."""
 CYCLE_ID: Final = re.compile(r"^cyc_[A-Za-z0-9_-]{1,80}$")
 """A cycle id as ``GET /api/cycles/{cycle_id}`` takes it."""
+PERSONA_ID: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+"""A persona id as the session config takes it (docs/protocol.md#personas)."""
 
 
 @dataclass
@@ -87,6 +89,12 @@ class Trace:
 
 
 @dataclass(frozen=True)
+class Persona:
+    persona_id: str | None = None
+    """None lists the personas (the current thread's marked); an id switches to it."""
+
+
+@dataclass(frozen=True)
 class Quit:
     pass
 
@@ -108,6 +116,7 @@ Command = (
     | Memories
     | Forget
     | Trace
+    | Persona
     | Quit
     | Invalid
 )
@@ -120,6 +129,7 @@ HELP: Final = (
     ("/memories [QUERY]", "your newest memories, or those that match QUERY"),
     ("/forget ID", "delete the memory ID"),
     ("/trace [CYCLE_ID]", "every step of the last reply (or of CYCLE_ID), in order"),
+    ("/persona [ID]", "the personas, or switch this thread to persona ID"),
     ("/quit", "leave (Ctrl-D and Ctrl-C too)"),
     ("//text", "send a message that starts with /"),
 )
@@ -164,6 +174,10 @@ def _command(name: str, argument: str) -> Command:
         if argument and not CYCLE_ID.fullmatch(argument):
             return Invalid(f"not a cycle id: {argument!r} (cyc_…, as /trace shows)")
         return Trace(argument or None)
+    if name == "persona":
+        if argument and not PERSONA_ID.fullmatch(argument):
+            return Invalid(f"not a persona id: {argument!r} (/persona lists them)")
+        return Persona(argument or None)
     return Invalid(f"unknown command /{name}: /help lists the commands")
 
 
@@ -197,6 +211,8 @@ async def run_command(
                 view.notice(f"forgot {forgotten.memory_id}: {shown(forgotten.content)}")
         elif isinstance(command, Trace):
             await _trace(command.cycle_id or state.last_cycle, client, view)
+        elif isinstance(command, Persona):
+            await _persona(command.persona_id, client, view, state)
     except api.NotAvailable as exc:
         view.warning(str(exc))
     except (api.ApiError, GatewayError) as exc:
@@ -212,6 +228,25 @@ async def _trace(cycle_id: str | None, client: httpx.AsyncClient, view: ChatView
         view.error(f"no such cycle: {cycle_id}")
     else:
         view.trace(cycle)
+
+
+async def _persona(
+    persona_id: str | None, client: httpx.AsyncClient, view: ChatView, state: ChatState
+) -> None:
+    if persona_id is None:
+        listed = await api.list_personas(client)
+        current = await api.thread_persona(client, state.thread) or listed.default
+        for persona in listed.personas:
+            mark = "*" if persona.id == current else " "
+            view.notice(
+                f"{mark} {persona.id}: {shown(persona.name)} - {shown(persona.description)}"
+            )
+        return
+    switched = await api.switch_persona(client, state.thread, persona_id)
+    if switched is None:
+        view.warning("this thread is not stored yet: send a message first, then /persona")
+    else:
+        view.notice(f"{switched} answers in thread {state.thread} from your next message")
 
 
 async def _new_thread(client: httpx.AsyncClient) -> str:

@@ -34,11 +34,13 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
+from memoria_contracts.personas import ActivePersona
 from memoria_contracts.session import (
     SessionConfig,
     SessionConfigGet,
     SessionConfigState,
     SessionConfigUpdate,
+    SessionPersonaApplied,
 )
 from memoria_contracts.threads import (
     ThreadCreate,
@@ -99,6 +101,11 @@ class CycleContext(ContractModel):
         default=None,
         description="The thread's effective session configuration, read once at cycle "
         "start; null from a decision service older than this field (use the settings).",
+    )
+    persona: ActivePersona | None = Field(
+        default=None,
+        description="The persona the cycle answers as, with the reset due after a switch "
+        "(R-8); null from a decision service older than this field.",
     )
 
 
@@ -233,6 +240,7 @@ Payload = Annotated[
     | CycleFailure
     | SessionConfigGet
     | SessionConfigUpdate
+    | SessionPersonaApplied
     | SessionConfigState,
     Field(discriminator="type"),
 ]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from memoria_contracts.chat import Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
+from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigPatch
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
@@ -147,6 +148,11 @@ class SessionConfigFrame(_Frame):
     config: SessionConfig = Field(description="Effective: the defaults, overrides on top.")
     overrides: SessionConfigOverrides = Field(
         description="What the thread sets itself; null fields follow the defaults."
+    )
+    agent_history: list[AgentHistoryEntry] = Field(
+        default_factory=list,
+        alias="agentHistory",
+        description="The thread's persona switches, oldest first (R-8).",
     )
 
 

@@ -16,6 +16,12 @@ from pydantic import ConfigDict, Field, StringConstraints
 
 from memoria_contracts.base import ContractModel
 from memoria_contracts.memory import MAX_SEARCH_LIMIT, MEMORY_TYPES, MemoryType
+from memoria_contracts.personas import (
+    DEFAULT_PERSONA_ID,
+    AgentHistoryEntry,
+    PersonaApplied,
+    PersonaId,
+)
 from memoria_contracts.threads import ThreadId
 
 MAX_SYSTEM_PROMPT_CHARS: Final = 4000
@@ -47,6 +53,7 @@ SessionField = Literal[
     "memory_min_relevance",
     "memory_type_descriptions",
     "proactive_retrieval",
+    "persona",
 ]
 SESSION_FIELDS: Final[tuple[SessionField, ...]] = (
     "system_prompt",
@@ -55,6 +62,7 @@ SESSION_FIELDS: Final[tuple[SessionField, ...]] = (
     "memory_min_relevance",
     "memory_type_descriptions",
     "proactive_retrieval",
+    "persona",
 )
 
 
@@ -80,6 +88,11 @@ class SessionConfig(ContractModel):
         description="Search memories with the user's message before the first decision, show "
         "them and give them to the model."
     )
+    persona: PersonaId = Field(
+        default=DEFAULT_PERSONA_ID,
+        description="The persona the assistant answers as (GET /api/personas lists them); "
+        "a change is logged in the thread's agentHistory.",
+    )
 
 
 class SessionConfigOverrides(ContractModel):
@@ -104,6 +117,10 @@ class SessionConfigOverrides(ContractModel):
         description=f"Memory type → description (1–{MAX_TYPE_DESCRIPTION_CHARS} characters).",
     )
     proactive_retrieval: bool | None = None
+    persona: PersonaId | None = Field(
+        default=None,
+        description="A configured persona's id (GET /api/personas); an unknown one is refused.",
+    )
 
     def as_update(self, thread_id: str) -> SessionConfigUpdate:
         """This object read as a change of ``thread_id``: fields given as null are reset.
@@ -163,6 +180,16 @@ class SessionConfigUpdate(ContractModel):
     reset: list[SessionField] = Field(default_factory=list, max_length=len(SESSION_FIELDS))
 
 
+class SessionPersonaApplied(ContractModel):
+    """A cycle ran after a persona switch (R-8): remember which agentHistory entry it applied
+    and which turn after the switch it was, so the next cycle can tell a new switch from an
+    old one. Answered with the thread's config, or ``not_found``."""
+
+    type: Literal["session.persona_applied"] = "session.persona_applied"
+    thread_id: ThreadId
+    applied: PersonaApplied
+
+
 # -- replies --------------------------------------------------------------------------------
 
 
@@ -172,4 +199,13 @@ class SessionConfigState(ContractModel):
     config: SessionConfig
     overrides: SessionConfigOverrides = Field(
         description="What the thread sets itself; null fields follow the defaults."
+    )
+    agent_history: list[AgentHistoryEntry] = Field(
+        default_factory=list,
+        alias="agentHistory",
+        description="The thread's persona switches, oldest first (the latest ones kept).",
+    )
+    persona_applied: PersonaApplied | None = Field(
+        default=None,
+        description="What the thread's latest cycle after a switch applied (null: none yet).",
     )

@@ -28,7 +28,8 @@ ThreadTitle = Annotated[
 ]
 """A title someone chose: 1 to 120 characters once the surrounding blanks are gone."""
 
-ThreadFailureCode = Literal["not_found"]
+ThreadFailureCode = Literal["not_found", "invalid"]
+"""``invalid``: a change the thread cannot take (a persona that is not configured)."""
 
 
 class Thread(ContractModel):

@@ -32,7 +32,12 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
-from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionConfigUpdate
+from memoria_contracts.session import (
+    SessionConfigGet,
+    SessionConfigState,
+    SessionConfigUpdate,
+    SessionPersonaApplied,
+)
 from memoria_contracts.streams import Stream
 from memoria_contracts.threads import (
     ThreadCreate,
@@ -259,8 +264,17 @@ class MemoryClient:
         """Change a thread's session config overrides; ``not_found`` as above."""
         return await self._session_call(user_id, request, None)
 
+    async def persona_applied(
+        self, user_id: str, request: SessionPersonaApplied, *, cycle_id: str | None = None
+    ) -> SessionConfigState | ThreadFailure:
+        """Record what a cycle after a persona switch applied (R-8)."""
+        return await self._session_call(user_id, request, cycle_id)
+
     async def _session_call(
-        self, user_id: str, request: SessionConfigGet | SessionConfigUpdate, cycle_id: str | None
+        self,
+        user_id: str,
+        request: SessionConfigGet | SessionConfigUpdate | SessionPersonaApplied,
+        cycle_id: str | None,
     ) -> SessionConfigState | ThreadFailure:
         reply = await self._call(user_id, request.thread_id, cycle_id, request)
         if isinstance(reply, SessionConfigState | ThreadFailure):

@@ -14,6 +14,7 @@ from memoria_runtime import ops, redis_clients
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.logs import configure_logging
+from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
@@ -63,7 +64,10 @@ def run_service(name: str, build_app: AppFactory) -> None:
     health = Health()
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
-        app = build_app(settings, provider)
+        try:
+            app = build_app(settings, provider)
+        except PersonaConfigError as exc:
+            raise SystemExit(f"memoria {name}: {exc}") from None  # the message, no traceback
         check_bus_key(app, settings)
         watch_health(app, settings, health)
         asyncio.run(app.run())

@@ -16,4 +16,5 @@ def session_defaults(settings: Settings, thread_id: str) -> SessionConfig:
         memory_min_relevance=settings.memory_min_relevance,
         memory_type_descriptions=dict(settings.memory_type_descriptions),
         proactive_retrieval=settings.proactive_retrieval,
+        persona=settings.default_persona,
     )

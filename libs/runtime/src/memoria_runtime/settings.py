@@ -262,6 +262,16 @@ class Settings(BaseSettings):
         description="Default of each thread's session config: instructions every answer "
         "follows (threads may set their own).",
     )
+    personas_file: Path | None = Field(
+        default=None,
+        description='JSON file of the personas threads can switch to (`{"personas": [{id, '
+        "name, description, identity, style}]}`), instead of the shipped examples; checked at "
+        "start. The built-in `memoria` persona stays unless the file redefines it.",
+    )
+    default_persona: str = Field(
+        default="memoria",
+        description="Persona of threads that did not choose one; one of the configured.",
+    )
     cycle_max_steps: int = Field(default=8, description="Steps before a cycle gives up.")
     step_timeout_seconds: float = Field(
         default=120.0, description="Longest a step may run before the cycle ends with a notice."

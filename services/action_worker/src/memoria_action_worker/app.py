@@ -15,9 +15,11 @@ from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.streams import Group, Stream
 from memoria_llm.factory import create_language_model
+from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.action_worker")
@@ -28,6 +30,8 @@ _ADVERTS_PER_TTL = 3  # refresh the advert three times per lifetime: one lost wr
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, StepRunner]:
+    load_personas(settings)  # the default persona of requests without one; checked here
+    strategy_files()  # a broken persona strategy file stops the worker here, saying why
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     publisher = EventPublisher(broker, settings)
     publisher.declare(Stream.ACTIONS_DONE, "A step's outcome, for decision.")

@@ -18,6 +18,7 @@ from memoria_contracts.events import (
     Language,
     Payload,
 )
+from memoria_contracts.personas import ActivePersona
 from memoria_contracts.session import SessionConfig
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel
@@ -25,6 +26,7 @@ from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
@@ -153,3 +155,10 @@ class ActionContext:
         request comes from a decision service that does not send it."""
         sent = self.request.context.session
         return sent or session_defaults(self.settings, self.event.thread_id)
+
+    @property
+    def persona(self) -> ActivePersona:
+        """The persona the cycle answers as (R-8); the configured default, with no reset,
+        when the request comes from a decision service that does not send it."""
+        sent = self.request.context.persona
+        return sent or ActivePersona(persona=load_personas(self.settings).default)

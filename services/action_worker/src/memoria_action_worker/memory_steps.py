@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, chat_prompt, with_system_prompt
+from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
@@ -332,17 +332,12 @@ async def explain(
     providers. A model failure here does not undo the memory work already done, so it is
     logged and the step still succeeds (reporting it as failed would invite a repeat)."""
     results_json = json.dumps(results, ensure_ascii=False, default=str)
-    prompt = chat_prompt(
-        with_system_prompt(system, ctx.session),
-        ctx.cycle,
+    request = agent_request(
+        ctx,
+        task,
+        system,
         f"{ask}\n\nResults (JSON):\n{results_json}",
-    )
-    request = LLMRequest(
-        task=task,
-        prompt=prompt,
-        context=ctx.cycle,
         metadata={"results": results_json},
-        model=ctx.session.chat_model,
     )
     try:
         return await ctx.chat.stream(

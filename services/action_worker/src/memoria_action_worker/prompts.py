@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from memoria_contracts.events import CycleContext, Language
 from memoria_contracts.session import SessionConfig
 from memoria_llm.conversation import conversation
-from memoria_llm.port import Prompt, PromptMessage
+from memoria_llm.persona_prompt import with_persona
+from memoria_llm.port import LLMRequest, Prompt, PromptMessage
+
+if TYPE_CHECKING:
+    from memoria_action_worker.context import ActionContext
 
 LANGUAGE_NAMES: dict[Language, str] = {"en": "English", "pt": "Brazilian Portuguese"}
 
@@ -30,3 +37,29 @@ def with_system_prompt(system: str, session: SessionConfig) -> str:
     """An answering step's instructions under the thread's system prompt (R-5): the system
     prompt says who the assistant is and how it behaves, the step what to write now."""
     return f"{session.system_prompt}\n\n{system}"
+
+
+def agent_request(
+    ctx: ActionContext,
+    task: str,
+    system: str,
+    ask: str,
+    metadata: dict[str, str] | None = None,
+) -> LLMRequest:
+    """A chat request of a step that speaks as the assistant (Finalize, Question, the memory
+    actions' explanations): the
+    persona's identity — or, in the cycles right after a switch, its hard reset — worded for
+    the model that answers (R-8), then the thread's system prompt, then the step's
+    ``system``. The model is the thread's ``chat_model`` when it sets one (the provider
+    answers with it), else the provider's own."""
+    prompt = chat_prompt(with_system_prompt(system, ctx.session), ctx.cycle, ask)
+    request = LLMRequest(
+        task=task,
+        prompt=prompt,
+        context=ctx.cycle,
+        metadata=metadata or {},
+        model=ctx.session.chat_model,
+    )
+    model = request.model or ctx.llm.chat_model(request)
+    spoken = with_persona(prompt, ctx.persona, model=model, provider=ctx.llm.name)
+    return replace(request, prompt=spoken)

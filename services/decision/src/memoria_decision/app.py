@@ -17,10 +17,12 @@ from memoria_decision.deadlines import Deadlines
 from memoria_decision.handlers import DecisionHandlers
 from memoria_decision.state import CycleStore
 from memoria_llm.factory import create_language_model
+from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.decision")
@@ -31,6 +33,8 @@ SWEEP_INTERVAL_S = 1.0
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
 ) -> tuple[RedisBroker, CycleEngine]:
+    load_personas(settings)  # a bad personas file stops the service here, saying why
+    strategy_files()  # so would a broken persona strategy file
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect(settings)
     publisher = EventPublisher(broker, settings)

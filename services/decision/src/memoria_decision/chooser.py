@@ -11,7 +11,7 @@ from opentelemetry import trace
 from memoria_contracts.events import ActionSpec
 from memoria_decision.prompt import decision_prompt
 from memoria_decision.state import CycleState
-from memoria_llm.port import LanguageModel, LLMRequest
+from memoria_llm.port import LanguageModel, LLMRequest, Mode
 
 log = logging.getLogger("memoria.decision.chooser")
 
@@ -40,7 +40,13 @@ async def choose_action(
     for attempt in range(retries + 1):
         request = LLMRequest(
             task="decide",
-            prompt=decision_prompt(state, catalog, rejected),
+            prompt=decision_prompt(
+                state,
+                catalog,
+                rejected,
+                model=llm.label(Mode.REASONING_HEAVY),
+                provider=llm.name,
+            ),
             context=state.context(),
             attempt=attempt,
         )

@@ -34,7 +34,8 @@ from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
 from memoria_decision.pending import PendingActions
-from memoria_decision.session import recall, recalled, session_for_cycle
+from memoria_decision.persona import persona_for_cycle, record_applied
+from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
 from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
@@ -44,6 +45,7 @@ from memoria_runtime.bus import EventPublisher
 from memoria_runtime.catalog import read_catalog
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.personas import load_personas
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import attached_trace, current_trace_carrier
@@ -207,9 +209,11 @@ class CycleEngine:
         )
         language = i18n.detect_language(payload.content)
         history, history_error = await self._earlier_messages(event, cycle_id)
-        session = await session_for_cycle(
+        stored = await read_session(
             self.memory, self.settings, event.user_id, event.thread_id, cycle_id
         )
+        session = stored.config
+        persona, to_record = persona_for_cycle(load_personas(self.settings), stored, cycle_id)
         cards = await recall(self.memory, session, event.user_id, original)
         state = CycleState(
             cycle_id=cycle_id,
@@ -222,6 +226,8 @@ class CycleEngine:
             history=history,
             transcript=[original, *cards],
             session=session,
+            persona=persona,
+            persona_record=to_record,
         )
         state = await self.store.create(state)
         await self._echo(state)
@@ -266,6 +272,10 @@ class CycleEngine:
             await self._end(state, "max_steps", notice)
             return
         await self.gate.refresh(state.user_id, state.thread_id, state.message_id)
+        if state.persona_record is not None and not state.persona_recorded:
+            # The first prompt of the cycle: the switch it applies is used up.
+            await record_applied(self.memory, state.user_id, state.thread_id, state.persona_record)
+            state.persona_recorded = True
         await self._status(state, step, i18n.text("thinking", state.language))
         catalog = await read_catalog(self.redis)
         if not catalog:

@@ -8,10 +8,11 @@ from memoria_contracts.events import ActionSpec, StepRecord
 from memoria_decision.session import session_instructions
 from memoria_decision.state import CycleState
 from memoria_llm.conversation import conversation
+from memoria_llm.persona_prompt import with_persona
 from memoria_llm.port import Prompt, PromptMessage
 
 SYSTEM = (
-    "You are the decision step of Memoria, an assistant with long-term memory. "
+    "This step decides what the assistant does next; it does not write to the user. "
     "You see the conversation, the user's original message, the actions already taken in "
     "this cycle and the actions available. Choose the ONE next action that moves toward what "
     "the user asked for. Reply with the action's exact name only: no punctuation, no "
@@ -30,8 +31,15 @@ def _actions(catalog: Sequence[ActionSpec]) -> str:
 
 
 def decision_prompt(
-    state: CycleState, catalog: Sequence[ActionSpec], rejected: Sequence[str] = ()
+    state: CycleState,
+    catalog: Sequence[ActionSpec],
+    rejected: Sequence[str] = (),
+    *,
+    model: str = "",
+    provider: str = "",
 ) -> Prompt:
+    """``model`` (and ``provider``) pick how the persona's identity is worded (R-8): the
+    model that reads the prompt."""
     names = ", ".join(spec.name for spec in catalog)
     ask = (
         f"Original message from the user:\n<<<\n{state.original.content}\n>>>\n\n"
@@ -44,7 +52,9 @@ def decision_prompt(
     messages = [*conversation([*state.history, *state.transcript])]
     messages.append(PromptMessage(role="user", content=ask))
     system = SYSTEM + session_instructions(state.session)
-    return Prompt(system=system, messages=_alternate(messages))
+    prompt = Prompt(system=system, messages=_alternate(messages))
+    # The identity (or the reset) in the system text only: the ask wants an action name.
+    return with_persona(prompt, state.persona, model=model, provider=provider, user_turn=False)
 
 
 def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:

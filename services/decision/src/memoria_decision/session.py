@@ -13,7 +13,12 @@ from typing import Final
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.memory import MAX_BINDING_CHARS, MEMORY_TYPES, MemoryFailure, MemorySearch
-from memoria_contracts.session import SessionConfig, SessionConfigGet
+from memoria_contracts.session import (
+    SessionConfig,
+    SessionConfigGet,
+    SessionConfigOverrides,
+    SessionConfigState,
+)
 from memoria_contracts.threads import ThreadFailure
 from memoria_decision import commands
 from memoria_runtime.memory_client import MemoryClient
@@ -29,19 +34,28 @@ RECALL_STEP: Final = 0
 from the ids (MemorySearch's "already retrieved", the offline planner) counts them too."""
 
 
-async def session_for_cycle(
+async def read_session(
     memory: MemoryClient, settings: Settings, user_id: str, thread_id: str, cycle_id: str
-) -> SessionConfig:
-    """The thread's effective session config (the defaults for a thread not stored yet)."""
+) -> SessionConfigState:
+    """The thread's effective session config and persona log (the defaults and no log for a
+    thread not stored yet, or when the memory service does not answer)."""
     request = SessionConfigGet(thread_id=thread_id, defaults_if_missing=True)
     try:
         reply = await memory.session_config(user_id, request, cycle_id=cycle_id)
     except (TimeoutError, RpcError) as exc:
         log.error("cycle %s: no session config, using the defaults: %r", cycle_id, exc)
-        return session_defaults(settings, thread_id)
-    if isinstance(reply, ThreadFailure):  # pragma: no cover - defaults_if_missing
-        return session_defaults(settings, thread_id)
-    return reply.config
+        reply = None
+    if reply is None or isinstance(reply, ThreadFailure):
+        defaults = session_defaults(settings, thread_id)
+        return SessionConfigState(config=defaults, overrides=SessionConfigOverrides())
+    return reply
+
+
+async def session_for_cycle(
+    memory: MemoryClient, settings: Settings, user_id: str, thread_id: str, cycle_id: str
+) -> SessionConfig:
+    """The thread's effective session config (the defaults for a thread not stored yet)."""
+    return (await read_session(memory, settings, user_id, thread_id, cycle_id)).config
 
 
 def recall_query(message: str) -> str:

@@ -15,6 +15,7 @@ from memoria_contracts.events import (
     Language,
     StepRecord,
 )
+from memoria_contracts.personas import ActivePersona, PersonaApplied
 from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
 from memoria_runtime import keys
@@ -47,6 +48,12 @@ class CycleState(BaseModel):
     end_announced: bool = False
     session: SessionConfig | None = None
     """The thread's session config, read once at the start (None: state of an older version)."""
+    persona: ActivePersona | None = None
+    """The persona the cycle answers as, with the reset due after a switch (R-8)."""
+    persona_record: PersonaApplied | None = None
+    """What the cycle applies of the thread's agentHistory, recorded when it first asks a
+    model (a fast path asks none and leaves the reset to the next cycle)."""
+    persona_recorded: bool = False
     route: Route | None = None
     """The route decided before the first decision (fast path or model; routes.py)."""
     started_at: datetime = Field(default_factory=utcnow)
@@ -68,6 +75,7 @@ class CycleState(BaseModel):
             steps=self.steps,
             language=self.language,
             session=self.session,
+            persona=self.persona,
         )
 
     def record(self, completed: ActionCompleted) -> None:

@@ -9,6 +9,7 @@ from memoria_gateway.app import create_app
 from memoria_runtime import ops
 from memoria_runtime.health import Health
 from memoria_runtime.logs import configure_logging
+from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
@@ -25,8 +26,12 @@ def main() -> None:
     health = Health()
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
+        try:
+            app = create_app(settings, provider, health)
+        except PersonaConfigError as exc:
+            raise SystemExit(f"memoria {SERVICE_NAME}: {exc}") from None  # no traceback
         uvicorn.run(
-            create_app(settings, provider, health),
+            app,
             host=settings.gateway_host,
             port=settings.gateway_port,
             log_config=None,

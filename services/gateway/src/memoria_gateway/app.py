@@ -18,11 +18,13 @@ from memoria_gateway.core import build_broker
 from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
+from memoria_gateway.persona_routes import persona_router
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer, load_or_create_secret
 from memoria_runtime.bus.signing import ensure_shared_key
 from memoria_runtime.health import Health, heartbeat, stop_task
+from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.gateway")
@@ -33,6 +35,7 @@ def create_app(
 ) -> FastAPI:
     """``health`` (when given) is kept up to date for the ops port; the gateway's own
     ``/livez`` and ``/readyz`` answer from the request itself."""
+    personas = load_personas(settings)  # a bad personas file stops the gateway here
     broker, gateway = build_broker(settings, provider)
 
     @contextlib.asynccontextmanager
@@ -69,6 +72,7 @@ def create_app(
     app.include_router(memory_router(gateway.memory, gateway.tokens))
     app.include_router(thread_router(gateway.memory, gateway.tokens))
     app.include_router(cycle_router(gateway.memory, gateway.tokens))
+    app.include_router(persona_router(personas, gateway.tokens))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

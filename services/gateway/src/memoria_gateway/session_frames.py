@@ -47,6 +47,8 @@ async def answer_session_config(
     except (TimeoutError, RpcError) as exc:
         log.error("session config of %s/%s: %r", user_id, frame.thread_id, exc)
         return ErrorFrame(code="unavailable", message=NOT_ANSWERING)
+    if isinstance(reply, ThreadFailure) and reply.code == "invalid":
+        return ErrorFrame(code="invalid_frame", message=reply.error_message)
     if isinstance(reply, ThreadFailure):
         return ErrorFrame(code="not_found", message=f"{NOT_FOUND}: {frame.thread_id}")
     return SessionConfigFrame(
@@ -54,4 +56,5 @@ async def answer_session_config(
         user_id=user_id,
         config=reply.config,
         overrides=reply.overrides,
+        agent_history=reply.agent_history,
     )

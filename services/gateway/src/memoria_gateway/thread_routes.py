@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from memoria_contracts.ids import new_id
+from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import (
     SessionConfig,
     SessionConfigGet,
@@ -112,10 +113,20 @@ class ThreadConfig(BaseModel):
     overrides: SessionConfigOverrides = Field(
         description="What the thread sets itself; null fields follow the defaults."
     )
+    agent_history: list[AgentHistoryEntry] = Field(
+        default_factory=list,
+        serialization_alias="agentHistory",
+        description="The thread's persona switches, oldest first (R-8).",
+    )
 
     @classmethod
     def of(cls, user_id: str, state: SessionConfigState) -> "ThreadConfig":
-        return cls(user_id=user_id, config=state.config, overrides=state.overrides)
+        return cls(
+            user_id=user_id,
+            config=state.config,
+            overrides=state.overrides,
+            agent_history=state.agent_history,
+        )
 
 
 NOT_FOUND_ERROR: Final[dict[int | str, dict[str, Any]]] = {
@@ -131,9 +142,17 @@ def not_found() -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, detail=THREAD_NOT_FOUND)
 
 
+def refused(failure: ThreadFailure) -> HTTPException:
+    """``not_found`` (also for another user's thread), or a change the thread cannot take
+    (an unknown persona): a 422 shaped like FastAPI's own validation errors."""
+    if failure.code == "invalid":
+        problem = {"loc": ["body", "persona"], "msg": failure.error_message, "type": "value_error"}
+        return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=[problem])
+    return not_found()
+
+
 async def answer(call: Awaitable[R | ThreadFailure]) -> R:
-    # The only thread failure is "not found" (also for another user's thread).
-    return await reply_or_raise(call, ThreadFailure, lambda _: not_found())
+    return await reply_or_raise(call, ThreadFailure, refused)
 
 
 def known_thread(thread_id: str) -> str:
@@ -199,7 +218,9 @@ def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> 
         return ThreadConfig.of(user_id, await answer(threads.session_config(user_id, request)))
 
     @router.patch(
-        "/{thread_id}/config", summary="Change a thread's session config", responses=NOT_FOUND_ERROR
+        "/{thread_id}/config",
+        summary="Change a thread's session config (or switch its persona)",
+        responses=NOT_FOUND_ERROR,
     )
     async def change_config(
         thread_id: Annotated[str, Path(description="The thread's id.")],
@@ -208,7 +229,8 @@ def thread_router(threads: ThreadBackend, tokens: Callable[[], TokenIssuer]) -> 
     ) -> ThreadConfig:
         """Fields left out stay as they are; a field set to null goes back to its default
         (in `memory_type_descriptions`, per type). Takes effect from the thread's next
-        cycle."""
+        cycle. A new `persona` (one of `GET /api/personas`; another is a 422) is logged in
+        `agentHistory`, and the next cycle resets the model's identity to it."""
         request = body.as_update(known_thread(thread_id))
         state = await answer(threads.update_session_config(user_id, request))
         return ThreadConfig.of(user_id, state)

@@ -24,7 +24,7 @@ from memoria_contracts.memory import (
     MemorySearch,
     MemoryUpdate,
 )
-from memoria_contracts.session import SessionConfigGet, SessionConfigUpdate
+from memoria_contracts.session import SessionConfigGet, SessionConfigUpdate, SessionPersonaApplied
 from memoria_contracts.threads import (
     ThreadCreate,
     ThreadFailure,
@@ -155,7 +155,7 @@ class MemoryHandlers:
                         code="not_found", error_message="no such cycle", cycle_id=payload.cycle_id
                     )
                 return CycleFound(cycle=cycle)
-            case SessionConfigGet() | SessionConfigUpdate():
+            case SessionConfigGet() | SessionConfigUpdate() | SessionPersonaApplied():
                 return await answer_session(self.threads, self._settings, user_id, payload)
         log.error("unsupported request %s (%s)", event.type, event.event_id)
         return RpcFailure(code="unsupported", message=f"no handler for {event.type}")

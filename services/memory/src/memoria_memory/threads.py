@@ -12,16 +12,27 @@ Every query names the user, as in the history and the memories: another user's t
 same id is a different document.
 
 A thread's session config overrides (R-5) are fields of its document too; the effective
-config is made by :mod:`memoria_memory.session_configs`.
+config is made by :mod:`memoria_memory.session_configs`. So is its persona log (R-8,
+``agent_history``): a change of persona appends an entry in the same write that sets it,
+guarded by the log's sequence number (compare and set), so two concurrent switches both
+land in order and a switch is never stored without its entry.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
 from memoria_contracts.memory import MEMORY_TYPES
+from memoria_contracts.personas import (
+    DEFAULT_PERSONA_ID,
+    MAX_AGENT_HISTORY,
+    AgentHistoryEntry,
+    PersonaApplied,
+)
 from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, SessionConfigUpdate
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
@@ -40,6 +51,25 @@ _CONFIG_PREFIX: Final = "config_"
 (and per memory type description), so concurrent changes of different fields never undo
 each other and resetting one is an ``$unset``."""
 _TYPE_DESCRIPTIONS: Final = "memory_type_descriptions"
+_PERSONA: Final = "persona"
+_HISTORY: Final = "agent_history"
+_HISTORY_SEQ: Final = "agent_history_seq"
+_APPLIED: Final = "persona_applied"
+_SWITCH_ATTEMPTS: Final = 8
+"""Compare-and-set rounds of a persona switch racing other switches of the same thread."""
+
+
+class SwitchConflict(RuntimeError):
+    """A persona switch lost every compare-and-set round (a storm of concurrent switches)."""
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A thread's stored session: its overrides, persona log and last applied switch."""
+
+    overrides: SessionConfigOverrides
+    agent_history: list[AgentHistoryEntry]
+    persona_applied: PersonaApplied | None
 
 
 def _config_field(name: str) -> str:
@@ -127,12 +157,40 @@ class ThreadRepository:
         found = await self._find(user_id, thread_id)
         return _as_overrides(found) if found else None
 
+    async def session(self, user_id: str, thread_id: str) -> StoredSession | None:
+        """The thread's overrides, persona log and last applied switch; None when the user
+        has no such thread."""
+        found = await self._find(user_id, thread_id)
+        if found is None:
+            return None
+        applied = found.get(_APPLIED)
+        return StoredSession(
+            overrides=_as_overrides(found),
+            agent_history=[AgentHistoryEntry.model_validate(e) for e in found.get(_HISTORY, [])],
+            persona_applied=PersonaApplied.model_validate(applied) if applied else None,
+        )
+
+    async def record_persona_applied(
+        self, user_id: str, thread_id: str, applied: PersonaApplied
+    ) -> bool:
+        """What a cycle after a switch applied; False when the user has no such thread."""
+        return await self._threads.update_one(
+            {"_id": thread_key(user_id, thread_id), "user_id": user_id},
+            set={_APPLIED: applied.model_dump(mode="json")},
+        )
+
     async def update_session_config(
-        self, user_id: str, change: SessionConfigUpdate
+        self,
+        user_id: str,
+        change: SessionConfigUpdate,
+        *,
+        default_persona: str = DEFAULT_PERSONA_ID,
     ) -> SessionConfigOverrides | None:
         """Apply ``change`` to the thread's overrides; None when the user has no such
         thread. Only the fields the change names are written (one atomic update), so a
-        concurrent change of other fields is kept."""
+        concurrent change of other fields is kept. A change of the thread's persona (from
+        the one in effect, ``default_persona`` when it set none) appends to its
+        agentHistory in the same update."""
         given = change.set
         assign: dict[str, Any] = {}
         remove: list[str] = []
@@ -153,10 +211,45 @@ class ThreadRepository:
                     assign[_type_field(memory_type)] = text
         thread_id = change.thread_id
         where = {"_id": thread_key(user_id, thread_id), "user_id": user_id}
+        if _PERSONA in change.reset or given.persona is not None:
+            after = default_persona if _PERSONA in change.reset else given.persona
+            return await self._switch(
+                user_id, thread_id, (after or default_persona, default_persona), assign, remove
+            )
         changed = assign or remove
         if changed and not await self._threads.update_one(where, set=assign, unset=remove):
             return None
         return await self.session_config(user_id, thread_id)
+
+    async def _switch(
+        self,
+        user_id: str,
+        thread_id: str,
+        personas: tuple[str, str],
+        assign: dict[str, Any],
+        remove: Sequence[str],
+    ) -> SessionConfigOverrides | None:
+        """Write the change; when the persona in effect changes (``personas``: the one
+        asked for and the default), with a new agentHistory entry, only over the log this
+        was computed from."""
+        persona, default_persona = personas
+        for _ in range(_SWITCH_ATTEMPTS):
+            found = await self._find(user_id, thread_id)
+            if found is None:
+                return None
+            before = found.get(_config_field(_PERSONA)) or default_persona
+            seq = found.get(_HISTORY_SEQ)
+            where = {"_id": thread_key(user_id, thread_id), "user_id": user_id, _HISTORY_SEQ: seq}
+            logged: dict[str, Any] = {}
+            if before != persona:
+                entry = AgentHistoryEntry(
+                    seq=(seq or 0) + 1, persona=persona, previous=before, at=clock.now(), by=user_id
+                )
+                history = [*found.get(_HISTORY, []), entry.model_dump(mode="json")]
+                logged = {_HISTORY: history[-MAX_AGENT_HISTORY:], _HISTORY_SEQ: entry.seq}
+            if await self._threads.update_one(where, set={**assign, **logged}, unset=remove):
+                return await self.session_config(user_id, thread_id)
+        raise SwitchConflict(f"persona switch of {thread_id}: too many concurrent switches")
 
     async def record_message(self, user_id: str, thread_id: str, written_at: datetime) -> None:
         """A message of the thread was stored: create the thread if it is new, and bring its

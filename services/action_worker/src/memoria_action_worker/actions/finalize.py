@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import (
-    LANGUAGE_NAMES,
-    chat_prompt,
-    steps_summary,
-    with_system_prompt,
-)
+from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request, steps_summary
 from memoria_action_worker.registry import action
 from memoria_contracts.events import ActionOutcome
-from memoria_llm.port import LLMRequest
 
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
@@ -19,7 +13,7 @@ WHEN_TO_USE = (
 )
 
 SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. Write the final reply of this turn "
+    "Write the final reply of this turn "
     "in {language}: briefly say what was done for the user in this cycle, or answer directly "
     "when nothing needed doing. Two or three short sentences. Never invent facts or memories."
 )
@@ -27,13 +21,11 @@ SYSTEM = (
 
 @action("Finalize", when_to_use=WHEN_TO_USE, ends_cycle=True)
 async def finalize(ctx: ActionContext) -> ActionOutcome:
-    prompt = chat_prompt(
-        with_system_prompt(SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]), ctx.session),
-        ctx.cycle,
+    request = agent_request(
+        ctx,
+        "Finalize",
+        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
         f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nWrite the reply now.",
-    )
-    request = LLMRequest(
-        task="Finalize", prompt=prompt, context=ctx.cycle, model=ctx.session.chat_model
     )
     # Seed 000: the closing summary is not part of the chat history (chat-history: false).
     await ctx.chat.stream(

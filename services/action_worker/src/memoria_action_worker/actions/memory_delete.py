@@ -46,7 +46,7 @@ PLAN_SYSTEM = (
 )
 
 EXPLAIN_SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "In {language}, tell the user in one "
     "or two short sentences what you just deleted from memory, and what could not be found. "
     "Use only the results given; never invent memories."
 )

@@ -71,7 +71,7 @@ PLAN_SYSTEM = (
 ENGLISH_VARIANT = ", plus one English version of the most important binding"
 
 EXPLAIN_SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "In {language}, tell the user in one "
     "or two short sentences what you just saved in memory (and what could not be saved, if "
     "anything). Use only the results given; never invent memories."
 )

@@ -62,7 +62,7 @@ PLAN_SYSTEM = (
 )
 
 EXPLAIN_SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "In {language}, tell the user in one "
     "or two short sentences what you just looked for in memory and what you found, or that "
     "nothing was found. Use only the results given; never invent memories."
 )

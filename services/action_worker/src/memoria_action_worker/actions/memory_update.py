@@ -61,7 +61,7 @@ PLAN_SYSTEM = (
 )
 
 EXPLAIN_SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. In {language}, tell the user in one "
+    "In {language}, tell the user in one "
     "or two short sentences which memories you just updated, from what to what, and which "
     "could not be found. Use only the results given; never invent memories."
 )

@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import (
-    LANGUAGE_NAMES,
-    chat_prompt,
-    steps_summary,
-    with_system_prompt,
-)
+from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request, steps_summary
 from memoria_action_worker.registry import action
 from memoria_contracts.events import ActionOutcome
-from memoria_llm.port import LLMRequest
 
 WHEN_TO_USE = (
     "After reviewing the whole history, and after trying to find the information in memory "
@@ -19,7 +13,7 @@ WHEN_TO_USE = (
 )
 
 SYSTEM = (
-    "You are Memoria, an assistant with long-term memory. Something the user asked for needs "
+    "Something the user asked for needs "
     "information you do not have and could not find in memory. Ask ONE short, specific "
     "question in {language} to get it. Only the question."
 )
@@ -27,13 +21,11 @@ SYSTEM = (
 
 @action("Question", when_to_use=WHEN_TO_USE, ends_cycle=True)
 async def question(ctx: ActionContext) -> ActionOutcome:
-    prompt = chat_prompt(
-        with_system_prompt(SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]), ctx.session),
-        ctx.cycle,
+    request = agent_request(
+        ctx,
+        "Question",
+        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
         f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nAsk your question now.",
-    )
-    request = LLMRequest(
-        task="Question", prompt=prompt, context=ctx.cycle, model=ctx.session.chat_model
     )
     record = await ctx.chat.stream(
         ctx.llm.chat(request),

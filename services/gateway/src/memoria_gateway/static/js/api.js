@@ -1,5 +1,5 @@
-// The gateway's HTTP API (docs/protocol.md): dev login, threads, a thread's messages and the
-// memories of the logged-in user. Every call but login sends the bearer token.
+// The gateway's HTTP API (docs/protocol.md): dev login, threads, a thread's messages, its
+// session config and the personas, and the memories of the logged-in user. Every call but login sends the bearer token.
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -74,6 +74,19 @@ export class Api {
   async threadMessages(threadId, limit = 100) {
     const data = await this.request("GET", `/api/threads/${encodeURIComponent(threadId)}/messages`, { query: { limit } });
     return Array.isArray(data) ? data : (data && data.messages) || [];
+  }
+
+  /** {"default": id, "personas": [{id, name, description}]} */
+  listPersonas() {
+    return this.request("GET", "/api/personas");
+  }
+
+  threadConfig(threadId) {
+    return this.request("GET", `/api/threads/${encodeURIComponent(threadId)}/config`);
+  }
+
+  changeThreadConfig(threadId, change) {
+    return this.request("PATCH", `/api/threads/${encodeURIComponent(threadId)}/config`, { body: change });
   }
 
   listMemories({ limit = 50, cursor } = {}) {

@@ -7,6 +7,7 @@ import { byId } from "./dom.js";
 import { clientId } from "./ids.js";
 import { MemoriesPanel } from "./memories.js";
 import { clearNotices, initNotices, notify } from "./notices.js";
+import { PersonaPicker } from "./persona.js";
 import { clearSession, loadSession, saveSession, tokenSubject } from "./session.js";
 import { ChatSocket } from "./socket.js";
 import { initTheme } from "./theme.js";
@@ -27,6 +28,7 @@ const state = {
   socket: null,
   threads: null,
   memories: null,
+  personas: null,
   cycles: new Map(), // cycle id → {id, threadId, state, statuses, actions, reason, usage, startedAt, endedAt}
   sent: new Map(), // client id → {threadId, content}
   loading: null, // {threadId, frames}: live frames of the thread whose history is loading
@@ -138,6 +140,8 @@ async function enterApp() {
     query: byId("memories-query"), summary: byId("memories-summary"), api, notify,
   });
 
+  state.personas = state.personas || new PersonaPicker({ select: byId("persona-select"), api, notify });
+
   state.socket = new ChatSocket({
     token: () => state.session.token,
     onFrame, onReply, onResumed, onState: showConnection,
@@ -147,6 +151,8 @@ async function enterApp() {
 
   await state.threads.refresh();
   if (!state.session) return;
+  await state.personas.load();
+  if (!state.session) return; // a refused token logs out while the personas load
   const saved = sessionStorage.getItem(THREAD_KEY);
   const first = state.threads.get(saved) || state.threads.threads[0];
   if (first) await openThread(first.thread_id);
@@ -178,6 +184,7 @@ async function openThread(id) {
   state.threads.setActive(id);
   showTitle();
   conversation.reset();
+  state.personas.show(id); // in parallel with the history
   await reloadThread();
   if (matchMedia("(min-width: 900px)").matches) byId("composer-input").focus();
 }
