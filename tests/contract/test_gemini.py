@@ -36,6 +36,8 @@ from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 from fake_gemini import (
+    FUNCTION_CALL_ORDER,
+    FUNCTION_RESPONSE_COUNT,
     Embed,
     Fail,
     FakeGemini,
@@ -45,11 +47,13 @@ from fake_gemini import (
     Reply,
     Stream,
     Usage,
+    _function_turns_problem,
     bad_api_key,
     rate_limited,
     reply_json,
 )
 from stack import free_port
+from tool_history import request_with_tool_history
 
 API_KEY = "test-key"
 SYSTEM = "You are Memoria, a chat assistant with long-term memory."
@@ -612,3 +616,47 @@ async def test_recursive_schemas_go_as_json_schema(gemini: GeminiModel, fake: Fa
     config = generation(fake.requests[0])
     assert "responseSchema" not in config
     assert "Topic" in config["responseJsonSchema"]["$defs"]
+
+
+# -- tool-role history (R-6) -------------------------------------------------------------------
+
+
+async def test_tool_history_goes_as_function_call_and_response_parts(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    await gemini.reasoning_heavy(request_with_tool_history(), CHOICES)
+    (sent,) = fake.requests  # the fake refuses what the API refuses: call order, answers
+    contents = sent.body["contents"]
+    assert [content["role"] for content in contents] == [
+        "user",
+        "model",  # MemorySearch called
+        "user",  # its response
+        "model",  # the memory card, the answer
+        "user",
+        "model",
+        "user",
+        "model",  # the card-less second call joins no text: a call after a response
+        "user",
+        "model",
+        "user",  # the ask
+    ]
+    assert contents[1]["parts"] == [{"functionCall": {"name": "MemorySearch", "args": {}}}]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "MemorySearch", "response": {"result": "found 1 memory"}}}
+    ]
+    assert contents[7]["parts"] == [{"functionCall": {"name": "MemorySave", "args": {}}}]
+    assert contents[-1]["parts"] == [{"text": "Where do I live?"}]
+
+
+def test_the_fake_refuses_a_function_call_out_of_turn() -> None:
+    """The fake is faithful: a call right after a model turn, or one left unanswered, is the
+    API's 400, so the test above proves the adapter orders turns as the API wants."""
+    call = {"role": "model", "parts": [{"functionCall": {"name": "MemorySearch", "args": {}}}]}
+    after_model = [
+        {"role": "user", "parts": [{"text": "hi"}]},
+        {"role": "model", "parts": [{"text": "hello"}]},
+        call,
+    ]
+    unanswered = [{"role": "user", "parts": [{"text": "hi"}]}, call, after_model[0]]
+    assert _function_turns_problem(after_model) == FUNCTION_CALL_ORDER
+    assert _function_turns_problem(unanswered) == FUNCTION_RESPONSE_COUNT

@@ -15,6 +15,7 @@ from memoria_contracts import threads as _threads
 from memoria_contracts.base import ContractModel
 from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
+from memoria_contracts.history import HistorySummary
 from memoria_contracts.ids import new_id
 from memoria_contracts.memory import (
     MemoryDelete,
@@ -95,6 +96,11 @@ class CycleContext(ContractModel):
     )
     steps: list[StepRecord] = Field(default_factory=list)
     language: Language = "en"
+    history_summary: HistorySummary | None = Field(
+        default=None,
+        description="The summary of the thread's messages before ``history`` (R-6), already "
+        "cut to the prompt's bound; null when there is none.",
+    )
     session: SessionConfig | None = Field(
         default=None,
         description="The thread's effective session configuration, read once at cycle "
@@ -183,11 +189,21 @@ class HistoryQuery(ContractModel):
     limit: int = Field(default=50, ge=1, le=1000)
     exclude_cycle_id: str | None = None
     only_chat_history: bool = True
+    summary: bool = Field(
+        default=False,
+        description="Also return the thread's stored summary (R-6); the messages are then "
+        "those newer than the summary, at most ``limit``.",
+    )
 
 
 class HistoryPage(ContractModel):
     type: Literal["history.page"] = "history.page"
     messages: list[ChatRecord]
+    summary: HistorySummary | None = Field(
+        default=None,
+        description="The summary of the messages before ``messages``, when asked for and "
+        "there is one.",
+    )
 
 
 class RpcFailure(ContractModel):

@@ -48,6 +48,7 @@ from memoria_llm.port import (
     LLMUnavailable,
     Mode,
     Prompt,
+    PromptMessage,
     T,
 )
 from memoria_llm.retrying import CallPolicy
@@ -116,14 +117,35 @@ def _server_delay(exc: BaseException | None) -> float:
     return 0.0
 
 
-def _contents(prompt: Prompt) -> list[types.Content]:
-    return [
-        types.Content(
-            role="user" if message.role == "user" else "model",
-            parts=[types.Part(text=message.content)],
+def _parts(message: PromptMessage) -> list[types.Part]:
+    """A turn's parts: text, or (R-6) function calls / a function response."""
+    if message.role == "tool":
+        response = types.FunctionResponse(
+            name=message.name or "action", response={"result": message.content}
         )
-        for message in prompt.messages
-    ]
+        return [types.Part(function_response=response)]
+    if message.tool_calls:
+        return [
+            types.Part(function_call=types.FunctionCall(name=call.name, args=call.arguments))
+            for call in message.tool_calls
+        ]
+    return [types.Part(text=message.content)]
+
+
+def _contents(prompt: Prompt) -> list[types.Content]:
+    """Roles as the API names them: a function response is the ``user``'s turn, a function
+    call the ``model``'s. Consecutive turns of one role become one content, as the API
+    wants a function call right after a user turn or a function response, never after
+    another model turn."""
+    contents: list[types.Content] = []
+    for message in prompt.messages:
+        role = "model" if message.role == "assistant" else "user"
+        parts = _parts(message)
+        if contents and contents[-1].role == role:
+            contents[-1] = types.Content(role=role, parts=[*(contents[-1].parts or []), *parts])
+        else:
+            contents.append(types.Content(role=role, parts=parts))
+    return contents
 
 
 def _beyond_openapi(node: object) -> bool:

@@ -270,7 +270,36 @@ class Settings(BaseSettings):
         default=2, description="Re-asks when the LLM names an unknown action; then Finalize."
     )
     history_limit: int = Field(
-        default=50, description="Earlier chat-history messages given to each decision."
+        default=50,
+        description="Most earlier chat-history messages given verbatim to each decision (those "
+        "newer than the thread's summary; all of them when there is none).",
+    )
+    history_verbatim_messages: int = Field(
+        default=20,
+        ge=1,
+        description="Newest messages of a thread that the LLM sees verbatim; the memory "
+        "service summarizes the ones before them (R-6).",
+    )
+    history_structured_messages: int = Field(
+        default=80,
+        ge=0,
+        description="Messages before the verbatim ones kept as a structured summary (one line "
+        "each, turns kept); older ones go to the archived text summary.",
+    )
+    history_archive_chars: int = Field(
+        default=4000, ge=0, description="Longest archived text summary a thread keeps."
+    )
+    history_summary_prompt_chars: int = Field(
+        default=6000,
+        ge=0,
+        description="Most characters of a thread's summaries (structured and archived) that "
+        "go into a prompt; the newest are kept.",
+    )
+    history_summary_delay_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="The memory service updates a thread's summary this long after its last "
+        "stored message, in the background (several messages, one update).",
     )
     actions_disabled: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from memoria_contracts.events import ActionSpec, StepRecord
 from memoria_decision.session import session_instructions
 from memoria_decision.state import CycleState
-from memoria_llm.conversation import conversation
+from memoria_llm.conversation import conversation, summary_text
 from memoria_llm.port import Prompt, PromptMessage
 
 SYSTEM = (
@@ -44,6 +44,9 @@ def decision_prompt(
     messages = [*conversation([*state.history, *state.transcript])]
     messages.append(PromptMessage(role="user", content=ask))
     system = SYSTEM + session_instructions(state.session)
+    summary = summary_text(state.history_summary)  # bounded when the cycle started
+    if summary:
+        system = f"{system}\n\n{summary}"
     return Prompt(system=system, messages=_alternate(messages))
 
 
@@ -51,7 +54,7 @@ def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:
     """The ask is a user turn; merge it into a trailing user turn so roles still alternate."""
     merged: list[PromptMessage] = []
     for message in messages:
-        if merged and merged[-1].role == message.role:
+        if merged and merged[-1].role == message.role and merged[-1].plain and message.plain:
             merged[-1] = PromptMessage(
                 role=message.role, content=f"{merged[-1].content}\n\n{message.content}"
             )

@@ -101,6 +101,7 @@ def http_router(gateway: Gateway) -> APIRouter:
             )
         except TimeoutError as exc:
             raise HTTPException(503, detail="the memory service is not answering") from exc
+        # Tool calls and results are history for the LLM, not messages to show.
         return [
             MessageFrame(
                 id=r.id,
@@ -114,6 +115,7 @@ def http_router(gateway: Gateway) -> APIRouter:
                 created_at=r.created_at,
             )
             for r in records
+            if not r.tool_record
         ]
 
     return router

@@ -1,0 +1,160 @@
+"""Per-thread history summaries (R-6, ADR 11), kept up to date in the background.
+
+Storing a message schedules an update of its thread's summary a little later (debounced:
+a burst of messages, one update); ``history.query`` only reads the stored summary. An
+update reads a bounded window — the newest verbatim + structured messages — and, for the
+archive, only the messages that left that window since the last update (``archived_seq``),
+so its cost does not grow with the thread. Updates are deterministic: two replicas, or a
+re-run, write the same document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from memoria_contracts.chat import utcnow
+from memoria_contracts.history import HistorySummary, SummaryTurn
+from memoria_memory import summaries
+from memoria_memory.docstore import Collection
+from memoria_memory.history import HistoryRepository
+
+log = logging.getLogger("memoria.memory.summaries")
+
+COLLECTION = "history_summaries"
+ARCHIVE_BATCH = 500
+"""Messages compressed into the archive per read; an update reads batches until done."""
+
+
+@dataclass(frozen=True)
+class SummaryBounds:
+    verbatim: int
+    structured: int
+    archive_chars: int
+
+
+@dataclass(frozen=True)
+class StoredSummary:
+    summary: HistorySummary
+    until_seq: int
+    """Position of the newest message the summary covers; newer ones are given verbatim."""
+
+
+def _doc_id(user_id: str, thread_id: str) -> str:
+    return f"{user_id}\x1f{thread_id}"
+
+
+class SummaryStore:
+    def __init__(self, collection: Collection) -> None:
+        self._documents = collection
+
+    async def get(self, user_id: str, thread_id: str) -> StoredSummary | None:
+        document = await self._documents.find_one(
+            {"_id": _doc_id(user_id, thread_id), "user_id": user_id}
+        )
+        if document is None:
+            return None
+        summary = HistorySummary(
+            turns=[SummaryTurn.model_validate(turn) for turn in document["turns"]],
+            archive=document["archive"],
+        )
+        return StoredSummary(summary=summary, until_seq=document["until_seq"])
+
+    async def raw(self, user_id: str, thread_id: str) -> dict[str, Any] | None:
+        return await self._documents.find_one(
+            {"_id": _doc_id(user_id, thread_id), "user_id": user_id}
+        )
+
+    async def put(self, user_id: str, thread_id: str, fields: dict[str, Any]) -> None:
+        document = {
+            "_id": _doc_id(user_id, thread_id),
+            "user_id": user_id,
+            "thread_id": thread_id,
+            **fields,
+        }
+        await self._documents.replace_one({"_id": document["_id"]}, document, upsert=True)
+
+
+class HistorySummarizer:
+    def __init__(
+        self,
+        history: HistoryRepository,
+        store: SummaryStore,
+        bounds: SummaryBounds,
+        delay_s: float,
+    ) -> None:
+        self._history = history
+        self._store = store
+        self._bounds = bounds
+        self._delay_s = delay_s
+        self._scheduled: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    def schedule(self, user_id: str, thread_id: str) -> None:
+        """Update the thread's summary after the delay, once for messages stored meanwhile.
+        Never waited for: the message handler returns at once."""
+        key = (user_id, thread_id)
+        if key in self._scheduled:
+            return  # the pending update will read this message too
+        self._scheduled[key] = asyncio.create_task(self._later(key))
+
+    async def _later(self, key: tuple[str, str]) -> None:
+        try:
+            await asyncio.sleep(self._delay_s)
+            del self._scheduled[key]  # a message stored from now on schedules another update
+            await self.update(*key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failed update waits for the thread's next message
+            log.exception("summary of %s/%s failed", *key)
+        finally:
+            self._scheduled.pop(key, None)
+
+    async def aclose(self) -> None:
+        tasks = list(self._scheduled.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._scheduled.clear()
+
+    async def update(self, user_id: str, thread_id: str) -> None:
+        """Recompute the thread's summary from the stored history."""
+        bounds = self._bounds
+        window = await self._history.newest_sequenced(
+            user_id, thread_id, limit=bounds.verbatim + bounds.structured
+        )
+        if len(window) <= bounds.verbatim:
+            return  # everything is still given verbatim
+        summarized = window[: len(window) - bounds.verbatim]
+        previous = await self._store.raw(user_id, thread_id) or {}
+        archive = str(previous.get("archive", ""))
+        archived_seq = int(previous.get("archived_seq", -1))
+        if len(window) == bounds.verbatim + bounds.structured:
+            # Older messages may exist: those that left the window since the last update
+            # go to the archive, a batch at a time.
+            while True:
+                batch = await self._history.sequenced_between(
+                    user_id,
+                    thread_id,
+                    after_seq=archived_seq,
+                    before_seq=window[0][0],
+                    limit=ARCHIVE_BATCH,
+                )
+                if not batch:
+                    break
+                lines = summaries.archive_lines(record for _, record in batch)
+                archive = summaries.bounded_archive(archive, lines, bounds.archive_chars)
+                archived_seq = batch[-1][0]
+        turns = summaries.structured(record for _, record in summarized)
+        await self._store.put(
+            user_id,
+            thread_id,
+            {
+                "turns": [turn.model_dump(mode="json") for turn in turns],
+                "archive": archive,
+                "until_seq": summarized[-1][0],
+                "archived_seq": archived_seq,
+                "updated_at": utcnow().isoformat(),
+            },
+        )
