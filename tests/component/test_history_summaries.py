@@ -239,3 +239,29 @@ async def test_a_short_thread_has_no_summary(service: Service) -> None:
     page = await service.page()
     assert page.summary is None
     assert len(page.messages) == 20
+
+
+class CountingSummarizer(HistorySummarizer):
+    def __init__(self, service: Service, delay_s: float) -> None:
+        super().__init__(service.history, service.summaries, BOUNDS, delay_s)
+        self.updates = 0
+        self.release = asyncio.Event()
+
+    async def update(self, user_id: str, thread_id: str) -> None:
+        self.updates += 1
+        await self.release.wait()
+
+
+async def test_a_burst_of_messages_makes_one_update_and_one_during_it_another(
+    service: Service,
+) -> None:
+    summarizer = CountingSummarizer(service, delay_s=0.05)
+    for _ in range(5):
+        summarizer.schedule(USER, THREAD)
+    await asyncio.sleep(0.2)
+    assert summarizer.updates == 1  # debounced; this update is still running
+    summarizer.schedule(USER, THREAD)  # a message stored during it: one more update later
+    summarizer.release.set()
+    await asyncio.sleep(0.2)
+    assert summarizer.updates == 2
+    await summarizer.aclose()

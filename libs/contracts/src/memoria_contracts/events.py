@@ -189,6 +189,11 @@ class HistoryQuery(ContractModel):
     limit: int = Field(default=50, ge=1, le=1000)
     exclude_cycle_id: str | None = None
     only_chat_history: bool = True
+    tool_records: bool = Field(
+        default=True,
+        description="Include the steps' tool calls and results (R-6); false: only the "
+        "messages people see.",
+    )
     summary: bool = Field(
         default=False,
         description="Also return the thread's stored summary (R-6); the messages are then "

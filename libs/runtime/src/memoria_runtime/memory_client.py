@@ -91,6 +91,7 @@ class MemoryClient:
         limit: int,
         exclude_cycle_id: str | None = None,
         only_chat_history: bool = True,
+        tool_records: bool = True,
         cycle_id: str | None = None,
     ) -> list[ChatRecord]:
         reply = await self._call(
@@ -101,6 +102,7 @@ class MemoryClient:
                 limit=limit,
                 exclude_cycle_id=exclude_cycle_id,
                 only_chat_history=only_chat_history,
+                tool_records=tool_records,
             ),
         )
         if not isinstance(reply, HistoryPage):

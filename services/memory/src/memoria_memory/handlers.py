@@ -168,6 +168,7 @@ class MemoryHandlers:
             exclude_cycle_id=query.exclude_cycle_id,
             only_chat_history=query.only_chat_history,
             after_seq=stored.until_seq if stored else None,
+            tool_records=query.tool_records,
         )
         summary = stored.summary if stored and not stored.summary.empty else None
         return HistoryPage(messages=messages, summary=summary)

@@ -8,6 +8,8 @@ from memoria_contracts.chat import ChatRecord
 from memoria_memory.docstore import Collection
 
 COLLECTION = "chat_messages"
+SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
+"""The messages people see: not a step's tool call or result (R-6), which are for the LLM."""
 _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this within one ms
 
 
@@ -46,9 +48,12 @@ class HistoryRepository:
         exclude_cycle_id: str | None,
         only_chat_history: bool,
         after_seq: int | None = None,
+        tool_records: bool = True,
     ) -> list[ChatRecord]:
         """The newest ``limit`` messages (after ``after_seq`` if given), oldest first."""
         query: dict[str, Any] = {"user_id": user_id, "thread_id": thread_id}
+        if not tool_records:
+            query.update(SHOWN)
         if only_chat_history:
             query["chat_history"] = True
         if exclude_cycle_id is not None:

@@ -109,7 +109,9 @@ class HistorySummarizer:
         except Exception:  # a failed update waits for the thread's next message
             log.exception("summary of %s/%s failed", *key)
         finally:
-            self._scheduled.pop(key, None)
+            # Only this task's entry: a message stored during the update scheduled another.
+            if self._scheduled.get(key) is asyncio.current_task():
+                del self._scheduled[key]
 
     async def aclose(self) -> None:
         tasks = list(self._scheduled.values())
@@ -128,6 +130,8 @@ class HistorySummarizer:
             return  # everything is still given verbatim
         summarized = window[: len(window) - bounds.verbatim]
         previous = await self._store.raw(user_id, thread_id) or {}
+        if int(previous.get("until_seq", -1)) > summarized[-1][0]:
+            return  # another replica wrote from a newer window: never go back
         archive = str(previous.get("archive", ""))
         archived_seq = int(previous.get("archived_seq", -1))
         if len(window) == bounds.verbatim + bounds.structured:
