@@ -20,6 +20,7 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_contracts.streams import Stream
+from memoria_decision import tool_history
 from memoria_decision.cycle import CycleEngine
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.prompt import decision_prompt
@@ -94,6 +95,7 @@ async def test_a_step_is_published_as_a_tool_call_then_its_result(redis: Redis) 
     )
 
     (call,) = [r for r in publisher.chat() if r.tool_calls]
+    assert call.tool_calls is not None and call.tool_calls[0].arguments == {}
     assert (call.role, call.chat_history, call.tool_record) == ("assistant", True, True)
     assert [c.name for c in call.tool_calls or []] == ["MemorySearch"]
     requests = [e for s, e in publisher.sent if s is Stream.ACTIONS]
@@ -102,7 +104,12 @@ async def test_a_step_is_published_as_a_tool_call_then_its_result(redis: Redis) 
         publisher.sent.index((Stream.ACTIONS, requests[0]))
     )
 
-    outcome = ActionOutcome(status="ok", ends_cycle=False, summary="found 3 memories")
+    outcome = ActionOutcome(
+        status="ok",
+        ends_cycle=False,
+        summary="found 3 memories",
+        arguments={"mode": "semantic", "queries": ["favourite colour"]},
+    )
     completed = follow(
         requests[0], ActionCompleted(step=1, action="MemorySearch", outcome=outcome, worker="w")
     )
@@ -111,13 +118,20 @@ async def test_a_step_is_published_as_a_tool_call_then_its_result(redis: Redis) 
 
     (result,) = [r for r in publisher.chat() if r.role == "tool"]
     assert call.tool_calls is not None
+    # The call again, same id, now with what the worker worked out; then the result.
+    first, again = [r for r in publisher.chat() if r.tool_calls]
+    assert again.id == first.id == call.id
+    assert again.tool_calls is not None
+    assert again.tool_calls[0].id == call.tool_calls[0].id
+    assert again.tool_calls[0].arguments == {"mode": "semantic", "queries": ["favourite colour"]}
+    assert publisher.chat().index(again) < publisher.chat().index(result)
     assert (result.tool_call_id, result.name, result.content) == (
         call.tool_calls[0].id,
         "MemorySearch",
         "found 3 memories",
     )
     # Finalize ends the cycle: its answer is the history, no tool call for it.
-    assert len([r for r in publisher.chat() if r.tool_record]) == 2
+    assert len([r for r in publisher.chat() if r.tool_record]) == 3
     # The decision asked for the summary and kept only what fits the prompt's bound.
     assert memory.queries[0].summary is True
     state = await engine.store.load(requests[0].cycle_id or "")
@@ -154,3 +168,13 @@ def test_the_decision_prompt_without_a_summary_is_unchanged() -> None:
         transcript=[original],
     )
     assert TURNS_HEADING not in decision_prompt(state, [FINALIZE]).system
+
+
+def test_big_arguments_are_cut_to_one_line() -> None:
+    small = {"memory_ids": ["mem_1", "mem_2"]}
+    assert tool_history.compact_arguments(small) == small
+    assert tool_history.compact_arguments(None) == {}
+    big = {"queries": ["x" * 100 for _ in range(10)]}
+    cut = tool_history.compact_arguments(big)
+    assert list(cut) == ["summary"]
+    assert len(cut["summary"]) == tool_history.ARGUMENTS_CHARS

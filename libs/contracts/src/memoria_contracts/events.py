@@ -7,7 +7,7 @@ One envelope carries routing and tracing facts; the payload is a discriminated u
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, computed_field
 
@@ -129,6 +129,11 @@ class ActionOutcome(ContractModel):
         default_factory=list, description="chat-history messages the step produced"
     )
     error: str | None = None
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="What the step worked out to do, compact (e.g. its search queries): the "
+        "arguments of its tool call in the thread's history (R-6); null: none to tell.",
+    )
 
 
 class ActionCompleted(ContractModel):

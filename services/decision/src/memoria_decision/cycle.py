@@ -133,10 +133,7 @@ class CycleEngine:
             return
         await self.deadlines.clear(state.cycle_id, payload.step)
         if pending.tool_call:
-            summary = payload.outcome.error or payload.outcome.summary
-            await self._tool_result(
-                state, payload.step, payload.action, payload.outcome.status, summary
-            )
+            await self._tool_records(state, payload)
         state.record(payload)
         await self.store.save(state)
         await self._after_step(state, payload)
@@ -431,6 +428,18 @@ class CycleEngine:
 
     async def _post_record(self, state: CycleState, record: ChatRecord) -> None:
         await self._post(state, ChatPosted(message=record))
+
+    async def _tool_records(self, state: CycleState, payload: ActionCompleted) -> None:
+        """A completed step's call, now with the arguments the worker worked out (it replaces
+        the one published with the request), and its result."""
+        outcome = payload.outcome
+        if outcome.arguments:
+            call = tool_history.call_record(
+                state.cycle_id, payload.step, payload.action, outcome.arguments
+            )
+            await self._post_record(state, call)
+        summary = outcome.error or outcome.summary
+        await self._tool_result(state, payload.step, payload.action, outcome.status, summary)
 
     async def _tool_result(
         self, state: CycleState, step: int, action: str, status: str, summary: str

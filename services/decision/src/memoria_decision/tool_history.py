@@ -10,12 +10,16 @@ the assistant's own message, already in the history.
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
 from memoria_contracts.chat import ChatRecord, ToolCall
 from memoria_contracts.events import ActionSpec
 
 RESULT_CHARS = 300
 """A result is one line for the model; what a step showed (memory cards) is stored apart."""
+ARGUMENTS_CHARS = 300
+"""Longest JSON of a call's arguments kept as they are."""
 CALL_ID_DIGITS = 16
 
 
@@ -31,7 +35,22 @@ def records_calls(spec: ActionSpec | None) -> bool:
     return spec is not None and not spec.ends_cycle
 
 
-def call_record(cycle_id: str, step: int, action: str) -> ChatRecord:
+def compact_arguments(arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """A step's arguments as its call keeps them: as given when small, else their JSON
+    cut to one line (a call is a line of history, not a payload)."""
+    if not arguments:
+        return {}
+    text = json.dumps(arguments, ensure_ascii=False)
+    if len(text) <= ARGUMENTS_CHARS:
+        return dict(arguments)
+    return {"summary": text[: ARGUMENTS_CHARS - 1] + "…"}
+
+
+def call_record(
+    cycle_id: str, step: int, action: str, arguments: dict[str, Any] | None = None
+) -> ChatRecord:
+    """Published with the request, without arguments (only the worker works them out), and
+    again with them when the step completes: same id, so it replaces the first in place."""
     return ChatRecord(
         id=f"{cycle_id}.{step}.call",
         cycle_id=cycle_id,
@@ -39,7 +58,11 @@ def call_record(cycle_id: str, step: int, action: str) -> ChatRecord:
         modal="text",
         role="assistant",
         content="",
-        tool_calls=[ToolCall(id=call_id(cycle_id, step), name=action, arguments={})],
+        tool_calls=[
+            ToolCall(
+                id=call_id(cycle_id, step), name=action, arguments=compact_arguments(arguments)
+            )
+        ],
     )
 
 
