@@ -191,7 +191,9 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
         cycle.stored.append(made)
 
     if kind == "search":
-        stored_only(tool_history.call_record(cycle_id, 1, "MemorySearch"))
+        queries = [sentence(rng, 2, 5).rstrip(".") for _ in range(rng.randint(1, 2))]
+        arguments = {"mode": "semantic", "queries": queries}  # as the step reports them
+        stored_only(tool_history.call_record(cycle_id, 1, "MemorySearch", arguments))
         cards = [memory_card(rng, turn, i, at) for i in range(rng.randint(1, 3))]
         for card in cards:
             add("system", card, history=True, modal="memory")
@@ -202,7 +204,8 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
         steps.append(StepRecord(step=1, action="MemorySearch", status="ok", summary=summary))
         cycle.decisions.append((list(transcript), list(steps)))
     elif kind == "save":
-        stored_only(tool_history.call_record(cycle_id, 1, "MemorySave"))
+        saved = {"memory_types": ["preference"]}
+        stored_only(tool_history.call_record(cycle_id, 1, "MemorySave", saved))
         add("assistant", text(rng, (1, 2), (8, 18)), history=True)
         stored_only(tool_history.result_record(cycle_id, 1, "MemorySave", "ok", "saved 1 memory"))
         steps.append(StepRecord(step=1, action="MemorySave", status="ok", summary="saved 1 memory"))
