@@ -792,3 +792,18 @@ async def test_an_unanswered_tool_call_is_refused_by_the_fake(
     request = LLMRequest(task="decide", prompt=Prompt(system=SYSTEM, messages=messages))
     with pytest.raises(LLMUnavailable, match="tool_call_ids did not have response messages"):
         await llm.reasoning_heavy(request, CHOICES)
+
+
+async def test_tool_history_goes_as_text_to_a_server_without_tool_roles(
+    make: Any, fake: FakeOpenAI
+) -> None:
+    llm: OpenAICompatibleModel = make(openai_tool_messages=False)
+    fake.enqueue(reply_json({"action": "Finalize"}))
+    await llm.reasoning_heavy(request_with_tool_history(), CHOICES)
+    (sent,) = fake.requests
+    messages = sent.body["messages"]
+    assert all("tool_calls" not in m and m["role"] != "tool" for m in messages)
+    assert messages[2:4] == [
+        {"role": "assistant", "content": "[called] MemorySearch {}"},
+        {"role": "assistant", "content": "[MemorySearch] found 1 memory"},
+    ]

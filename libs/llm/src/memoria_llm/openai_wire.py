@@ -140,13 +140,24 @@ def blamed_parameter(exc: openai.APIStatusError) -> str | None:
 # -- requests ----------------------------------------------------------------------------------
 
 
-def messages(prompt: Prompt, instruction: str = "") -> list[ChatCompletionMessageParam]:
-    """The prompt as chat messages; ``instruction`` is appended to the system prompt."""
+def _as_text(message: PromptMessage) -> PromptMessage:
+    """A tool call or result as an assistant text turn, for servers without tool roles."""
+    if message.role == "tool":
+        return PromptMessage(role="assistant", content=f"[{message.name}] {message.content}")
+    return PromptMessage(role=message.role, content=message.content)
+
+
+def messages(
+    prompt: Prompt, instruction: str = "", *, tool_messages: bool = True
+) -> list[ChatCompletionMessageParam]:
+    """The prompt as chat messages; ``instruction`` is appended to the system prompt.
+    ``tool_messages`` false: tool calls and results go as text (``[MemorySearch] …``)."""
     system = "\n\n".join(part for part in (prompt.system, instruction) if part)
     result: list[ChatCompletionMessageParam] = []
     if system:
         result.append(ChatCompletionSystemMessageParam(role="system", content=system))
-    for message in prompt.messages:
+    for given in prompt.messages:
+        message = given if tool_messages or given.plain else _as_text(given)
         if message.role == "user":
             result.append(ChatCompletionUserMessageParam(role="user", content=message.content))
         elif message.role == "tool":

@@ -184,6 +184,12 @@ class Settings(BaseSettings):
     openai_model_chat: str | None = Field(
         default=None, description="Override MEMORIA_OPENAI_MODEL for `chat`."
     )
+    openai_tool_messages: bool = Field(
+        default=True,
+        description="Replay the history's tool calls and results (R-6) as `tool_calls` and "
+        "`tool` messages; false for servers whose chat template has no tool roles (e.g. "
+        "llama.cpp without `--jinja`): they then go as plain text.",
+    )
     openai_embedding_model: str | None = Field(
         default=None,
         description="Embedding model of the OpenAI-compatible endpoint, e.g. "
