@@ -265,3 +265,24 @@ async def test_a_burst_of_messages_makes_one_update_and_one_during_it_another(
     await asyncio.sleep(0.2)
     assert summarizer.updates == 2
     await summarizer.aclose()
+
+
+async def test_layers_meet_at_turn_boundaries(service: Service) -> None:
+    """Turns of 3 messages: 20 and 100 fall inside turns, which are not split."""
+    for n in range(40):
+        user, call, _card, result, _answer = turn(n)
+        for record in (user, call, result):
+            await service.post(record)
+        if n in (30, 39):
+            await service.summarizer.update(USER, THREAD)
+
+    page = await service.page()
+
+    assert page.summary is not None
+    assert page.messages[0].role == "user"  # the verbatim part starts with its turn
+    assert len(page.messages) == 21
+    assert all(t.lines[0].startswith("user: ") for t in page.summary.turns)
+    assert [t.cycle_id for t in page.summary.turns] == [f"c{n:03d}" for n in range(7, 33)]
+    archive = page.summary.archive.splitlines()
+    assert all(line.startswith("- user: ") for line in archive)  # whole turns, even added
+    assert len(archive) == 7  # turns 0-6: turn 6 began before the window, archived whole

@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from memoria_contracts.chat import utcnow
+from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_memory import summaries
 from memoria_memory.docstore import Collection
@@ -121,35 +121,34 @@ class HistorySummarizer:
         self._scheduled.clear()
 
     async def update(self, user_id: str, thread_id: str) -> None:
-        """Recompute the thread's summary from the stored history."""
+        """Recompute the thread's summary from the stored history. Layers meet at turn
+        (cycle) boundaries, so no turn is split between two of them: the verbatim part
+        starts at the turn of its oldest message, and a turn that began before the window
+        goes to the archive whole."""
         bounds = self._bounds
-        window = await self._history.newest_sequenced(
-            user_id, thread_id, limit=bounds.verbatim + bounds.structured
-        )
+        size = bounds.verbatim + bounds.structured
+        # One message more than the window: it says whether the window's first turn began
+        # before it (then that turn is archived whole rather than summarized in half).
+        window = await self._history.newest_sequenced(user_id, thread_id, limit=size + 1)
+        full = len(window) > size  # older messages exist
+        before = window.pop(0)[1] if full else None
         if len(window) <= bounds.verbatim:
             return  # everything is still given verbatim
-        summarized = window[: len(window) - bounds.verbatim]
+        verbatim_from = _turn_start(window, len(window) - bounds.verbatim)
+        split = before is not None and _same_turn(before, window[0][1])
+        structured_from = min(_turn_end(window, 0) if split else 0, verbatim_from)
+        summarized = window[structured_from:verbatim_from]
         previous = await self._store.raw(user_id, thread_id) or {}
-        if int(previous.get("until_seq", -1)) > summarized[-1][0]:
-            return  # another replica wrote from a newer window: never go back
         archive = str(previous.get("archive", ""))
         archived_seq = int(previous.get("archived_seq", -1))
-        if len(window) == bounds.verbatim + bounds.structured:
-            # Older messages may exist: those that left the window since the last update
-            # go to the archive, a batch at a time.
-            while True:
-                batch = await self._history.sequenced_between(
-                    user_id,
-                    thread_id,
-                    after_seq=archived_seq,
-                    before_seq=window[0][0],
-                    limit=ARCHIVE_BATCH,
-                )
-                if not batch:
-                    break
-                lines = summaries.archive_lines(record for _, record in batch)
-                archive = summaries.bounded_archive(archive, lines, bounds.archive_chars)
-                archived_seq = batch[-1][0]
+        if full:
+            # What left the structured part since the last update goes to the archive.
+            archive, archived_seq = await self._archive(
+                user_id, thread_id, archive, archived_seq, before_seq=window[structured_from][0]
+            )
+        until_seq = summarized[-1][0] if summarized else archived_seq
+        if until_seq < 0 or int(previous.get("until_seq", -1)) > until_seq:
+            return  # nothing to summarize yet, or another replica wrote from a newer window
         turns = summaries.structured(record for _, record in summarized)
         await self._store.put(
             user_id,
@@ -157,8 +156,53 @@ class HistorySummarizer:
             {
                 "turns": [turn.model_dump(mode="json") for turn in turns],
                 "archive": archive,
-                "until_seq": summarized[-1][0],
+                "until_seq": until_seq,
                 "archived_seq": archived_seq,
                 "updated_at": utcnow().isoformat(),
             },
         )
+
+    async def _archive(
+        self, user_id: str, thread_id: str, archive: str, archived_seq: int, *, before_seq: int
+    ) -> tuple[str, int]:
+        """Append the turns stored after ``archived_seq`` and before ``before_seq`` (a turn
+        boundary) to the archive, a batch at a time, each batch cut at a turn boundary."""
+        while True:
+            batch = await self._history.sequenced_between(
+                user_id,
+                thread_id,
+                after_seq=archived_seq,
+                before_seq=before_seq,
+                limit=ARCHIVE_BATCH,
+            )
+            if not batch:
+                return archive, archived_seq
+            if len(batch) == ARCHIVE_BATCH:  # more follow: end at the last complete turn
+                batch = batch[: _turn_start(batch, len(batch) - 1)] or batch
+            lines = summaries.archive_lines(record for _, record in batch)
+            archive = summaries.bounded_archive(archive, lines, self._bounds.archive_chars)
+            archived_seq = batch[-1][0]
+
+
+Sequenced = list[tuple[int, ChatRecord]]
+
+
+def _same_turn(one: ChatRecord, other: ChatRecord) -> bool:
+    return one.cycle_id is not None and one.cycle_id == other.cycle_id
+
+
+def _turn_start(messages: Sequenced, index: int) -> int:
+    """The index where the turn (cycle) of ``messages[index]`` begins."""
+    cycle = messages[index][1].cycle_id
+    while index > 0 and cycle is not None and messages[index - 1][1].cycle_id == cycle:
+        index -= 1
+    return index
+
+
+def _turn_end(messages: Sequenced, index: int) -> int:
+    """The index just after the turn (cycle) of ``messages[index]``."""
+    cycle = messages[index][1].cycle_id
+    index += 1
+    while index < len(messages) and cycle is not None and messages[index][1].cycle_id == cycle:
+        index += 1
+    return index
