@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from memoria_llm import usage as llm_usage
+from memoria_llm.conversation import conversation as history_conversation
 from memoria_llm.factory import create_language_model
 from memoria_llm.gemini import REASK, GeminiModel, _server_delay
 from memoria_llm.port import (
@@ -37,6 +38,7 @@ from memoria_runtime.settings import Settings
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 from fake_gemini import (
     FUNCTION_CALL_ORDER,
+    FUNCTION_RESPONSE_ALONE,
     FUNCTION_RESPONSE_COUNT,
     Embed,
     Fail,
@@ -53,7 +55,7 @@ from fake_gemini import (
     reply_json,
 )
 from stack import free_port
-from tool_history import request_with_tool_history
+from tool_history import request_with_tool_history, thread, user
 
 API_KEY = "test-key"
 SYSTEM = "You are Memoria, a chat assistant with long-term memory."
@@ -640,11 +642,21 @@ async def test_tool_history_goes_as_function_call_and_response_parts(
         "model",
         "user",  # the ask
     ]
-    assert contents[1]["parts"] == [{"functionCall": {"name": "MemorySearch", "args": {}}}]
-    assert contents[2]["parts"] == [
-        {"functionResponse": {"name": "MemorySearch", "response": {"result": "found 1 memory"}}}
+    assert contents[1]["parts"] == [
+        {"functionCall": {"id": "call_c1_1", "name": "MemorySearch", "args": {}}}
     ]
-    assert contents[7]["parts"] == [{"functionCall": {"name": "MemorySave", "args": {}}}]
+    assert contents[2]["parts"] == [
+        {
+            "functionResponse": {
+                "id": "call_c1_1",
+                "name": "MemorySearch",
+                "response": {"result": "found 1 memory"},
+            }
+        }
+    ]
+    assert contents[7]["parts"] == [
+        {"functionCall": {"id": "call_c2_2", "name": "MemorySave", "args": {}}}
+    ]
     assert contents[-1]["parts"] == [{"text": "Where do I live?"}]
 
 
@@ -660,3 +672,26 @@ def test_the_fake_refuses_a_function_call_out_of_turn() -> None:
     unanswered = [{"role": "user", "parts": [{"text": "hi"}]}, call, after_model[0]]
     assert _function_turns_problem(after_model) == FUNCTION_CALL_ORDER
     assert _function_turns_problem(unanswered) == FUNCTION_RESPONSE_COUNT
+
+
+async def test_a_function_response_content_holds_nothing_but_responses(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    """A cycle that ended after a step (e.g. out of steps) has no answer: the user's next
+    message follows the step's result. It goes in a content of its own."""
+    records = [*thread()[5:10], user("c3", "Are you there?")]  # ends with MemorySave's result
+    messages = history_conversation(records)
+    prompt = Prompt(system=SYSTEM, messages=messages)
+    await gemini.reasoning_heavy(LLMRequest(task="decide", prompt=prompt), CHOICES)
+    (sent,) = fake.requests
+    last_two = sent.body["contents"][-2:]
+    assert [c["role"] for c in last_two] == ["user", "user"]
+    assert list(last_two[0]["parts"][0]) == ["functionResponse"]
+    assert last_two[1]["parts"] == [{"text": "Are you there?"}]
+    problem = _function_turns_problem(
+        [
+            *sent.body["contents"][:-2],
+            {"role": "user", "parts": [*last_two[0]["parts"], *last_two[1]["parts"]]},
+        ]
+    )
+    assert problem == FUNCTION_RESPONSE_ALONE  # what the API says when they are mixed

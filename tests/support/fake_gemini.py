@@ -216,6 +216,8 @@ FUNCTION_CALL_ORDER = (
     "Please ensure that function call turn comes immediately after a user turn or after a "
     "function response turn."
 )
+FUNCTION_RESPONSE_ALONE = "Requests ending with a model turn are not supported."
+"""What the API answers (misleadingly) when a content mixes function responses with text."""
 FUNCTION_RESPONSE_COUNT = (
     "Please ensure that the number of function response parts is equal to the number of "
     "function call parts of the function call turn."
@@ -232,6 +234,9 @@ def _function_turns_problem(contents: list[Json]) -> str | None:
         calls = [part for part in parts if "functionCall" in part]
         if calls and (previous is None or previous.get("role") != "user"):
             return FUNCTION_CALL_ORDER
+        responses = [part for part in parts if "functionResponse" in part]
+        if responses and len(responses) != len(parts):
+            return FUNCTION_RESPONSE_ALONE
         if previous is not None:
             asked = [p for p in previous.get("parts", []) if "functionCall" in p]
             answers = [part for part in parts if "functionResponse" in part]
