@@ -12,8 +12,12 @@ product's own code and measures every decision prompt on the way.
   ``chat-history`` flag each action sets: answers written by Finalize are shown but are not
   chat history (seed 000), memory cards, explanations and questions are.
 * **Each decision** is built as decision builds it: its history is what the memory service
-  answers to decision's request (``HistoryRepository.recent``: the newest
-  ``MEMORIA_HISTORY_LIMIT`` chat-history messages of the thread, the current cycle excluded),
+  answers to decision's request (R-6: the thread's stored summary, cut to
+  ``MEMORIA_HISTORY_SUMMARY_PROMPT_CHARS``, and the chat-history messages newer than it, at
+  most ``MEMORIA_HISTORY_LIMIT``, the current cycle excluded; the summary is updated after
+  each turn, as the memory service does in the background). Search and save steps leave a
+  tool call and its result in the thread, as decision publishes them. Beside it, issue 8's
+  history: the newest ``MEMORIA_HISTORY_LIMIT`` messages and no summary,
   its transcript is the cycle so far, and ``memoria_decision.prompt.decision_prompt`` makes
   the prompt with the real action catalog. A search or save turn makes two decisions
   (before and after the step), the others one.
@@ -47,13 +51,18 @@ from typing import Any, Literal
 from memoria_action_worker.registry import load_actions
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec, StepRecord
+from memoria_contracts.history import HistorySummary
+from memoria_decision import tool_history
 from memoria_decision.prompt import decision_prompt
 from memoria_decision.state import CycleState
 from memoria_llm import usage
+from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LLMRequest, Prompt
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_memory.docstore import open_document_store
 from memoria_memory.history import COLLECTION, HistoryRepository
+from memoria_memory.summarizer import COLLECTION as SUMMARY_COLLECTION
+from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_runtime.settings import Settings
 
 GOAL_PERCENT = 10.0
@@ -176,23 +185,29 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
             transcript.append(made)
         return made
 
+    def stored_only(made: ChatRecord) -> None:
+        """A tool call or result: decision publishes it, the memory service stores it, but
+        this cycle's decisions see the step in their list of steps instead (R-6)."""
+        cycle.stored.append(made)
+
     if kind == "search":
+        queries = [sentence(rng, 2, 5).rstrip(".") for _ in range(rng.randint(1, 2))]
+        arguments = {"mode": "semantic", "queries": queries}  # as the step reports them
+        stored_only(tool_history.call_record(cycle_id, 1, "MemorySearch", arguments))
         cards = [memory_card(rng, turn, i, at) for i in range(rng.randint(1, 3))]
         for card in cards:
             add("system", card, history=True, modal="memory")
         add("assistant", text(rng, (1, 2), (8, 18)), history=True)
         found = ", ".join(f'{c["memory_id"]} ("{c["content"][:40]}")' for c in cards)
-        steps.append(
-            StepRecord(
-                step=1,
-                action="MemorySearch",
-                status="ok",
-                summary=f"searched (semantic) for a topic: found {len(cards)} memories: {found}",
-            )
-        )
+        summary = f"searched (semantic) for a topic: found {len(cards)} memories: {found}"
+        stored_only(tool_history.result_record(cycle_id, 1, "MemorySearch", "ok", summary))
+        steps.append(StepRecord(step=1, action="MemorySearch", status="ok", summary=summary))
         cycle.decisions.append((list(transcript), list(steps)))
     elif kind == "save":
+        saved = {"memory_types": ["preference"]}
+        stored_only(tool_history.call_record(cycle_id, 1, "MemorySave", saved))
         add("assistant", text(rng, (1, 2), (8, 18)), history=True)
+        stored_only(tool_history.result_record(cycle_id, 1, "MemorySave", "ok", "saved 1 memory"))
         steps.append(StepRecord(step=1, action="MemorySave", status="ok", summary="saved 1 memory"))
         cycle.decisions.append((list(transcript), list(steps)))
     if kind == "question":
@@ -222,8 +237,14 @@ async def counted(model: ScriptedModel, prompt: Prompt, names: list[str]) -> Cou
     return Count(words=sum(u.input_tokens for u in used), chars=chars)
 
 
-def state_for(cycle: Cycle, history: list[ChatRecord], transcript: list[ChatRecord]) -> CycleState:
+def state_for(
+    cycle: Cycle,
+    history: list[ChatRecord],
+    transcript: list[ChatRecord],
+    summary: HistorySummary | None = None,
+) -> CycleState:
     return CycleState(
+        history_summary=summary,
         cycle_id=cycle.original.cycle_id or "",
         user_id=USER,
         thread_id=THREAD,
@@ -239,13 +260,23 @@ def state_for(cycle: Cycle, history: list[ChatRecord], transcript: list[ChatReco
 @dataclass
 class Measured:
     turn: int
-    limited: Count
+    limited: Count  # summaries and the messages they do not cover (R-6)
+    newest_only: Count  # the newest MEMORIA_HISTORY_LIMIT messages, no summary (issue 8)
     full_history: Count
     full_conversation: Count
     no_history: Count  # system, catalog, this cycle's transcript and the ask: the fixed part
 
 
+def bounds(settings: Settings) -> SummaryBounds:
+    return SummaryBounds(
+        verbatim=settings.history_verbatim_messages,
+        structured=settings.history_structured_messages,
+        archive_chars=settings.history_archive_chars,
+    )
+
+
 async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured], int]:
+    settings = Settings(_env_file=None)
     rng = random.Random(seed)
     catalog: list[ActionSpec] = [a.spec for a in load_actions().enabled([]).values()]
     names = [spec.name for spec in catalog]
@@ -257,10 +288,25 @@ async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured
         try:
             history = HistoryRepository(store.collection(COLLECTION))
             await history.setup()
+            summaries = SummaryStore(store.collection(SUMMARY_COLLECTION))
+            summarizer = HistorySummarizer(history, summaries, bounds(settings), delay_s=0.0)
             seq = 0
             for turn in range(1, turns + 1):
                 cycle = make_cycle(rng, turn)
+                # What the memory service answers decision's history.query (summary=True).
+                stored = await summaries.get(USER, THREAD)
                 limited = await history.recent(
+                    USER,
+                    THREAD,
+                    limit=history_limit,
+                    exclude_cycle_id=cycle.original.cycle_id,
+                    only_chat_history=True,
+                    after_seq=stored.until_seq if stored else None,
+                )
+                summary = bounded_summary(
+                    stored.summary if stored else None, settings.history_summary_prompt_chars
+                )
+                newest = await history.recent(
                     USER,
                     THREAD,
                     limit=history_limit,
@@ -270,14 +316,22 @@ async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured
                 chat_history = [m for m in everything if m.chat_history]
                 for transcript, steps in cycle.decisions:
                     counts = []
-                    for earlier in (limited, chat_history, everything, []):
-                        state = state_for(cycle, earlier, transcript)
+                    for earlier, summarized in (
+                        (limited, summary),
+                        (newest, None),
+                        (chat_history, None),
+                        (everything, None),
+                        ([], None),
+                    ):
+                        state = state_for(cycle, earlier, transcript, summarized)
                         state.steps = steps
                         counts.append(await counted(model, decision_prompt(state, catalog), names))
                     measured.append(Measured(turn, *counts))
                 for message in cycle.stored:  # as the memory service stores chat.out
                     seq += 1
                     await history.save(USER, THREAD, message, seq)
+                # In the service this runs in the background, after the cycle's messages.
+                await summarizer.update(USER, THREAD)
                 everything.extend(cycle.stored)
         finally:
             await store.close()
@@ -338,14 +392,20 @@ def report(measured: list[Measured], turns: int, history_limit: int, actions: in
             f"prompt tokens per decision: {turns}-turn synthetic conversation, "
             f"{len(measured)} decisions (turn mix: {mix})",
             "prompt: memoria_decision.prompt.decision_prompt, the real catalog "
-            f"({actions} actions); history: HistoryRepository.recent on SQLite, "
-            f"MEMORIA_HISTORY_LIMIT={history_limit}",
+            f"({actions} actions); history: the thread's summaries (HistorySummarizer) and "
+            f"the newest messages after them (HistoryRepository.recent on SQLite, at most "
+            f"MEMORIA_HISTORY_LIMIT={history_limit})",
             "counted: input tokens the scripted provider reports (its count is words), "
             f"and characters / {CHARS_PER_TOKEN}",
             "",
             f"{'prompt of each decision':<44}{'words':>9}{'':>9}{'':>9}{'≈ tokens':>11}",
             f"{'':<44}{'mean':>9}{f'turn {turns}':>9}{'max':>9}{'mean':>11}{f'turn {turns}':>9}",
-            row(f"Memoria (newest {history_limit} chat-history messages)", limited, mine_last),
+            row("Memoria (summaries + the messages after them)", limited, mine_last),
+            row(
+                f"issue 8: newest {history_limit} messages, no summary",
+                [m.newest_only for m in measured],
+                [m.newest_only for m in last_turn],
+            ),
             row("all chat-history messages (no limit)", full_history, history_last),
             row("the whole conversation (answers too)", full, full_last),
             row(

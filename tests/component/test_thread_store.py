@@ -255,3 +255,40 @@ async def test_history_stored_before_threads_existed_gets_its_threads(
     )
     assert thread.created_at == START + timedelta(minutes=5)
     assert thread.updated_at == START + timedelta(minutes=6)
+
+
+async def test_a_steps_tool_call_and_result_are_not_counted_nor_listed(chat: Chat) -> None:
+    """R-6: they are history for the LLM, not messages of the thread people see."""
+    await chat.say("ana", "t1", "what is my colour?", minutes=1)
+    call = ChatRecord.model_validate(
+        {
+            "id": "c.1.call",
+            "chat-history": True,
+            "modal": "text",
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "call_1", "name": "MemorySearch"}],
+        }
+    )
+    result = ChatRecord(
+        id="c.1.result",
+        chat_history=True,
+        modal="text",
+        role="tool",
+        content="found 0 memories",
+        tool_call_id="call_1",
+        name="MemorySearch",
+    )
+    await chat.store("ana", "t1", call, 100)
+    await chat.store("ana", "t1", result, 101)
+
+    thread = await chat.thread("ana", "t1")
+    assert (thread.message_count, thread.last_message) == (1, "what is my colour?")
+    shown = await chat.history.recent(
+        "ana", "t1", limit=10, exclude_cycle_id=None, only_chat_history=False, tool_records=False
+    )
+    assert [m.id for m in shown] == ["m1"]
+    everything = await chat.history.recent(
+        "ana", "t1", limit=10, exclude_cycle_id=None, only_chat_history=True
+    )
+    assert [m.id for m in everything] == ["m1", "c.1.call", "c.1.result"]

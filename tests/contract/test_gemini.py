@@ -21,6 +21,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from memoria_llm import usage as llm_usage
+from memoria_llm.conversation import conversation as history_conversation
 from memoria_llm.factory import create_language_model
 from memoria_llm.gemini import REASK, GeminiModel, _server_delay
 from memoria_llm.port import (
@@ -36,6 +37,9 @@ from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 from fake_gemini import (
+    FUNCTION_CALL_ORDER,
+    FUNCTION_RESPONSE_ALONE,
+    FUNCTION_RESPONSE_COUNT,
     Embed,
     Fail,
     FakeGemini,
@@ -45,11 +49,13 @@ from fake_gemini import (
     Reply,
     Stream,
     Usage,
+    _function_turns_problem,
     bad_api_key,
     rate_limited,
     reply_json,
 )
 from stack import free_port
+from tool_history import request_with_tool_history, thread, user
 
 API_KEY = "test-key"
 SYSTEM = "You are Memoria, a chat assistant with long-term memory."
@@ -612,3 +618,80 @@ async def test_recursive_schemas_go_as_json_schema(gemini: GeminiModel, fake: Fa
     config = generation(fake.requests[0])
     assert "responseSchema" not in config
     assert "Topic" in config["responseJsonSchema"]["$defs"]
+
+
+# -- tool-role history (R-6) -------------------------------------------------------------------
+
+
+async def test_tool_history_goes_as_function_call_and_response_parts(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    await gemini.reasoning_heavy(request_with_tool_history(), CHOICES)
+    (sent,) = fake.requests  # the fake refuses what the API refuses: call order, answers
+    contents = sent.body["contents"]
+    assert [content["role"] for content in contents] == [
+        "user",
+        "model",  # MemorySearch called
+        "user",  # its response
+        "model",  # the memory card, the answer
+        "user",
+        "model",
+        "user",
+        "model",  # the card-less second call joins no text: a call after a response
+        "user",
+        "model",
+        "user",  # the ask
+    ]
+    assert contents[1]["parts"] == [
+        {"functionCall": {"id": "call_c1_1", "name": "MemorySearch", "args": {}}}
+    ]
+    assert contents[2]["parts"] == [
+        {
+            "functionResponse": {
+                "id": "call_c1_1",
+                "name": "MemorySearch",
+                "response": {"result": "found 1 memory"},
+            }
+        }
+    ]
+    assert contents[7]["parts"] == [
+        {"functionCall": {"id": "call_c2_2", "name": "MemorySave", "args": {}}}
+    ]
+    assert contents[-1]["parts"] == [{"text": "Where do I live?"}]
+
+
+def test_the_fake_refuses_a_function_call_out_of_turn() -> None:
+    """The fake is faithful: a call right after a model turn, or one left unanswered, is the
+    API's 400, so the test above proves the adapter orders turns as the API wants."""
+    call = {"role": "model", "parts": [{"functionCall": {"name": "MemorySearch", "args": {}}}]}
+    after_model = [
+        {"role": "user", "parts": [{"text": "hi"}]},
+        {"role": "model", "parts": [{"text": "hello"}]},
+        call,
+    ]
+    unanswered = [{"role": "user", "parts": [{"text": "hi"}]}, call, after_model[0]]
+    assert _function_turns_problem(after_model) == FUNCTION_CALL_ORDER
+    assert _function_turns_problem(unanswered) == FUNCTION_RESPONSE_COUNT
+
+
+async def test_a_function_response_content_holds_nothing_but_responses(
+    gemini: GeminiModel, fake: FakeGemini
+) -> None:
+    """A cycle that ended after a step (e.g. out of steps) has no answer: the user's next
+    message follows the step's result. It goes in a content of its own."""
+    records = [*thread()[5:10], user("c3", "Are you there?")]  # ends with MemorySave's result
+    messages = history_conversation(records)
+    prompt = Prompt(system=SYSTEM, messages=messages)
+    await gemini.reasoning_heavy(LLMRequest(task="decide", prompt=prompt), CHOICES)
+    (sent,) = fake.requests
+    last_two = sent.body["contents"][-2:]
+    assert [c["role"] for c in last_two] == ["user", "user"]
+    assert list(last_two[0]["parts"][0]) == ["functionResponse"]
+    assert last_two[1]["parts"] == [{"text": "Are you there?"}]
+    problem = _function_turns_problem(
+        [
+            *sent.body["contents"][:-2],
+            {"role": "user", "parts": [*last_two[0]["parts"], *last_two[1]["parts"]]},
+        ]
+    )
+    assert problem == FUNCTION_RESPONSE_ALONE  # what the API says when they are mixed

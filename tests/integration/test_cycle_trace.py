@@ -123,10 +123,15 @@ async def test_a_cycle_returns_its_events_in_order_with_one_trace_id(stack: Stac
         if e["type"] == "chat.message" and e["message"]["content"] == "Pondered and done."
     )
     assert kinds.index(("actions", "action.requested")) < answer_at < len(events) - 1
-    # Every message the socket showed, once each (the deltas made the answer).
+    # Every message the socket showed, once each (the deltas made the answer), and the
+    # Ponder step's tool call and result, which sockets are not sent.
     shown = [f["id"] for f in frames if f["type"] == "message"]
-    kept = [e["message"]["id"] for e in events if e["type"] == "chat.message"]
-    assert kept == list(dict.fromkeys(shown))
+    messages = [e["message"] for e in events if e["type"] == "chat.message"]
+    tools = [m for m in messages if m["role"] == "tool" or m.get("tool_calls")]
+    assert [m["id"] for m in messages if m not in tools] == list(dict.fromkeys(shown))
+    assert [(m["role"], m.get("name")) for m in tools] == [("assistant", None), ("tool", "Ponder")]
+    assert tools[0]["tool_calls"][0]["name"] == "Ponder"
+    assert tools[1]["tool_call_id"] == tools[0]["tool_calls"][0]["id"]
     assert [e["at"] for e in events] == sorted(e["at"] for e in events)
 
     # One trace id: the trace's, each event's, and that of every envelope on the streams.

@@ -212,6 +212,45 @@ def _prompt_tokens(body: Json) -> int:
     return sum(_words(text) for text in texts)
 
 
+FUNCTION_CALL_ORDER = (
+    "Please ensure that function call turn comes immediately after a user turn or after a "
+    "function response turn."
+)
+FUNCTION_RESPONSE_ALONE = "Requests ending with a model turn are not supported."
+"""What the API answers (misleadingly) when a content mixes function responses with text."""
+FUNCTION_RESPONSE_COUNT = (
+    "Please ensure that the number of function response parts is equal to the number of "
+    "function call parts of the function call turn."
+)
+
+
+def _function_turns_problem(contents: list[Json]) -> str | None:
+    """The Gemini API's checks on function calling history (its 400 INVALID_ARGUMENT): a
+    ``model`` turn with function calls follows a ``user`` turn (text or function responses),
+    and the next turn answers each call with a function response."""
+    previous: Json | None = None
+    for content in contents:
+        parts = content.get("parts", [])
+        calls = [part for part in parts if "functionCall" in part]
+        if calls and (previous is None or previous.get("role") != "user"):
+            return FUNCTION_CALL_ORDER
+        responses = [part for part in parts if "functionResponse" in part]
+        if responses and len(responses) != len(parts):
+            return FUNCTION_RESPONSE_ALONE
+        if previous is not None:
+            asked = [p for p in previous.get("parts", []) if "functionCall" in p]
+            answers = [part for part in parts if "functionResponse" in part]
+            if asked and (content.get("role") != "user" or len(answers) != len(asked)):
+                return FUNCTION_RESPONSE_COUNT
+            if answers and len(answers) != len(asked):
+                return FUNCTION_RESPONSE_COUNT
+        for part in calls:
+            if not part["functionCall"].get("name"):
+                return "function_call.name is required."
+        previous = content
+    return None
+
+
 def _candidate(text: str, finish_reason: str | None) -> Json:
     candidate: Json = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
     if finish_reason:
@@ -389,6 +428,10 @@ class FakeGemini:
         key = request.headers.get("x-goog-api-key") or request.query_params.get("key")
         if self.api_keys is not None and key not in self.api_keys:
             return self._fail(bad_api_key())
+        if method in ("generateContent", "streamGenerateContent"):
+            problem = _function_turns_problem(body.get("contents", []))
+            if problem is not None:
+                return self._fail(Fail(400, problem))
         with self._lock:
             behaviour = self._queue.popleft() if self._queue else None
         if isinstance(behaviour, Fail):

@@ -196,6 +196,47 @@ def _prompt_tokens(body: Json) -> int:
     )
 
 
+def _tool_messages_problem(messages: list[Json]) -> str | None:
+    """OpenAI's rules for tool messages (what it answers with a 400): each ``tool`` message
+    answers a call of the assistant message with ``tool_calls`` right before its run of tool
+    messages, and every call is answered before the next non-tool message."""
+    waiting: list[str] = []  # call ids of the last assistant message not answered yet
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in waiting:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            waiting.remove(call_id)
+            continue
+        if waiting:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(waiting)}"
+            )
+        calls = message.get("tool_calls") if role == "assistant" else None
+        for call in calls or []:
+            function = call.get("function") or {}
+            if call.get("type") != "function" or not function.get("name"):
+                return "Invalid value for 'messages.tool_calls': a function name is required."
+            if not isinstance(function.get("arguments"), str):
+                return (
+                    "Invalid type for 'messages.tool_calls.function.arguments': expected a string."
+                )
+        waiting = [str(call.get("id")) for call in calls or []]
+    if waiting:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            f"responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            f"response messages: {', '.join(waiting)}"
+        )
+    return None
+
+
 def _example(schema: Json, root: Json) -> object:
     """A minimal instance of a JSON Schema, the way a constrained model would fill it."""
     if "$ref" in schema:
@@ -453,6 +494,9 @@ class FakeOpenAI:
             return Fail(400, "'messages' must be a non-empty array")
         if any(message.get("role") not in ROLES for message in messages):
             return Fail(400, "Invalid value for 'messages.role'")
+        tool_problem = _tool_messages_problem(messages)
+        if tool_problem is not None:
+            return Fail(400, tool_problem)
         if "stream_options" in body and not self.quirks.stream_options:
             return Fail(400, STREAM_OPTIONS_REJECTED)
         return self._format_refusal(body.get("response_format"), messages)

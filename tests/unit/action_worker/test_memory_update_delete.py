@@ -46,6 +46,7 @@ async def test_update_changes_the_memory_and_reports_what_was_not_found(
         'updated 1 memory: mem_home1 ("Lives in São Paulo" -> "Lives in Rio de Janeiro"); '
         "not found: mem_ghost1"
     )
+    assert outcome.arguments == {"memory_ids": ["mem_home1", "mem_ghost1"]}  # its tool call
     assert harness.publisher.notices() == []
     plan_prompt = llm.requests[0].prompt.messages[-1].content
     assert "mem_home1 [user_profile] Lives in São Paulo" in plan_prompt  # loaded earlier
@@ -76,6 +77,7 @@ async def test_delete_removes_the_memories_and_reports_what_was_not_found(
     assert outcome.summary == (
         'deleted 1 memory: mem_tea1 ("Likes green tea"); not found: mem_ghost1'
     )
+    assert outcome.arguments == {"memory_ids": ["mem_tea1", "mem_ghost1"]}  # its tool call
     results = json.loads(llm.requests[-1].metadata["results"])
     assert results["deleted"] == [{"memory_id": "mem_tea1", "deleted_content": "Likes green tea"}]
 

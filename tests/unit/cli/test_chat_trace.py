@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import httpx
@@ -15,8 +16,10 @@ from fastapi.responses import JSONResponse
 from rich.console import Console
 
 from memoria_cli.chat.commands import ChatState, Invalid, Trace, parse, run_command
-from memoria_cli.chat.render import ChatView
+from memoria_cli.chat.render import ChatView, _event_text
 from memoria_cli.gateway_client import Connection, connect
+from memoria_contracts.chat import ChatRecord, ToolCall
+from memoria_contracts.cycles import CycleEvent
 
 TOKEN = "a-token"
 URL = "http://gateway.test"
@@ -157,3 +160,37 @@ async def test_trace_without_an_id_shows_the_last_cycle_of_the_chat(chat: Chat) 
 
 async def test_an_unknown_cycle_is_reported_and_the_chat_goes_on(chat: Chat) -> None:
     assert "no such cycle: cyc_nothing" in await chat.run("/trace cyc_nothing")
+
+
+def test_a_trace_names_tool_calls_and_results() -> None:
+    """R-6: a step's call and result are chat.out messages too; the trace says what they
+    are instead of an empty assistant line."""
+
+    def event(message: ChatRecord) -> CycleEvent:
+        return CycleEvent(
+            event_id="evt_1",
+            at=datetime(2026, 1, 1, tzinfo=UTC),
+            stream="chat.out",
+            type="chat.message",
+            message=message,
+        )
+
+    call = ChatRecord(
+        id="c.1.call",
+        chat_history=True,
+        modal="text",
+        role="assistant",
+        content="",
+        tool_calls=[ToolCall(id="call_1", name="MemorySearch")],
+    )
+    result = ChatRecord(
+        id="c.1.result",
+        chat_history=True,
+        modal="text",
+        role="tool",
+        content="found 3 memories",
+        tool_call_id="call_1",
+        name="MemorySearch",
+    )
+    assert _event_text(event(call)) == "tool call: MemorySearch"
+    assert _event_text(event(result)) == "tool result MemorySearch: found 3 memories"

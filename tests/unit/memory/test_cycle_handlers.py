@@ -33,6 +33,8 @@ from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.history import COLLECTION as MESSAGES
 from memoria_memory.history import HistoryRepository
 from memoria_memory.storage import MemoryStorage
+from memoria_memory.summarizer import COLLECTION as SUMMARIES
+from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
 
@@ -52,12 +54,20 @@ async def handlers(tmp_path: Path) -> AsyncIterator[MemoryHandlers]:
     cycles = CycleLog(store)
     await cycles.setup()
     handlers = MemoryHandlers()
-    # The chat.out handler needs only the history of everything the storage holds.
-    handlers.attach(cast(MemoryStorage, SimpleNamespace(history=history)), threads)
+    # The chat.out handler needs only the history and its summarizer of what storage holds.
+    summarizer = HistorySummarizer(
+        history,
+        SummaryStore(store.collection(SUMMARIES)),
+        SummaryBounds(verbatim=20, structured=80, archive_chars=4000),
+        delay_s=0.0,
+    )
+    storage = SimpleNamespace(history=history, summarizer=summarizer)
+    handlers.attach(cast(MemoryStorage, storage), threads)
     handlers.attach_cycle_log(cycles)
     try:
         yield handlers
     finally:
+        await summarizer.aclose()
         await store.close()
 
 

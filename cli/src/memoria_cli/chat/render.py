@@ -410,6 +410,10 @@ def _event_text(event: CycleEvent) -> str:
     """One line that says what a trace event did."""
     if event.message is not None:
         message = event.message
+        if message.tool_calls:  # tool-role history (R-6): the step's call and its result
+            return f"tool call: {', '.join(call.name for call in message.tool_calls)}"
+        if message.role == "tool":
+            return f"tool result {message.name}: {_snippet(message.content)}"
         return f"{message.role}/{message.modal}: {_snippet(message.content)}"
     if event.type == "action.completed":
         outcome = f"{event.status}: {event.summary or ''}"

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Modal = Literal["text", "textForReplace", "memory"]
 Role = Literal["user", "system", "assistant"]
+RecordRole = Literal["user", "system", "assistant", "tool"]
+"""A stored record's role: also ``tool``, a tool result kept for the LLM (R-6), which
+clients are never sent, so the seed's message keeps its three roles."""
 
 
 def utcnow() -> datetime:
@@ -35,8 +38,24 @@ class ChatMessage(BaseModel):
     content: Any
 
 
+class ToolCall(BaseModel):
+    """One action the assistant called, as LLM APIs name a tool call (R-6)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class ChatRecord(ChatMessage):
-    """A chat message with the identity it needs to be streamed, shown and persisted."""
+    """A chat message with the identity it needs to be streamed, shown and persisted.
+
+    Tool-role history (R-6): an action the cycle ran is kept as two records, an
+    ``assistant`` one with ``tool_calls`` and a ``tool`` one with ``tool_call_id`` and
+    ``name`` whose content is the compact result. They are history for the LLM, never chat
+    bubbles: clients are not sent them (:attr:`tool_record`).
+    """
 
     id: str
     cycle_id: str | None = None
@@ -46,6 +65,20 @@ class ChatRecord(ChatMessage):
         description="Who produced the text: a provider and model, 'offline planner', or None "
         "for the user's own words and runtime status lines.",
     )
+
+    role: RecordRole  # type: ignore[assignment]  # a record may be a tool result (R-6)
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="The actions an assistant record called (tool-role history)."
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="A tool record: the id of the call it answers."
+    )
+    name: str | None = Field(default=None, description="A tool record: the action's name.")
+
+    @property
+    def tool_record(self) -> bool:
+        """A tool call or result: history for the LLM, not a message for people."""
+        return self.role == "tool" or bool(self.tool_calls)
 
     @property
     def transient(self) -> bool:

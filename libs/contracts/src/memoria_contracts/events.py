@@ -7,7 +7,7 @@ One envelope carries routing and tracing facts; the payload is a discriminated u
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, computed_field
 
@@ -15,6 +15,7 @@ from memoria_contracts import threads as _threads
 from memoria_contracts.base import ContractModel
 from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
+from memoria_contracts.history import HistorySummary
 from memoria_contracts.ids import new_id
 from memoria_contracts.memory import (
     MemoryDelete,
@@ -97,6 +98,11 @@ class CycleContext(ContractModel):
     )
     steps: list[StepRecord] = Field(default_factory=list)
     language: Language = "en"
+    history_summary: HistorySummary | None = Field(
+        default=None,
+        description="The summary of the thread's messages before ``history`` (R-6), already "
+        "cut to the prompt's bound; null when there is none.",
+    )
     session: SessionConfig | None = Field(
         default=None,
         description="The thread's effective session configuration, read once at cycle "
@@ -130,6 +136,11 @@ class ActionOutcome(ContractModel):
         default_factory=list, description="chat-history messages the step produced"
     )
     error: str | None = None
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="What the step worked out to do, compact (e.g. its search queries): the "
+        "arguments of its tool call in the thread's history (R-6); null: none to tell.",
+    )
 
 
 class ActionCompleted(ContractModel):
@@ -190,11 +201,26 @@ class HistoryQuery(ContractModel):
     limit: int = Field(default=50, ge=1, le=1000)
     exclude_cycle_id: str | None = None
     only_chat_history: bool = True
+    tool_records: bool = Field(
+        default=True,
+        description="Include the steps' tool calls and results (R-6); false: only the "
+        "messages people see.",
+    )
+    summary: bool = Field(
+        default=False,
+        description="Also return the thread's stored summary (R-6); the messages are then "
+        "those newer than the summary, at most ``limit``.",
+    )
 
 
 class HistoryPage(ContractModel):
     type: Literal["history.page"] = "history.page"
     messages: list[ChatRecord]
+    summary: HistorySummary | None = Field(
+        default=None,
+        description="The summary of the messages before ``messages``, when asked for and "
+        "there is one.",
+    )
 
 
 class RpcFailure(ContractModel):

@@ -48,6 +48,7 @@ from memoria_llm.port import (
     LLMUnavailable,
     Mode,
     Prompt,
+    PromptMessage,
     T,
 )
 from memoria_llm.retrying import CallPolicy
@@ -116,14 +117,55 @@ def _server_delay(exc: BaseException | None) -> float:
     return 0.0
 
 
-def _contents(prompt: Prompt) -> list[types.Content]:
-    return [
-        types.Content(
-            role="user" if message.role == "user" else "model",
-            parts=[types.Part(text=message.content)],
+def _parts(message: PromptMessage) -> list[types.Part]:
+    """A turn's parts: text, or (R-6) function calls / a function response. Ids pair them
+    (Gemini 3 requires them; the API takes them from every model)."""
+    if message.role == "tool":
+        response = types.FunctionResponse(
+            id=message.tool_call_id,
+            name=message.name or "action",
+            response={"result": message.content},
         )
-        for message in prompt.messages
-    ]
+        return [types.Part(function_response=response)]
+    if message.tool_calls:
+        return [
+            types.Part(
+                function_call=types.FunctionCall(id=call.id, name=call.name, args=call.arguments)
+            )
+            for call in message.tool_calls
+        ]
+    return [types.Part(text=message.content)]
+
+
+def _responses_only(parts: Sequence[types.Part]) -> bool:
+    return all(part.function_response is not None for part in parts)
+
+
+def _joins(previous: types.Content, role: str, parts: list[types.Part]) -> bool:
+    """Whether a turn's parts go into the previous content. Model turns of text and calls
+    join (a call must follow a user turn or a function response, never a model turn); a
+    content of function responses takes nothing else (the API rejects text beside them) but
+    the other responses to its call."""
+    if previous.role != role:
+        return False
+    before = previous.parts or []
+    if role == "model":
+        return True
+    return _responses_only(before) == _responses_only(parts)
+
+
+def _contents(prompt: Prompt) -> list[types.Content]:
+    """Roles as the API names them: a function response is the ``user``'s turn, a function
+    call the ``model``'s."""
+    contents: list[types.Content] = []
+    for message in prompt.messages:
+        role = "model" if message.role == "assistant" else "user"
+        parts = _parts(message)
+        if contents and _joins(contents[-1], role, parts):
+            contents[-1] = types.Content(role=role, parts=[*(contents[-1].parts or []), *parts])
+        else:
+            contents.append(types.Content(role=role, parts=parts))
+    return contents
 
 
 def _beyond_openapi(node: object) -> bool:

@@ -107,6 +107,7 @@ class OpenAICompatibleModel(LanguageModel):
             raise ValueError("the OpenAI-compatible provider needs MEMORIA_OPENAI_BASE_URL")
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
+        self._tool_messages = settings.openai_tool_messages
         self._dim = settings.embedding_dim
         self._timeout_s = settings.llm_timeout_seconds
         self._attempts = max(1, settings.llm_retries)
@@ -153,7 +154,7 @@ class OpenAICompatibleModel(LanguageModel):
                     completion = await self._complete(
                         tally,
                         model,
-                        wire.messages(request.prompt),
+                        wire.messages(request.prompt, tool_messages=self._tool_messages),
                         wire.action_format(choices),
                     )
                     return wire.action_name(self._text(completion, model))
@@ -163,7 +164,7 @@ class OpenAICompatibleModel(LanguageModel):
                     self._downgrade(model, StructuredFormat.JSON_SCHEMA, exc)
             # No constrained output: ask for the bare name (callers validate it anyway).
             instruction = wire.ACTION_INSTRUCTION.format(names=", ".join(choices))
-            messages = wire.messages(request.prompt, instruction)
+            messages = wire.messages(request.prompt, instruction, tool_messages=self._tool_messages)
             completion = await self._complete(tally, model, messages, None)
             return self._text(completion, model).strip()
 
@@ -201,7 +202,7 @@ class OpenAICompatibleModel(LanguageModel):
 
     async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
         model = self.chat_model(request)
-        messages = wire.messages(request.prompt)
+        messages = wire.messages(request.prompt, tool_messages=self._tool_messages)
         span = self._tracing.start_span("llm.chat", model, request)
         # A stream reports usage in its last chunk (some servers: running totals in every
         # chunk), so only the latest counts are kept, and reported once the stream ends.
@@ -281,7 +282,7 @@ class OpenAICompatibleModel(LanguageModel):
                 return await self._complete(
                     tally,
                     model,
-                    wire.messages(prompt, instruction),
+                    wire.messages(prompt, instruction, tool_messages=self._tool_messages),
                     wire.schema_format(schema, level),
                 )
             except wire.Refused as exc:

@@ -24,14 +24,16 @@ from openai.types.chat import (
     ChatCompletion,
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageParam,
+    ChatCompletionMessageToolCallParam,
     ChatCompletionSystemMessageParam,
+    ChatCompletionToolMessageParam,
     ChatCompletionUserMessageParam,
 )
 from opentelemetry.trace import Span
 from pydantic import BaseModel, ValidationError
 
 from memoria_llm import usage
-from memoria_llm.port import LLMOutputError, LLMUnavailable, Prompt
+from memoria_llm.port import LLMOutputError, LLMUnavailable, Prompt, PromptMessage
 
 RETRY_CLIENT_CODES = frozenset({408, 429})  # the only 4xx that asking again can fix
 REFUSAL_CODES = frozenset({400, 422})  # how servers say "I do not take that parameter"
@@ -138,20 +140,56 @@ def blamed_parameter(exc: openai.APIStatusError) -> str | None:
 # -- requests ----------------------------------------------------------------------------------
 
 
-def messages(prompt: Prompt, instruction: str = "") -> list[ChatCompletionMessageParam]:
-    """The prompt as chat messages; ``instruction`` is appended to the system prompt."""
+def _as_text(message: PromptMessage) -> PromptMessage:
+    """A tool call or result as an assistant text turn, for servers without tool roles."""
+    if message.role == "tool":
+        return PromptMessage(role="assistant", content=f"[{message.name}] {message.content}")
+    return PromptMessage(role=message.role, content=message.content)
+
+
+def messages(
+    prompt: Prompt, instruction: str = "", *, tool_messages: bool = True
+) -> list[ChatCompletionMessageParam]:
+    """The prompt as chat messages; ``instruction`` is appended to the system prompt.
+    ``tool_messages`` false: tool calls and results go as text (``[MemorySearch] …``)."""
     system = "\n\n".join(part for part in (prompt.system, instruction) if part)
     result: list[ChatCompletionMessageParam] = []
     if system:
         result.append(ChatCompletionSystemMessageParam(role="system", content=system))
-    for message in prompt.messages:
+    for given in prompt.messages:
+        message = given if tool_messages or given.plain else _as_text(given)
         if message.role == "user":
             result.append(ChatCompletionUserMessageParam(role="user", content=message.content))
+        elif message.role == "tool":
+            result.append(
+                ChatCompletionToolMessageParam(
+                    role="tool", tool_call_id=message.tool_call_id or "", content=message.content
+                )
+            )
+        elif message.tool_calls:
+            result.append(_tool_calls_message(message))
         else:
             result.append(
                 ChatCompletionAssistantMessageParam(role="assistant", content=message.content)
             )
     return result
+
+
+def _tool_calls_message(message: PromptMessage) -> ChatCompletionAssistantMessageParam:
+    """An assistant turn that called actions (R-6): ``tool_calls`` with JSON arguments and
+    no text (the text form of the calls is for providers without tools)."""
+    calls: list[ChatCompletionMessageToolCallParam] = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {
+                "name": call.name,
+                "arguments": json.dumps(call.arguments, ensure_ascii=False),
+            },
+        }
+        for call in message.tool_calls
+    ]
+    return ChatCompletionAssistantMessageParam(role="assistant", content=None, tool_calls=calls)
 
 
 def action_format(choices: Sequence[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -30,9 +30,32 @@ class Mode(StrEnum):
 
 
 @dataclass(frozen=True)
+class PromptToolCall:
+    """An action the assistant called, in a prompt: replayed natively (R-6)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PromptMessage:
-    role: Literal["user", "assistant"]
+    """One turn. Besides plain text turns, tool-role history (R-6): an ``assistant`` turn may
+    carry ``tool_calls`` (its ``content`` may then be empty), and a ``tool`` turn is the
+    result of the call ``tool_call_id``, of the action ``name``. Providers replay them in
+    their native form (Gemini function call/response parts, OpenAI tool messages); a
+    provider without tools may read ``content``, which is always a readable text."""
+
+    role: Literal["user", "assistant", "tool"]
     content: str
+    tool_calls: tuple[PromptToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @property
+    def plain(self) -> bool:
+        """A text turn, neither a tool call nor a tool result."""
+        return self.role != "tool" and not self.tool_calls
 
 
 @dataclass(frozen=True)

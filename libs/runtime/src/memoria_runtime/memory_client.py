@@ -96,6 +96,7 @@ class MemoryClient:
         limit: int,
         exclude_cycle_id: str | None = None,
         only_chat_history: bool = True,
+        tool_records: bool = True,
         cycle_id: str | None = None,
     ) -> list[ChatRecord]:
         reply = await self._call(
@@ -106,11 +107,33 @@ class MemoryClient:
                 limit=limit,
                 exclude_cycle_id=exclude_cycle_id,
                 only_chat_history=only_chat_history,
+                tool_records=tool_records,
             ),
         )
         if not isinstance(reply, HistoryPage):
             raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
         return reply.messages
+
+    async def history_page(
+        self,
+        user_id: str,
+        thread_id: str,
+        *,
+        limit: int,
+        exclude_cycle_id: str | None = None,
+        cycle_id: str | None = None,
+    ) -> HistoryPage:
+        """The thread's stored summary and the chat-history messages it does not cover, at
+        most ``limit`` of them (R-6)."""
+        reply = await self._call(
+            user_id,
+            thread_id,
+            cycle_id,
+            HistoryQuery(limit=limit, exclude_cycle_id=exclude_cycle_id, summary=True),
+        )
+        if not isinstance(reply, HistoryPage):
+            raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
+        return reply
 
     async def embed(
         self,

@@ -184,6 +184,12 @@ class Settings(BaseSettings):
     openai_model_chat: str | None = Field(
         default=None, description="Override MEMORIA_OPENAI_MODEL for `chat`."
     )
+    openai_tool_messages: bool = Field(
+        default=True,
+        description="Replay the history's tool calls and results (R-6) as `tool_calls` and "
+        "`tool` messages; false for servers whose chat template has no tool roles (e.g. "
+        "llama.cpp without `--jinja`): they then go as plain text.",
+    )
     openai_embedding_model: str | None = Field(
         default=None,
         description="Embedding model of the OpenAI-compatible endpoint, e.g. "
@@ -280,7 +286,36 @@ class Settings(BaseSettings):
         default=2, description="Re-asks when the LLM names an unknown action; then Finalize."
     )
     history_limit: int = Field(
-        default=50, description="Earlier chat-history messages given to each decision."
+        default=50,
+        description="Most earlier chat-history messages given verbatim to each decision (those "
+        "newer than the thread's summary; all of them when there is none).",
+    )
+    history_verbatim_messages: int = Field(
+        default=20,
+        ge=1,
+        description="Newest messages of a thread that the LLM sees verbatim; the memory "
+        "service summarizes the ones before them (R-6).",
+    )
+    history_structured_messages: int = Field(
+        default=80,
+        ge=0,
+        description="Messages before the verbatim ones kept as a structured summary (one line "
+        "each, turns kept); older ones go to the archived text summary.",
+    )
+    history_archive_chars: int = Field(
+        default=4000, ge=0, description="Longest archived text summary a thread keeps."
+    )
+    history_summary_prompt_chars: int = Field(
+        default=6000,
+        ge=0,
+        description="Most characters of a thread's summaries (structured and archived) that "
+        "go into a prompt; the newest are kept.",
+    )
+    history_summary_delay_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="The memory service updates a thread's summary this long after its last "
+        "stored message, in the background (several messages, one update).",
     )
     actions_disabled: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -351,10 +351,17 @@ async def explain(
         return None
 
 
-def succeeded(summary: str, messages: Sequence[ChatRecord | None]) -> ActionOutcome:
+def succeeded(
+    summary: str,
+    messages: Sequence[ChatRecord | None],
+    arguments: dict[str, Any] | None = None,
+) -> ActionOutcome:
+    """``arguments``: what the step's plan asked for, compact; decision keeps it as the
+    step's tool call arguments in the thread's history (R-6)."""
     return ActionOutcome(
         status="ok",
         ends_cycle=False,
         summary=summary,
         messages=[m for m in messages if m is not None],
+        arguments=arguments,
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from memoria_contracts.events import CycleContext, Language
 from memoria_contracts.session import SessionConfig
-from memoria_llm.conversation import conversation
+from memoria_llm.conversation import conversation, summary_text
 from memoria_llm.persona_prompt import with_persona
 from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 
@@ -24,7 +24,11 @@ def steps_summary(context: CycleContext) -> str:
 
 
 def chat_prompt(system: str, context: CycleContext, ask: str) -> Prompt:
-    """Conversation so far (earlier cycles and this one), then the action's ask."""
+    """The summary of the thread's older part, the conversation so far (earlier cycles and
+    this one), then the action's ask."""
+    summary = summary_text(context.history_summary)  # bounded by decision
+    if summary:
+        system = f"{system}\n\n{summary}"
     messages = conversation([*context.history, *context.transcript])
     if messages and messages[-1].role == "user":
         last = messages.pop()

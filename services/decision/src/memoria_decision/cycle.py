@@ -28,8 +28,9 @@ from memoria_contracts.events import (
     StepRecord,
     UserMessageReceived,
 )
+from memoria_contracts.history import HistorySummary
 from memoria_contracts.streams import Stream
-from memoria_decision import SERVICE_NAME
+from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
@@ -38,6 +39,7 @@ from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
 from memoria_llm import accounting
+from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_llm.usage import Usage
 from memoria_runtime import i18n, keys, metrics
@@ -132,6 +134,8 @@ class CycleEngine:
             await self._on_out_of_order(state, payload)
             return
         await self.deadlines.clear(state.cycle_id, payload.step)
+        if pending.tool_call:
+            await self._tool_records(state, payload)
         state.record(payload)
         await self.store.save(state)
         await self._after_step(state, payload)
@@ -170,6 +174,8 @@ class CycleEngine:
         if state.pending is None or state.pending.step != step:
             return False
         with attached_trace(state.trace), tracer.start_as_current_span("cycle.step_timeout"):
+            if state.pending.tool_call:
+                await self._tool_result(state, step, state.pending.action, "failed", "timed out")
             state.steps.append(
                 StepRecord(
                     step=step, action=state.pending.action, status="failed", summary="timed out"
@@ -208,7 +214,7 @@ class CycleEngine:
             created_at=event.time,
         )
         language = i18n.detect_language(payload.content)
-        history, history_error = await self._earlier_messages(event, cycle_id)
+        history, summary, history_error = await self._earlier_messages(event, cycle_id)
         stored = await read_session(
             self.memory, self.settings, event.user_id, event.thread_id, cycle_id
         )
@@ -224,6 +230,7 @@ class CycleEngine:
             language=language,
             original=original,
             history=history,
+            history_summary=summary,
             transcript=[original, *cards],
             session=session,
             persona=persona,
@@ -247,11 +254,12 @@ class CycleEngine:
 
     async def _earlier_messages(
         self, event: Envelope, cycle_id: str
-    ) -> tuple[list[ChatRecord], bool]:
-        """The thread's earlier chat-history messages; when the memory service does not
-        answer, the cycle goes on without them (and says so) rather than hang."""
+    ) -> tuple[list[ChatRecord], HistorySummary | None, bool]:
+        """The thread's earlier chat-history messages and the summary of those before them
+        (R-6), cut to the prompt's bound; when the memory service does not answer, the cycle
+        goes on without them (and says so) rather than hang."""
         try:
-            history = await self.memory.history(
+            page = await self.memory.history_page(
                 event.user_id,
                 event.thread_id,
                 limit=self.settings.history_limit,
@@ -260,8 +268,9 @@ class CycleEngine:
             )
         except (TimeoutError, RpcError) as exc:
             log.error("cycle %s: no history from the memory service: %r", cycle_id, exc)
-            return [], True
-        return history, False
+            return [], None, True
+        summary = bounded_summary(page.summary, self.settings.history_summary_prompt_chars)
+        return page.messages, summary, False
 
     async def _decide_next(self, state: CycleState) -> None:
         if not state.steps and await self._took_fast_path(state):
@@ -299,8 +308,16 @@ class CycleEngine:
         request = self._envelope(
             state, ActionRequested(step=step, action=action, context=state.context())
         )
-        state.pending = PendingStep(step=step, action=action, request_event_id=request.event_id)
+        spec = next((spec for spec in catalog if spec.name == action), None)
+        state.pending = PendingStep(
+            step=step,
+            action=action,
+            request_event_id=request.event_id,
+            tool_call=tool_history.records_calls(spec),
+        )
         await self.store.save(state)
+        if state.pending.tool_call:
+            await self._post_record(state, tool_history.call_record(state.cycle_id, step, action))
         await self.deadlines.set(state.cycle_id, step, self.settings.step_timeout_seconds)
         await self.publisher.publish(Stream.ACTIONS, request)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
@@ -331,6 +348,9 @@ class CycleEngine:
             ActionRequested(step=pending.step, action=pending.action, context=state.context()),
         )
         await self.deadlines.set(state.cycle_id, pending.step, self.settings.step_timeout_seconds)
+        if pending.tool_call:  # the same id: replaces the call if it was published already
+            call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
+            await self._post_record(state, call)
         await self.publisher.publish(Stream.ACTIONS, request)
 
     async def _on_out_of_order(self, state: CycleState, payload: ActionCompleted) -> None:
@@ -418,6 +438,26 @@ class CycleEngine:
 
     async def _post_record(self, state: CycleState, record: ChatRecord) -> None:
         await self._post(state, ChatPosted(message=record))
+
+    async def _tool_records(self, state: CycleState, payload: ActionCompleted) -> None:
+        """A completed step's call, now with the arguments the worker worked out (it replaces
+        the one published with the request), and its result."""
+        outcome = payload.outcome
+        if outcome.arguments:
+            call = tool_history.call_record(
+                state.cycle_id, payload.step, payload.action, outcome.arguments
+            )
+            await self._post_record(state, call)
+        summary = outcome.error or outcome.summary
+        await self._tool_result(state, payload.step, payload.action, outcome.status, summary)
+
+    async def _tool_result(
+        self, state: CycleState, step: int, action: str, status: str, summary: str
+    ) -> None:
+        """The step's result in the history (R-6), before the step is recorded: a crash in
+        between publishes it again, with the same id."""
+        record = tool_history.result_record(state.cycle_id, step, action, status, summary)
+        await self._post_record(state, record)
 
     async def _notice(self, state: CycleState, name: str, text: str) -> None:
         """A visible system line that is kept in the thread but not shown to the LLM."""

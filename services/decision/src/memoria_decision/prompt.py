@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from memoria_contracts.events import ActionSpec, StepRecord
 from memoria_decision.session import session_instructions
 from memoria_decision.state import CycleState
-from memoria_llm.conversation import conversation
+from memoria_llm.conversation import conversation, summary_text
 from memoria_llm.persona_prompt import with_persona
 from memoria_llm.port import Prompt, PromptMessage
 
@@ -52,6 +52,9 @@ def decision_prompt(
     messages = [*conversation([*state.history, *state.transcript])]
     messages.append(PromptMessage(role="user", content=ask))
     system = SYSTEM + session_instructions(state.session)
+    summary = summary_text(state.history_summary)  # bounded when the cycle started
+    if summary:
+        system = f"{system}\n\n{summary}"
     prompt = Prompt(system=system, messages=_alternate(messages))
     # The identity (or the reset) in the system text only: the ask wants an action name.
     return with_persona(prompt, state.persona, model=model, provider=provider, user_turn=False)
@@ -61,7 +64,7 @@ def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:
     """The ask is a user turn; merge it into a trailing user turn so roles still alternate."""
     merged: list[PromptMessage] = []
     for message in messages:
-        if merged and merged[-1].role == message.role:
+        if merged and merged[-1].role == message.role and merged[-1].plain and message.plain:
             merged[-1] = PromptMessage(
                 role=message.role, content=f"{merged[-1].content}\n\n{message.content}"
             )

@@ -15,6 +15,7 @@ from memoria_contracts.events import (
     Language,
     StepRecord,
 )
+from memoria_contracts.history import HistorySummary
 from memoria_contracts.personas import ActivePersona, PersonaApplied
 from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
@@ -27,6 +28,8 @@ class PendingStep(BaseModel):
     step: int
     action: str
     request_event_id: str
+    tool_call: bool = False
+    """The step is kept in the history as a tool call, so its result must be too (R-6)."""
 
 
 class CycleState(BaseModel):
@@ -38,6 +41,8 @@ class CycleState(BaseModel):
     language: Language
     original: ChatRecord
     history: list[ChatRecord]
+    history_summary: HistorySummary | None = None
+    """The summary of the thread before ``history`` (R-6), already bounded for prompts."""
     transcript: list[ChatRecord]
     echoed: bool = False
     """The user's message was published on chat.out (a redelivery echoes it if not)."""
@@ -71,6 +76,7 @@ class CycleState(BaseModel):
         return CycleContext(
             original_message=self.original,
             history=self.history,
+            history_summary=self.history_summary,
             transcript=self.transcript,
             steps=self.steps,
             language=self.language,

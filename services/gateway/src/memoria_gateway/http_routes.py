@@ -97,10 +97,12 @@ def http_router(gateway: Gateway) -> APIRouter:
         user_id = user_from(authorization)
         try:
             records = await gateway.memory.history(
-                user_id, thread_id, limit=limit, only_chat_history=False
+                user_id, thread_id, limit=limit, only_chat_history=False, tool_records=False
             )
         except TimeoutError as exc:
             raise HTTPException(503, detail="the memory service is not answering") from exc
+        # Tool calls and results are history for the LLM, not messages to show; an
+        # older memory service still sends them.
         return [
             MessageFrame(
                 id=r.id,
@@ -114,6 +116,7 @@ def http_router(gateway: Gateway) -> APIRouter:
                 created_at=r.created_at,
             )
             for r in records
+            if not r.tool_record
         ]
 
     return router

@@ -93,6 +93,9 @@ class MemoryHandlers:
         await self.threads.record_message(
             event.user_id, event.thread_id, payload.message.created_at
         )
+        if payload.message.chat_history:
+            # In the background, later: never on the path of this handler or of a query.
+            self.storage.summarizer.schedule(event.user_id, event.thread_id)
 
     async def on_cycle_event(self, event: Envelope, delivery: Delivery) -> None:
         """An event of chat.in, actions or actions.done: into its cycle's trace."""
@@ -120,14 +123,7 @@ class MemoryHandlers:
         payload = event.payload
         match payload:
             case HistoryQuery():
-                messages = await storage.history.recent(
-                    user_id,
-                    event.thread_id,
-                    limit=payload.limit,
-                    exclude_cycle_id=payload.exclude_cycle_id,
-                    only_chat_history=payload.only_chat_history,
-                )
-                return HistoryPage(messages=messages)
+                return await self._history_page(user_id, event.thread_id, payload)
             case MemoryEmbed():
                 return await storage.reader.embed(payload)
             case MemorySearch():
@@ -159,6 +155,23 @@ class MemoryHandlers:
                 return await answer_session(self.threads, self._settings, user_id, payload)
         log.error("unsupported request %s (%s)", event.type, event.event_id)
         return RpcFailure(code="unsupported", message=f"no handler for {event.type}")
+
+    async def _history_page(self, user_id: str, thread_id: str, query: HistoryQuery) -> HistoryPage:
+        """The stored summary is read, never computed here (the summarizer keeps it); the
+        messages are those it does not cover, newest ``limit``."""
+        storage = self.storage
+        stored = await storage.summaries.get(user_id, thread_id) if query.summary else None
+        messages = await storage.history.recent(
+            user_id,
+            thread_id,
+            limit=query.limit,
+            exclude_cycle_id=query.exclude_cycle_id,
+            only_chat_history=query.only_chat_history,
+            after_seq=stored.until_seq if stored else None,
+            tool_records=query.tool_records,
+        )
+        summary = stored.summary if stored and not stored.summary.empty else None
+        return HistoryPage(messages=messages, summary=summary)
 
     async def _answer_thread(
         self, user_id: str, request: ThreadList | ThreadCreate | ThreadRename

@@ -8,6 +8,8 @@ from memoria_contracts.chat import ChatRecord
 from memoria_memory.docstore import Collection
 
 COLLECTION = "chat_messages"
+SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
+"""The messages people see: not a step's tool call or result (R-6), which are for the LLM."""
 _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this within one ms
 
 
@@ -45,12 +47,43 @@ class HistoryRepository:
         limit: int,
         exclude_cycle_id: str | None,
         only_chat_history: bool,
+        after_seq: int | None = None,
+        tool_records: bool = True,
     ) -> list[ChatRecord]:
-        """The newest ``limit`` messages, oldest first."""
+        """The newest ``limit`` messages (after ``after_seq`` if given), oldest first."""
         query: dict[str, Any] = {"user_id": user_id, "thread_id": thread_id}
+        if not tool_records:
+            query.update(SHOWN)
         if only_chat_history:
             query["chat_history"] = True
         if exclude_cycle_id is not None:
             query["cycle_id"] = {"$ne": exclude_cycle_id}
+        if after_seq is not None:
+            query["seq"] = {"$gt": after_seq}
         newest = await self._messages.find(query, sort=[("seq", -1)], limit=limit)
-        return [ChatRecord.model_validate({**doc, "id": doc["_id"]}) for doc in reversed(newest)]
+        return [_record(doc) for doc in reversed(newest)]
+
+    async def newest_sequenced(
+        self, user_id: str, thread_id: str, *, limit: int
+    ) -> list[tuple[int, ChatRecord]]:
+        """The newest ``limit`` chat-history messages with their positions, oldest first."""
+        query = {"user_id": user_id, "thread_id": thread_id, "chat_history": True}
+        newest = await self._messages.find(query, sort=[("seq", -1)], limit=limit)
+        return [(doc["seq"], _record(doc)) for doc in reversed(newest)]
+
+    async def sequenced_between(
+        self, user_id: str, thread_id: str, *, after_seq: int, before_seq: int, limit: int
+    ) -> list[tuple[int, ChatRecord]]:
+        """Chat-history messages with ``after_seq < seq < before_seq``, oldest first."""
+        query = {
+            "user_id": user_id,
+            "thread_id": thread_id,
+            "chat_history": True,
+            "$and": [{"seq": {"$gt": after_seq}}, {"seq": {"$lt": before_seq}}],
+        }
+        found = await self._messages.find(query, sort=[("seq", 1)], limit=limit)
+        return [(doc["seq"], _record(doc)) for doc in found]
+
+
+def _record(document: dict[str, Any]) -> ChatRecord:
+    return ChatRecord.model_validate({**document, "id": document["_id"]})

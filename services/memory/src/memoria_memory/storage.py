@@ -17,6 +17,8 @@ from memoria_memory.memories.reads import MemoryReader, SearchDefaults
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.memories.writes import MemoryWriter
+from memoria_memory.summarizer import COLLECTION as SUMMARY_COLLECTION
+from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_memory.vectors import VectorStore
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_runtime.settings import Settings
@@ -33,12 +35,25 @@ class MemoryStorage:
     reader: MemoryReader
     writer: MemoryWriter
     reconciler: Reconciler
+    summaries: SummaryStore
+    summarizer: HistorySummarizer
 
     @classmethod
     async def open(cls, settings: Settings) -> MemoryStorage:
         documents = await open_document_store(settings.effective_docstore_url)
         history = HistoryRepository(documents.collection(HISTORY_COLLECTION))
         await history.setup()
+        summaries = SummaryStore(documents.collection(SUMMARY_COLLECTION))
+        summarizer = HistorySummarizer(
+            history,
+            summaries,
+            SummaryBounds(
+                verbatim=settings.history_verbatim_messages,
+                structured=settings.history_structured_messages,
+                archive_chars=settings.history_archive_chars,
+            ),
+            delay_s=settings.history_summary_delay_seconds,
+        )
         memories = MemoryRepository(documents)
         await memories.setup()
         # The embedder makes an LLM client only when it embeds through the LLM provider.
@@ -69,9 +84,12 @@ class MemoryStorage:
             ),
             writer=writer,
             reconciler=Reconciler(memories, vectors, writer),
+            summaries=summaries,
+            summarizer=summarizer,
         )
 
     async def close(self) -> None:
+        await self.summarizer.aclose()
         await self.reader.access.close()
         await self.vectors.close()
         await self.embedder.aclose()

@@ -37,6 +37,7 @@ from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, Se
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
 from memoria_memory.history import COLLECTION as MESSAGES
+from memoria_memory.history import SHOWN
 from memoria_memory.memories import clock
 from memoria_memory.thread_titles import default_title, preview
 
@@ -289,8 +290,9 @@ class ThreadRepository:
 
     async def _refresh(self, user_id: str, thread_id: str) -> None:
         in_thread = {"user_id": user_id, "thread_id": thread_id}
-        count = await self._messages.count(in_thread)
-        newest = await self._messages.find(in_thread, sort=[("seq", -1)], limit=1)
+        shown = {**in_thread, **SHOWN}  # a step's tool call and result are not messages
+        count = await self._messages.count(shown)
+        newest = await self._messages.find(shown, sort=[("seq", -1)], limit=1)
         if not count or not newest:
             return
         first_user = await self._messages.find(

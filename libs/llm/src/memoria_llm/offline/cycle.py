@@ -55,6 +55,8 @@ def _asked_to_delete_everything(context: CycleContext) -> bool:
     """The previous turn of the assistant was the "delete everything?" question: the
     confirmation lives in the conversation, so no state is kept anywhere else."""
     for record in reversed(context.history):
+        if record.tool_record:
+            continue  # a step's call or result (R-6), not something said
         if record.role == "assistant" and record.modal == "text":
             return replies.is_delete_all_question(str(record.content))
         if record.role == "user":

@@ -123,7 +123,8 @@ async def _delete(ctx: ActionContext) -> ActionOutcome:
         ask="Explain what you just deleted.",
         results=results,
     )
-    return succeeded(_summary(deleted, not_found, refused), [explanation])
+    arguments = {"memory_ids": list(dict.fromkeys(plan.memory_ids))}
+    return succeeded(_summary(deleted, not_found, refused), [explanation], arguments)
 
 
 @action("MemoryDelete", when_to_use=WHEN_TO_USE, ends_cycle=False)

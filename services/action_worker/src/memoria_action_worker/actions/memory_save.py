@@ -185,7 +185,8 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
         ask="Explain what you just saved.",
         results=results,
     )
-    return succeeded(_summary(saved, refused), [explanation])
+    arguments = {"memory_types": [planned.memory_type for planned in plan.memories]}
+    return succeeded(_summary(saved, refused), [explanation], arguments)
 
 
 @action("MemorySave", when_to_use=WHEN_TO_USE, ends_cycle=False)

@@ -159,7 +159,10 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
     else:
         outcome = "found no new memories"
     summary = f"searched ({plan.mode}) for {looked_for}: {outcome}"
-    return succeeded(summary, [*cards, explanation])
+    arguments: dict[str, object] = {"mode": plan.mode, "queries": queries}
+    if plan.memory_type is not None:
+        arguments["memory_type"] = plan.memory_type
+    return succeeded(summary, [*cards, explanation], arguments)
 
 
 @action("MemorySearch", when_to_use=WHEN_TO_USE, ends_cycle=False)

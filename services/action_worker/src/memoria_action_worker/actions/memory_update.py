@@ -166,7 +166,8 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         ask="Explain what you just updated.",
         results=results,
     )
-    return succeeded(_summary(updated, not_found, refused), [explanation])
+    arguments = {"memory_ids": [planned.memory_id for planned in plan.updates]}
+    return succeeded(_summary(updated, not_found, refused), [explanation], arguments)
 
 
 @action("MemoryUpdate", when_to_use=WHEN_TO_USE, ends_cycle=False)
