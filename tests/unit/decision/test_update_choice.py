@@ -7,13 +7,23 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
-from memoria_contracts.events import Payload
+from memoria_contracts.events import (
+    ActionCompleted,
+    ActionOutcome,
+    ActionSpec,
+    ChoiceCandidate,
+    Payload,
+    UpdateChoice,
+)
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
+from memoria_contracts.streams import Stream
 from memoria_decision.commands import Choice, read_choice
 from memoria_decision.cycle import cycle_id_for
 from memoria_decision.fast_paths import route_for
 from memoria_decision.pending import PendingAction, PendingActions, UpdateCandidate
-from memoria_runtime import keys
+from memoria_llm.scripted import ScriptRule
+from memoria_runtime import catalog, keys
+from memoria_runtime.envelopes import follow
 from tests.unit.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
 
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
@@ -201,3 +211,40 @@ async def test_anything_else_drops_it_with_a_notice_and_goes_to_the_model(redis:
     assert chat.publisher.ends()[-1].reason == "llm_error"  # the model's turn (here: none)
     assert memories.updates == []
     assert not await redis.exists(keys.pending_action("ana", "t1"))
+
+
+async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_redelivered(
+    redis: Redis,
+) -> None:
+    update = ActionSpec(name="MemoryUpdate", description="Update memories.", ends_cycle=False)
+    await catalog.advertise(redis, "worker-2", [update], ttl_s=60)
+    chat, _ = await a_chat(redis, {}, [ScriptRule(decide=["MemoryUpdate"])])
+    await chat.say("update my coffee preference to tea")
+    (request,) = chat.publisher.on(Stream.ACTIONS)
+    choice = UpdateChoice(
+        candidates=[ChoiceCandidate(memory_id=i, content=c) for i, c in CANDIDATES],
+        content="I drink tea",
+        content_kind="text",
+    )
+    outcome = ActionOutcome(
+        status="ok", ends_cycle=True, summary="asked which", choice=choice, arguments={}
+    )
+    completed = follow(
+        request, ActionCompleted(step=1, action="MemoryUpdate", outcome=outcome, worker="w")
+    )
+    assert isinstance(completed.payload, ActionCompleted)
+    await chat.engine.on_action_completed(completed, completed.payload)
+    await chat.engine.on_action_completed(completed, completed.payload)  # redelivered
+
+    (ended,) = chat.publisher.ends()
+    assert (ended.actions, ended.reason) == (["MemoryUpdate"], "done")
+    assert request.payload.action == "MemoryUpdate"  # type: ignore[union-attr]
+    (question,) = {r.content for r in chat.publisher.records() if r.id.endswith(".1.reply")}
+    assert question == (
+        'Which memory should become "I drink tea"?\n'
+        "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"
+        'Reply with its number (or "cancel"); I will wait 10 minutes.'
+    )
+    stored = await PendingActions(redis).get("ana", "t1")
+    assert stored is not None and stored.kind == "choose_update"
+    assert [c.memory_id for c in stored.candidates] == ["mem_c1", "mem_c2"]
