@@ -70,6 +70,21 @@ async def test_no_known_candidate_updates_nothing(harness: Harness) -> None:
     assert outcome.summary.startswith("updated no memory: no candidate is a memory loaded here")
 
 
+async def test_one_update_with_an_id_never_shown_asks_among_the_memories_shown(
+    harness: Harness,
+) -> None:
+    harness.memory.memories.update({MORNING.memory_id: MORNING, BLACK.memory_id: BLACK})
+    plan = {"updates": [{"_id": "mem_not_shown", "content": "Drinks tea"}]}
+    ctx, _ = harness.context("MemoryUpdate", plan, message="x", history=CARDS)
+
+    outcome = await ACTIONS["MemoryUpdate"](ctx)
+
+    assert harness.memory.requests(MemoryUpdate) == []
+    assert outcome.choice is not None and outcome.ends_cycle
+    assert [c.memory_id for c in outcome.choice.candidates] == ["mem_cof1", "mem_cof2"]
+    assert outcome.choice.content == "Drinks tea"
+
+
 @pytest.mark.parametrize(
     "plan",
     [

@@ -148,6 +148,7 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         prompt=_plan_prompt(ctx),
         invalid_notice="memory_update_invalid_plan",
     )
+    plan = _unclear_target(ctx, plan)
     if plan.candidates:
         resolved = _resolve_candidates(ctx, plan)
         if isinstance(resolved, ActionOutcome):
@@ -195,6 +196,22 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
     )
     arguments = {"memory_ids": [planned.memory_id for planned in plan.updates]}
     return succeeded(_summary(updated, not_found, refused), [explanation], arguments)
+
+
+def _unclear_target(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan:
+    """One update naming an id this thread never showed, while 2 to :data:`MAX_CANDIDATES`
+    memories were shown: the loaded memories become the candidates (the user is asked
+    which). Any other plan is kept as it is: an unknown id among others, or with fewer or
+    more memories shown, goes to the memory service (``not_found`` unless it is the user's).
+    An update naming no id at all is an invalid plan, re-asked with the validation error
+    (the prompt tells the model to list candidates when unsure)."""
+    if len(plan.updates) != 1:
+        return plan
+    loaded = [m.memory_id for m in memories_in([*ctx.cycle.history, *ctx.cycle.transcript])]
+    (only,) = plan.updates
+    if only.memory_id in loaded or not 2 <= len(loaded) <= MAX_CANDIDATES:
+        return plan
+    return UpdatePlan(candidates=loaded, content=only.content)
 
 
 def _resolve_candidates(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan | ActionOutcome:
