@@ -128,6 +128,21 @@ class ActionRequested(ContractModel):
     context: CycleContext
 
 
+class ChoiceCandidate(ContractModel):
+    memory_id: str
+    content: Any
+
+
+class UpdateChoice(ContractModel):
+    """A MemoryUpdate that could not tell which memory was meant: the user is asked to choose
+    among ``candidates`` (memories loaded in the thread, in the order to show); the chosen
+    one then gets ``content``. Decision asks and keeps it as the thread's pending action."""
+
+    candidates: list[ChoiceCandidate] = Field(min_length=2)
+    content: Any
+    content_kind: Literal["text", "json"] | None = None
+
+
 class ActionOutcome(ContractModel):
     status: Literal["ok", "failed"]
     ends_cycle: bool
@@ -140,6 +155,11 @@ class ActionOutcome(ContractModel):
         default=None,
         description="What the step worked out to do, compact (e.g. its search queries): the "
         "arguments of its tool call in the thread's history (R-6); null: none to tell.",
+    )
+    choice: UpdateChoice | None = Field(
+        default=None,
+        description="The step needs the user to choose a memory first (with ends_cycle true): "
+        "decision asks and resolves the answer without the model.",
     )
 
 

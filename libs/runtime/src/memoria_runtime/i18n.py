@@ -224,6 +224,30 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Tudo bem, cancelado: não apaguei nada.",
     },
     "nothing_to_cancel": {"en": "There is nothing to cancel.", "pt": "Não há nada para cancelar."},
+    "update_choice_question": {
+        "en": 'Which memory should become "{content}"?\n{candidates}\nReply with its number '
+        '(or "cancel"); I will wait {minutes} minutes.',
+        "pt": 'Qual memória deve passar a ser "{content}"?\n{candidates}\nResponda com o '
+        'número (ou "cancelar"); espero {minutes} minutos.',
+    },
+    "update_chosen_done": {
+        "en": 'Updated: "{old}" is now "{new}".',
+        "pt": 'Atualizado: "{old}" agora é "{new}".',
+    },
+    "update_chosen_failed": {
+        "en": 'I could not update "{old}": it is no longer among your memories.',
+        "pt": 'Não consegui atualizar "{old}": ela não está mais entre suas memórias.',
+    },
+    "update_choice_cancelled": {
+        "en": "Okay, cancelled: I did not change any memory.",
+        "pt": "Tudo bem, cancelado: não alterei nenhuma memória.",
+    },
+    "update_choice_dropped": {
+        "en": "I did not update any memory: your reply did not pick one, so I dropped that "
+        "request.",
+        "pt": "Não atualizei nenhuma memória: sua resposta não escolheu uma, então descartei "
+        "aquele pedido.",
+    },
     "pending_dropped": {
         "en": 'I did not delete your memories: your reply was not a "yes", so I dropped that '
         "request.",

@@ -175,3 +175,92 @@ def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
         if pattern.match(text):
             return Recognized(reply, language)
     return Recognized(Reply.OTHER, asked_in)
+
+
+# -- choosing among candidates (an ambiguous MemoryUpdate) ----------------------------------
+
+_ORDINALS: Final[dict[str, tuple[int, Language]]] = {
+    **{
+        word: (n, "en")
+        for n, words in enumerate(
+            (
+                ("1st", "first", "one"),
+                ("2nd", "second", "two"),
+                ("3rd", "third", "three"),
+                ("4th", "fourth", "four"),
+                ("5th", "fifth", "five"),
+            ),
+            start=1,
+        )
+        for word in words
+    },
+    **{
+        word: (n, "pt")
+        for n, words in enumerate(
+            (
+                ("1o", "1a", "primeiro", "primeira", "um", "uma"),
+                ("2o", "2a", "segundo", "segunda", "dois", "duas"),
+                ("3o", "3a", "terceiro", "terceira", "tres"),
+                ("4o", "4a", "quarto", "quarta", "quatro"),
+                ("5o", "5a", "quinto", "quinta", "cinco"),
+            ),
+            start=1,
+        )
+        for word in words
+    },
+}
+_EN_PICK: Final = re.compile(
+    r"^(?:(?:number|option|memory|the|it'?s|its|i meant|i mean|choose|pick)\s?)*"
+    r"#?(?P<pick>\d{1,2}|[a-z0-9]+)(?: one)?(?:,? please)?$"
+)
+_PT_PICK: Final = re.compile(
+    r"^(?:(?:numero|opcao|memoria|o|a|e|eh|era|quis dizer|escolho)\s?)*"
+    r"(?:n[o.]?\s?)?#?(?P<pick>\d{1,2}|[a-z0-9]+)(?:,? por favor)?$"
+)
+_QUOTED: Final = re.compile(r"[\"“”'‘’«»](.+?)[\"“”'‘’«»]")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How a message answers "which memory did you mean?"."""
+
+    index: int | None
+    """0-based index of the candidate picked; None: no pick (see ``out_of_range``)."""
+    language: Language | None = None
+    """The language of the words that picked, when they tell."""
+    out_of_range: bool = False
+    """A number was given but there is no such candidate."""
+
+
+def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
+    """Which of ``candidates`` (``(memory_id, excerpt)``, in the order shown, numbered from 1)
+    the message picks: a number ("2", "#2", "number 2", "the second", "a segunda"), a
+    candidate's id, or a quoted piece of one (and only one) candidate's excerpt. Anything else
+    picks nothing."""
+    raw = message.strip()
+    for index, (memory_id, _) in enumerate(candidates):
+        if fold(raw).strip("\"'") == memory_id.lower():
+            return Choice(index)
+    quoted = _QUOTED.search(raw)
+    if quoted:
+        needle = fold(quoted.group(1))
+        hits = [
+            i for i, (_, excerpt) in enumerate(candidates) if needle and needle in fold(excerpt)
+        ]
+        return Choice(hits[0]) if len(hits) == 1 else Choice(None)
+    text = fold(raw)
+    for pattern, _language in ((_EN_PICK, "en"), (_PT_PICK, "pt")):
+        match = pattern.match(text)
+        if match is None:
+            continue
+        pick = match.group("pick")
+        if pick.isdigit():
+            number, said = int(pick), None
+        elif pick in _ORDINALS:
+            number, said = _ORDINALS[pick]
+        else:
+            continue
+        if 1 <= number <= len(candidates):
+            return Choice(number - 1, said)
+        return Choice(None, said, out_of_range=True)
+    return Choice(None)

@@ -34,7 +34,7 @@ from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
-from memoria_decision.pending import PendingActions
+from memoria_decision.pending import PendingActions, UpdateCandidate
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
@@ -148,6 +148,15 @@ class CycleEngine:
                 "action_failed", state.language, action=payload.action, detail=outcome.error
             )
             await self._end(state, "action_failed", notice)
+        elif outcome.ends_cycle and outcome.choice is not None:
+            # An update that needs the user to say which memory (R-7): asked here, in fixed
+            # words, and kept as the thread's pending action for the next message.
+            candidates = [
+                UpdateCandidate(memory_id=c.memory_id, content=c.content)
+                for c in outcome.choice.candidates
+            ]
+            await self.fast_paths.ask_choice(state, candidates, outcome.choice, step=payload.step)
+            await self._end(state, "done")
         elif outcome.ends_cycle:
             await self._end(state, "done")
         else:
@@ -327,7 +336,8 @@ class CycleEngine:
         end the cycle; True then. Otherwise the model decides, as always."""
         route = await self.fast_paths.route(state)
         if route.dropped is not None:
-            notice = i18n.text("pending_dropped", state.language)
+            key = "update_choice_dropped" if route.dropped == "choose_update" else "pending_dropped"
+            notice = i18n.text(key, state.language)
             await self._notice(state, "pending", notice)
         if route.kind == "model":
             return False

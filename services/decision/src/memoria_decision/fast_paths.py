@@ -1,4 +1,5 @@
-"""Fast paths (R-7, seed 003): list all, delete all and cancel, run by code with no LLM call.
+"""Fast paths (R-7, seed 003): list all, delete all and cancel, run by code with no LLM call;
+and the answer to "which memory did you mean?" after an ambiguous MemoryUpdate.
 
 The route of a cycle is decided once, before the first decision, from the user's message and
 the thread's pending action (:func:`route_for`, pure), and saved in the cycle's state. A fast
@@ -16,22 +17,30 @@ user's memories and nothing in the message or from a model can name another.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import CycleEndReason, Language, StepRecord
+from memoria_contracts.events import CycleEndReason, Language, StepRecord, UpdateChoice
 from memoria_contracts.memory import (
     MAX_PAGE,
     MemoryDelete,
     MemoryDeleted,
     MemoryFailure,
     MemoryList,
+    MemoryUpdate,
+    MemoryUpdated,
 )
-from memoria_decision.commands import Command, Reply, read_reply, recognize
-from memoria_decision.pending import PendingAction, PendingActions, pending_id_for
+from memoria_decision.commands import Command, Reply, read_choice, read_reply, recognize
+from memoria_decision.pending import (
+    PendingAction,
+    PendingActions,
+    UpdateCandidate,
+    pending_id_for,
+)
 from memoria_decision.routes import Route
 from memoria_decision.state import CycleState, CycleStore
 from memoria_runtime import i18n
@@ -47,6 +56,11 @@ LIST_ACTION: Final = "ListMemories"
 ASK_DELETE_ALL_ACTION: Final = "ConfirmDeleteAll"
 DELETE_ALL_ACTION: Final = "DeleteAllMemories"
 CANCEL_ACTION: Final = "Cancel"
+UPDATE_CHOSEN_ACTION: Final = "UpdateChosenMemory"
+ASK_CHOICE_ACTION: Final = "AskWhichMemory"
+
+EXCERPT_CHARS: Final = 80
+"""How much of each candidate's content the "which memory?" question shows."""
 
 LIST_SHOWN: Final = 50
 """Memories a "list all" shows, newest first (the CLI's /memories shows as many); the reply
@@ -73,7 +87,33 @@ class Ending:
 def route_for(message: str, pending: PendingAction | None, language: Language) -> Route:
     """The route of a message, given the thread's pending action; ``language`` is the one
     detected for the message, used when nothing recognized says better."""
-    if pending is not None:
+    if pending is not None and pending.kind == "choose_update":
+        choice = read_choice(
+            message, [(c.memory_id, excerpt(c.content)) for c in pending.candidates]
+        )
+        said = choice.language or pending.language
+        if choice.index is not None:
+            chosen = pending.candidates[choice.index].memory_id
+            return Route(
+                kind="update_chosen",
+                language=said,
+                resolves=pending.id,
+                choice=pending,
+                targets=[chosen],
+            )
+        if choice.out_of_range:
+            # "3" of two: a slip, not a change of subject; the same question again.
+            return Route(kind="ask_choice", language=said, resolves=pending.id, choice=pending)
+        reply = read_reply(message, pending.language)
+        if reply.kind == Reply.DECLINE:
+            return Route(
+                kind="cancel",
+                language=reply.language,
+                resolves=pending.id,
+                declined=True,
+                choice=pending,
+            )
+    elif pending is not None:
         reply = read_reply(message, pending.language)
         if reply.kind == Reply.CONFIRM:
             return Route(kind="delete_all", language=reply.language, resolves=pending.id)
@@ -127,6 +167,12 @@ class FastPaths:
                 return await self._ask_delete_all(state)
             if route.kind == "delete_all":
                 return await self._delete_all(state, route)
+            if route.kind == "update_chosen":
+                return await self._update_chosen(state, route)
+            if route.kind == "ask_choice":
+                assert route.choice is not None
+                await self.ask_choice(state, route.choice.candidates, route.choice, step=STEP)
+                return _ok(ASK_CHOICE_ACTION, "no such candidate: asked again which memory")
             return await self._cancel(state, route)
         except MemoryUnavailable as exc:
             log.error("cycle %s: %s failed: %s", state.cycle_id, route.kind, exc)
@@ -225,7 +271,98 @@ class FastPaths:
             await self._reply(state, i18n.text("delete_all_none", state.language))
         return _ok(DELETE_ALL_ACTION, summary)
 
+    async def ask_choice(
+        self,
+        state: CycleState,
+        candidates: list[UpdateCandidate],
+        update: PendingAction | UpdateChoice,
+        *,
+        step: int,
+    ) -> None:
+        """Ask which memory an update meant, candidates numbered, and keep the question as the
+        thread's pending action (a ``choose_update``); the next message answers it. The id is
+        the asking cycle's: a redelivery stores the same one again and posts the same reply."""
+        action = PendingAction(
+            id=pending_id_for(state.cycle_id),
+            kind="choose_update",
+            language=state.language,
+            asked_in_cycle=state.cycle_id,
+            candidates=candidates,
+            content=update.content,
+            content_kind=update.content_kind,
+        )
+        await self.pending.put(state.user_id, state.thread_id, action)
+        numbered = "\n".join(
+            f"{n}. {excerpt(c.content)}" for n, c in enumerate(candidates, start=1)
+        )
+        minutes = max(1, self.pending.ttl_s // 60)
+        text = i18n.text(
+            "update_choice_question",
+            state.language,
+            content=excerpt(update.content),
+            candidates=numbered,
+            minutes=minutes,
+        )
+        await self._reply(state, text, step=step)
+
+    async def _update_chosen(self, state: CycleState, route: Route) -> Ending:
+        """The chosen memory gets the new content, as the session's user (the memory service
+        refuses a memory of anyone else). What is reported comes from the pending action, not
+        from the update's answer: a redelivered cycle updates again (same content, harmless)
+        and tells the same thing, not "from tea to tea"."""
+        assert route.choice is not None
+        assert route.targets
+        memory_id = route.targets[0]
+        chosen = next(c for c in route.choice.candidates if c.memory_id == memory_id)
+        await self._status(state, "memory_update_started")
+        reply = await self._ask(
+            self.memory.update(
+                state.user_id,
+                MemoryUpdate(
+                    memory_id=memory_id,
+                    content=route.choice.content,
+                    content_kind=route.choice.content_kind,
+                    source="chat",
+                ),
+                thread_id=state.thread_id,
+                cycle_id=state.cycle_id,
+            )
+        )
+        old, new = excerpt(chosen.content), excerpt(route.choice.content)
+        if isinstance(reply, MemoryUpdated):
+            await self.post(
+                state,
+                ChatRecord(
+                    id=f"{state.cycle_id}.{STEP}.0",
+                    cycle_id=state.cycle_id,
+                    chat_history=True,
+                    modal="memory",
+                    role="system",
+                    content=reply.memory.model_dump(mode="json"),
+                ),
+            )
+            await self._reply(
+                state, i18n.text("update_chosen_done", state.language, old=old, new=new)
+            )
+            return _ok(UPDATE_CHOSEN_ACTION, f'updated {memory_id} ("{old}" -> "{new}")')
+        if reply.code == "unavailable":
+            raise MemoryUnavailable(f"memory service unavailable: {reply.error_message}")
+        log.warning("cycle %s: %s not updated: %s", state.cycle_id, memory_id, reply.error_message)
+        return Ending(
+            step=StepRecord(
+                step=STEP,
+                action=UPDATE_CHOSEN_ACTION,
+                status="failed",
+                summary=f"{memory_id} not updated ({reply.code}): {reply.error_message}",
+            ),
+            reason="action_failed",
+            notice=i18n.text("update_chosen_failed", state.language, old=old),
+        )
+
     async def _cancel(self, state: CycleState, route: Route) -> Ending:
+        if route.declined and route.choice is not None:
+            await self._reply(state, i18n.text("update_choice_cancelled", state.language))
+            return _ok(CANCEL_ACTION, "cancelled the pending update; nothing was changed")
         if route.declined:
             await self._reply(state, i18n.text("pending_cancelled", state.language))
             return _ok(CANCEL_ACTION, "cancelled the pending request; nothing was deleted")
@@ -294,11 +431,11 @@ class FastPaths:
         )
         await self.post(state, record)
 
-    async def _reply(self, state: CycleState, text: str) -> None:
+    async def _reply(self, state: CycleState, text: str, *, step: int = STEP) -> None:
         """The assistant's turn (chat-history true, like a Question: the next cycle's model
         must see what was asked or done). A fixed id: a redelivery replaces, never adds."""
         record = ChatRecord(
-            id=f"{state.cycle_id}.{STEP}.reply",
+            id=f"{state.cycle_id}.{step}.reply",
             cycle_id=state.cycle_id,
             chat_history=True,
             modal="text",
@@ -313,7 +450,16 @@ _ACTIONS: Final = {
     "ask_delete_all": ASK_DELETE_ALL_ACTION,
     "delete_all": DELETE_ALL_ACTION,
     "cancel": CANCEL_ACTION,
+    "update_chosen": UPDATE_CHOSEN_ACTION,
+    "ask_choice": ASK_CHOICE_ACTION,
 }
+
+
+def excerpt(content: object) -> str:
+    """A memory's content on one short line, as the "which memory?" question shows it."""
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
 
 
 def _ok(action: str, summary: str) -> Ending:

@@ -9,9 +9,11 @@ from typing import Literal
 from pydantic import BaseModel
 
 from memoria_contracts.events import Language
-from memoria_decision.pending import PendingKind
+from memoria_decision.pending import PendingAction, PendingKind
 
-RouteKind = Literal["model", "list_all", "ask_delete_all", "delete_all", "cancel"]
+RouteKind = Literal[
+    "model", "list_all", "ask_delete_all", "delete_all", "cancel", "update_chosen", "ask_choice"
+]
 
 
 class Route(BaseModel):
@@ -28,3 +30,7 @@ class Route(BaseModel):
     targets: list[str] | None = None
     """``delete_all``: the ids to delete, listed once and kept, so a redelivered cycle deletes
     the same memories and reports the same count (those already gone count as deleted)."""
+    choice: PendingAction | None = None
+    """``update_chosen`` (with the chosen id as the one target) and ``ask_choice`` (a number
+    with no such candidate: asked again): the ``choose_update`` pending action answered, kept
+    here because the store's copy is cleared."""

@@ -30,7 +30,7 @@ from memoria_action_worker.memory_steps import (
 )
 from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
-from memoria_contracts.events import ActionOutcome
+from memoria_contracts.events import ActionOutcome, ChoiceCandidate, UpdateChoice
 from memoria_contracts.memory import (
     MAX_BINDINGS,
     Binding,
@@ -42,6 +42,7 @@ from memoria_llm.port import Prompt
 
 TASK: Final = "MemoryUpdate"
 MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan
+MAX_CANDIDATES: Final = 5  # the user picks one by number: a short list
 
 # Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
 WHEN_TO_USE = (
@@ -57,7 +58,10 @@ PLAN_SYSTEM = (
     "(1 to 5 short search keys) or a new memory_type only when they must change, else null. "
     "At most {max_updates} updates. Answer with JSON only: "
     '{{"updates": [{{"_id": "mem_...", "content": "...", "bindings": null, '
-    '"memory_type": null}}]}}'
+    '"memory_type": null}}]}}. '
+    "If the user means one memory but several listed ones could be it, do not guess: answer "
+    '{{"updates": [], "candidates": ["mem_...", "mem_..."], "content": "<the new content>"}} '
+    "and the user will be asked which one."
 )
 
 EXPLAIN_SYSTEM = (
@@ -82,7 +86,25 @@ class PlannedUpdate(BaseModel):
 
 
 class UpdatePlan(BaseModel):
-    updates: list[PlannedUpdate] = Field(min_length=1, max_length=MAX_UPDATES)
+    updates: list[PlannedUpdate] = Field(default_factory=list, max_length=MAX_UPDATES)
+    candidates: list[str] = Field(default_factory=list, max_length=MAX_CANDIDATES)
+    """Ambiguous target: the ids of the memories the user may mean; ``content`` is then the
+    new content of the one they choose."""
+    content: Content | None = None
+    question: str | None = None
+    """Accepted and ignored: the question is asked by the runtime, in fixed words."""
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> UpdatePlan:
+        if self.candidates:
+            if self.updates:
+                raise ValueError("give either updates or candidates, not both")
+            if self.content is None:
+                raise ValueError("candidates need the new content")
+            check_content(kind_of(self.content), self.content)
+        elif not self.updates:
+            raise ValueError("give at least one update, or the candidates to ask about")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -126,6 +148,12 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         prompt=_plan_prompt(ctx),
         invalid_notice="memory_update_invalid_plan",
     )
+    plan = _unclear_target(ctx, plan)
+    if plan.candidates:
+        resolved = _resolve_candidates(ctx, plan)
+        if isinstance(resolved, ActionOutcome):
+            return resolved
+        plan = resolved
     calls = MemoryCalls(ctx)
     await status(ctx, "memory_update_recording")
     updated: list[MemoryUpdated] = []
@@ -168,6 +196,50 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
     )
     arguments = {"memory_ids": [planned.memory_id for planned in plan.updates]}
     return succeeded(_summary(updated, not_found, refused), [explanation], arguments)
+
+
+def _unclear_target(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan:
+    """One update naming an id this thread never showed, while 2 to :data:`MAX_CANDIDATES`
+    memories were shown: the loaded memories become the candidates (the user is asked
+    which). Any other plan is kept as it is: an unknown id among others, or with fewer or
+    more memories shown, goes to the memory service (``not_found`` unless it is the user's).
+    An update naming no id at all is an invalid plan, re-asked with the validation error
+    (the prompt tells the model to list candidates when unsure)."""
+    if len(plan.updates) != 1:
+        return plan
+    loaded = [m.memory_id for m in memories_in([*ctx.cycle.history, *ctx.cycle.transcript])]
+    (only,) = plan.updates
+    if only.memory_id in loaded or not 2 <= len(loaded) <= MAX_CANDIDATES:
+        return plan
+    return UpdatePlan(candidates=loaded, content=only.content)
+
+
+def _resolve_candidates(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan | ActionOutcome:
+    """An ambiguous target: only memories loaded in this thread (the session user's own, found
+    by their searches) can be offered; any other id is left out. Two or more: the cycle ends
+    and decision asks the user which (``ActionOutcome.choice``). One: it is updated."""
+    loaded = {m.memory_id: m for m in memories_in([*ctx.cycle.history, *ctx.cycle.transcript])}
+    offered = [loaded[i] for i in dict.fromkeys(plan.candidates) if i in loaded]
+    left_out = [i for i in dict.fromkeys(plan.candidates) if i not in loaded]
+    if len(offered) == 1:
+        only = PlannedUpdate.model_validate({"_id": offered[0].memory_id, "content": plan.content})
+        return UpdatePlan(updates=[only])
+    note = f"; not offered (not loaded here): {listing(left_out)}" if left_out else ""
+    if not offered:
+        return succeeded(f"updated no memory: no candidate is a memory loaded here{note}", [])
+    choice = UpdateChoice(
+        candidates=[ChoiceCandidate(memory_id=m.memory_id, content=m.content) for m in offered],
+        content=plan.content,
+        content_kind=kind_of(plan.content) if plan.content is not None else None,
+    )
+    ids = [m.memory_id for m in offered]
+    return ActionOutcome(
+        status="ok",
+        ends_cycle=True,
+        summary=f"asked the user which memory to update: {listing(ids)}{note}",
+        arguments={"candidates": ids},
+        choice=choice,
+    )
 
 
 @action("MemoryUpdate", when_to_use=WHEN_TO_USE, ends_cycle=False)
