@@ -491,6 +491,27 @@ async def test_another_users_cycle_trace_is_not_found(stack: Stack) -> None:
         assert (await ana.http.get(f"/api/cycles/{cycle_id}")).json() == own.json()
 
 
+async def test_the_same_client_message_id_never_joins_another_users_cycle(stack: Stack) -> None:
+    """A client id is a duplicate key per user: bob reusing ana's gets a cycle of his own,
+    never ana's message id, cycle id or trace."""
+    client_id = f"shared-{uuid.uuid4().hex[:12]}"
+    async with users(stack) as (ana, bob):
+        async with chat(ana.ws_url) as socket:
+            first = await socket.send("main", BOB_SECRET, client_id)
+            ana_frames = await socket.cycle(first["id"], CYCLE_TIMEOUT_S)
+        async with watching(ana), chat(bob.ws_url) as socket:
+            second = await socket.send("main", "hello", client_id)
+            assert second["type"] == "accepted" and second["duplicate"] is False, second
+            assert second["id"] != first["id"]
+            bob_frames = await socket.cycle(second["id"], CYCLE_TIMEOUT_S)
+        assert bob_frames[-1]["cycle_id"] != ana_frames[-1]["cycle_id"]
+        assert BOB_SECRET not in json.dumps(bob_frames)
+        trace = await bob.http.get(f"/api/cycles/{bob_frames[-1]['cycle_id']}")
+        assert trace.status_code == 200 and BOB_SECRET not in trace.text
+        stolen = await bob.http.get(f"/api/cycles/{ana_frames[-1]['cycle_id']}")
+        assert (stolen.status_code, stolen.json()) == (404, {"detail": "cycle not found"})
+
+
 def config_frame(thread_id: str, **extra: Any) -> str:
     return json.dumps({"type": "session_config", "thread_id": thread_id, **extra})
 
