@@ -170,3 +170,17 @@ async def reply_to(client: ChatClient, raw: str | bytes, timeout: float = REPLY_
         close = client.connection.close_code, client.connection.close_reason
         raise AssertionError(f"the socket was closed instead of answering: {close}")
     raise TimeoutError(f"no reply within {timeout} s")
+
+
+async def config_reply(client: ChatClient, raw: str, timeout: float = REPLY_TIMEOUT_S) -> Frame:
+    """The answer to a ``session_config`` frame: a ``session_config`` frame, or an error
+    (taken off the reply queue too, so that the next send is not answered by it)."""
+    seen = len(client.frames)
+    await client.connection.send(raw)
+    async with client._arrived:
+        while not any(f["type"] in {"session_config", "error"} for f in client.frames[seen:]):
+            await asyncio.wait_for(client._arrived.wait(), timeout)
+    reply = next(f for f in client.frames[seen:] if f["type"] in {"session_config", "error"})
+    if reply["type"] == "error":
+        assert client._replies.get_nowait() == reply
+    return reply

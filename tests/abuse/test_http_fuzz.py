@@ -297,9 +297,12 @@ def test_session_config_bodies_are_answered_without_a_server_error(
     api: Api, body: dict[str, Any]
 ) -> None:
     route = f"/api/threads/{api.thread_id}/config"
+    before = answered(api.http.get(route), 200)
     response = api.http.patch(route, content=escaped(body), headers=JSON)
     changed = answered(response, 200)
-    if response.status_code == 200:
+    if response.status_code != 200:  # a refused change changes nothing, not even in part
+        assert answered(api.http.get(route), 200) == before
+    else:
         assert set(body) <= set(CONFIG_FIELDS)  # user_id and the like are refused
         assert answered(api.http.get(route), 200) == changed
         assert 1 <= changed["config"]["memory_limit"] <= 100
@@ -311,11 +314,17 @@ odd_ids = st.one_of(
     st.text(min_size=1, max_size=300),
     st.from_regex(r"mem_[A-Za-z0-9]{1,60}", fullmatch=True),  # well-formed, nobody's
     st.sampled_from(["..", ".", "%", "%00", "mem_", "mem_" + "a" * 61, "search", "t\n", "a/b"]),
+    st.sampled_from(["cyc_", "cyc_" + "a" * 4000, "cyc_\u202e", "CYC_0", "cyc_../x", "config"]),
+    st.from_regex(r"cyc_[A-Za-z0-9]{1,60}", fullmatch=True),  # well-formed, nobody's
+    st.text(alphabet=st.sampled_from("\ud800\udfffa\u202e"), min_size=1, max_size=8),
     st.binary(min_size=1, max_size=20),  # as percent-escapes, invalid UTF-8 included
 )
 
 
 def path_segment(value: str | bytes) -> str:
+    # A lone surrogate goes out as the (invalid UTF-8) bytes a careless client would send.
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogatepass")
     return quote(value, safe="")
 
 
@@ -331,26 +340,49 @@ def path_segment(value: str | bytes) -> str:
             ("PATCH", "/api/threads/{}"),
             ("DELETE", "/api/threads/{}"),
             ("GET", "/api/threads/{}/messages"),
+            ("GET", "/api/threads/{}/config"),
+            ("PATCH", "/api/threads/{}/config"),
+            ("GET", "/api/cycles/{}"),
         ]
     ),
 )
+@example(raw_id="cyc_" + "a" * 4000, route=("GET", "/api/cycles/{}"))
+@example(raw_id="\ud800", route=("GET", "/api/cycles/{}"))
+@example(raw_id="cyc_\ud83d", route=("PATCH", "/api/threads/{}/config"))
 def test_odd_path_ids_are_not_found_or_refused(
     api: Api, raw_id: str | bytes, route: tuple[str, str]
 ) -> None:
     method, template = route
     segment = path_segment(raw_id)
     assume(segment not in {".", ".."})  # a dot segment is another path, not an id
-    body = {"content": "changed?"} if "memories" in template else {"title": "changed?"}
+    if "memories" in template:
+        body: dict[str, Any] = {"content": "changed?"}
+    elif template.endswith("/config"):
+        body = {"system_prompt": "changed?", "persona": "tutor"}
+    else:
+        body = {"title": "changed?"}
     response = api.http.request(
         method, template.format(segment), json=body if method == "PATCH" else None
     )
-    answer = answered(response, 200)
+    if "/" in (raw_id if isinstance(raw_id, str) else raw_id.decode("latin-1")):
+        # %2F is decoded before routing: another path (or a redirect to one), not an id.
+        assert response.status_code in {307, *REFUSALS}, (response.status_code, response.text)
+        answer = None
+    else:
+        answer = answered(response, 200)
     if response.status_code == 200:  # a thread id nobody used has no messages
         assert template.endswith("/messages") and answer == []
-    if response.status_code == 404 and template.startswith("/api/memories/"):
-        assert answer == {"detail": "memory not found"}
+    if answer is not None and response.status_code == 404:  # the same for every unknown id
+        if template.startswith("/api/memories/"):
+            assert answer == {"detail": "memory not found"}
+        elif template.startswith("/api/cycles/"):
+            assert answer == {"detail": "cycle not found"}
+        elif template.endswith("/config"):
+            assert answer == {"detail": "thread not found"}
     stored = answered(api.http.get(f"/api/memories/{api.memory_id}"), 200)
     assert stored["content"] != "changed?"
+    config = answered(api.http.get(f"/api/threads/{api.thread_id}/config"), 200)
+    assert config["config"]["system_prompt"] != "changed?"
 
 
 def query_string(params: list[tuple[str, str]]) -> str:

@@ -34,6 +34,7 @@ from tests.abuse.helpers import (
     a_user,
     abuse_stack,
     assert_services_up,
+    config_reply,
     json_values,
     no_tracebacks,
     odd_text,
@@ -489,6 +490,99 @@ async def test_the_fuzz_stack_itself_does_not_throttle(fuzzing: Fuzzing) -> None
         replies = [await reply_to(client, message(thread_id=thread_id)) for _ in range(25)]
         assert [r["type"] for r in replies] == ["accepted"] * 25
         await client.cycle(replies[-1]["id"], 60)
+
+
+# -- session_config frames --------------------------------------------------------------------
+
+CONFIG_FIELDS: Final = (
+    "system_prompt",
+    "chat_model",
+    "memory_limit",
+    "memory_min_relevance",
+    "memory_type_descriptions",
+    "proactive_retrieval",
+    "persona",
+)
+PERSONAS: Final = frozenset({"memoria", "tutor", "coach"})  # the shipped examples
+lone_surrogates = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "a\ud83d"])
+config_values = st.one_of(
+    json_values,
+    st.sampled_from([*sorted(PERSONAS), "pirate", "Tutor", "tutor\n", "", "\u202etutor"]),
+    odd_text,
+    lone_surrogates,
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.dictionaries(st.sampled_from(["goal", "hobby", "preference"]), json_values, max_size=3),
+)
+config_patches = st.none() | st.dictionaries(
+    st.sampled_from(CONFIG_FIELDS) | st.sampled_from(TEMPTING_FIELDS), config_values, max_size=4
+)
+
+
+class Configs:
+    """A thread of the fuzz user's own, whose config the frames aim at, read over HTTP."""
+
+    def __init__(self, fuzzing: Fuzzing) -> None:
+        self.http = httpx.Client(
+            base_url=fuzzing.stack.base_url,
+            headers={"Authorization": f"Bearer {fuzzing.token}"},
+            timeout=30.0,
+        )
+        made = self.http.post("/api/threads", json={"title": "configured"})
+        assert made.status_code == 201, made.text
+        self.thread_id: str = made.json()["thread_id"]
+
+    def read(self) -> Any:
+        response = self.http.get(f"/api/threads/{self.thread_id}/config")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def configs(fuzzing: Fuzzing) -> Iterator[Configs]:
+    own = Configs(fuzzing)
+    yield own
+    own.http.close()
+
+
+@settings(FUZZ, max_examples=50)
+@given(
+    thread=st.sampled_from(["own", "nobody's"]) | tricky_strings | odd_text | lone_surrogates,
+    config=config_patches,
+    extra=st.dictionaries(st.sampled_from(TEMPTING_FIELDS), json_values, max_size=2),
+)
+@example(thread="own", config={"persona": "tutor", "user_id": "bob"}, extra={})
+@example(thread="own", config={"memory_limit": 3}, extra={"user_id": "bob"})
+@example(thread="own", config={"persona": "pirate"}, extra={})
+@example(thread="own", config={"system_prompt": "\ud800"}, extra={})
+@example(thread="nobody's", config={"persona": "tutor"}, extra={})
+async def test_session_config_frames_are_answered_and_a_refusal_changes_nothing(
+    fuzzing: Fuzzing, configs: Configs, thread: Any, config: Any, extra: dict[str, Any]
+) -> None:
+    """Whatever the ``session_config`` frame, the answer is a ``session_config`` frame for the
+    socket's own user or one documented error; an error leaves the config as it was, and the
+    socket still answers the next frame."""
+    thread_id = {"own": configs.thread_id, "nobody's": "t-nobody-has-this"}.get(thread, thread)
+    frame: dict[str, Any] = {"type": "session_config", "thread_id": thread_id, **extra}
+    if config is not None:
+        frame["config"] = config
+    before = configs.read()
+    async with chat(fuzzing.url()) as client:
+        reply = await config_reply(client, json.dumps(frame, ensure_ascii=True))
+        smuggled = bool(extra) or (isinstance(config, dict) and not set(config) <= {*CONFIG_FIELDS})
+        if reply["type"] == "session_config":
+            assert not smuggled and thread_id == configs.thread_id, (frame, reply)
+            assert (reply["user_id"], reply["thread_id"]) == (fuzzing.user, thread_id)
+            assert reply["config"]["persona"] in PERSONAS
+            assert configs.read()["config"] == reply["config"]
+        else:
+            assert_error(reply, "invalid_frame", "not_found")
+            if smuggled or has_lone_surrogate(frame) or not THREAD_ID.fullmatch(str(thread_id)):
+                assert reply["code"] == "invalid_frame", (frame, reply)
+            assert configs.read() == before
+        read = await config_reply(
+            client, json.dumps({"type": "session_config", "thread_id": configs.thread_id})
+        )
+        assert read["type"] == "session_config" and read["user_id"] == fuzzing.user, read
 
 
 # -- beyond the hard cap, and the end state ---------------------------------------------------
