@@ -752,7 +752,9 @@ async def check_history(
     stored: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        messages = await api_get(stack, token, f"/api/threads/{lane.thread_id}/messages", limit=500)
+        # The API's largest page (no cursor): a 200-cycle lane stores ~500 messages.
+        path = f"/api/threads/{lane.thread_id}/messages"
+        messages = await api_get(stack, token, path, limit=1000)
         stored = [m["id"] for m in messages if m["role"] == "user"]
         if stored == wanted:
             return []
