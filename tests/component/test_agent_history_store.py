@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import tinymongo
+from document_stores import BOTH, opened_store
 
 from memoria_contracts.personas import MAX_AGENT_HISTORY, PersonaApplied
 from memoria_contracts.session import (
@@ -21,8 +21,6 @@ from memoria_contracts.session import (
 )
 from memoria_contracts.threads import ThreadFailure
 from memoria_memory.docstore import DocumentStore
-from memoria_memory.docstore.mongo import MongoDocumentStore
-from memoria_memory.docstore.sqlite import SqliteDocumentStore
 from memoria_memory.session_configs import answer_session
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.settings import Settings
@@ -30,21 +28,10 @@ from memoria_runtime.settings import Settings
 SETTINGS = Settings(_env_file=None)
 
 
-@pytest.fixture(params=["sqlite", "mongo-emulated"])
+@pytest.fixture(params=BOTH)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DocumentStore]:
-    if request.param == "sqlite":
-        sqlite = await SqliteDocumentStore.open(tmp_path / "docs.db")
-        try:
-            yield sqlite
-        finally:
-            await sqlite.close()
-        return
-    async with tinymongo.patch():
-        mongo = MongoDocumentStore.from_url("mongodb://localhost/memoria_personas")
-        try:
-            yield mongo
-        finally:
-            await mongo.close()
+    async with opened_store(request.param, tmp_path, "memoria_personas") as opened:
+        yield opened
 
 
 @pytest.fixture

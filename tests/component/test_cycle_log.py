@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pymongo
 import pytest
-import tinymongo
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.cycles import cycle_id_for
@@ -37,12 +33,10 @@ from memoria_contracts.events import (
 from memoria_contracts.streams import Stream
 from memoria_memory import cycle_log
 from memoria_memory.cycle_log import CycleLog, purge_forever, trace_id_of
-from memoria_memory.docstore import Document, DocumentStore
-from memoria_memory.docstore.mongo import MongoDocumentStore
-from memoria_memory.docstore.sqlite import SqliteDocumentStore
+from memoria_memory.docstore import DocumentStore
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
-from containers import MONGO_IMAGE, docker_unavailable_reason
+from document_stores import ALL, opened_store
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 START_MS = int(START.timestamp() * 1000)
@@ -52,58 +46,10 @@ MESSAGE_ID = "msg_01hzy3k2v7q9r8s6t5u4w3x2y1"
 CYCLE_ID = cycle_id_for(MESSAGE_ID)
 
 
-@pytest.fixture(scope="module")
-def mongo_url() -> Iterator[str]:
-    """A real MongoDB: ``MONGODB_URL``, else one started by testcontainers (skipped without
-    a Docker engine), as in the docstore contract suite."""
-    url = os.environ.get("MONGODB_URL")
-    if url:
-        yield url
-        return
-    reason = docker_unavailable_reason("MongoDB")
-    if reason is not None:
-        pytest.skip(reason)
-    from testcontainers.community.mongodb import MongoDbContainer
-
-    with MongoDbContainer(MONGO_IMAGE) as container:
-        yield container.get_connection_url()
-
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        "mongo-emulated",
-        pytest.param("mongo-real", marks=pytest.mark.containers),
-    ]
-)
+@pytest.fixture(params=ALL)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DocumentStore]:
-    if request.param == "sqlite":
-        sqlite = await SqliteDocumentStore.open(tmp_path / "docs.db")
-        try:
-            yield sqlite
-        finally:
-            await sqlite.close()
-        return
-    if request.param == "mongo-real":
-        url = request.getfixturevalue("mongo_url")
-        database = f"memoria_cycles_{uuid.uuid4().hex[:12]}"
-        real = MongoDocumentStore.from_url(url, database=database)
-        try:
-            yield real
-        finally:
-            await real.close()
-            admin: pymongo.AsyncMongoClient[Document] = pymongo.AsyncMongoClient(url)
-            try:
-                await admin.drop_database(database)
-            finally:
-                await admin.close()
-        return
-    async with tinymongo.patch():
-        mongo = MongoDocumentStore.from_url("mongodb://localhost/memoria_cycles")
-        try:
-            yield mongo
-        finally:
-            await mongo.close()
+    async with opened_store(request.param, tmp_path, "memoria_cycles", request) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tinymongo
+from document_stores import BOTH, opened_store
 
 from memoria_contracts.chat import ChatRecord, Role
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import DocumentStore
-from memoria_memory.docstore.mongo import MongoDocumentStore
-from memoria_memory.docstore.sqlite import SqliteDocumentStore
 from memoria_memory.history import COLLECTION as MESSAGES
 from memoria_memory.history import HistoryRepository
 from memoria_memory.threads import ThreadRepository
@@ -29,21 +27,10 @@ LONG_QUESTION = (
 )
 
 
-@pytest.fixture(params=["sqlite", "mongo-emulated"])
+@pytest.fixture(params=BOTH)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DocumentStore]:
-    if request.param == "sqlite":
-        sqlite = await SqliteDocumentStore.open(tmp_path / "docs.db")
-        try:
-            yield sqlite
-        finally:
-            await sqlite.close()
-        return
-    async with tinymongo.patch():
-        mongo = MongoDocumentStore.from_url("mongodb://localhost/memoria_threads")
-        try:
-            yield mongo
-        finally:
-            await mongo.close()
+    async with opened_store(request.param, tmp_path, "memoria_threads") as opened:
+        yield opened
 
 
 class Chat:

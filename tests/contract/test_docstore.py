@@ -10,10 +10,8 @@ noticed once the emulator catches up).
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ from typing import Any
 import pymongo
 import pymongo.errors
 import pytest
-import tinymongo
 
 from memoria_memory.docstore import (
     Collection,
@@ -37,12 +34,8 @@ from memoria_memory.docstore.mongo import MongoDocumentStore, database_from_url
 from memoria_memory.docstore.sqlite import SqliteDocumentStore
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
-from containers import MONGO_IMAGE, docker_unavailable_reason
+from document_stores import ALL, EMULATED, opened_store
 
-SQLITE = "sqlite"
-EMULATED = "mongo-emulated"
-REAL = "mongo-real"
-MONGO_PING_TIMEOUT_MS = 5_000
 CONCURRENT_WRITES = 100
 CONCURRENT_UPDATES = 50
 REAL_ASYNC_CLIENT = pymongo.AsyncMongoClient
@@ -59,73 +52,12 @@ class Adapter:
             request.applymarker(pytest.mark.xfail(reason=f"tinymongo: {reason}", strict=True))
 
 
-def _check_reachable(url: str) -> None:
-    """Fail at once, rather than once per test after pymongo's 30 s server selection."""
-    client: pymongo.MongoClient[Document] = pymongo.MongoClient(
-        url, serverSelectionTimeoutMS=MONGO_PING_TIMEOUT_MS
-    )
-    try:
-        client.admin.command("ping")
-    except pymongo.errors.PyMongoError as exc:
-        pytest.fail(f"MONGODB_URL is set but the server does not answer: {exc}")
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="session")
-def mongo_server_url() -> Iterator[str]:
-    url = os.environ.get("MONGODB_URL")
-    if url:
-        _check_reachable(url)
-        yield url
-        return
-    reason = docker_unavailable_reason("MongoDB")
-    if reason is not None:
-        pytest.skip(reason)
-    from testcontainers.community.mongodb import MongoDbContainer
-
-    with MongoDbContainer(MONGO_IMAGE) as container:
-        yield container.get_connection_url()
-
-
-@pytest.fixture(
-    params=[
-        pytest.param(SQLITE, id=SQLITE),
-        pytest.param(EMULATED, id=EMULATED),
-        pytest.param(REAL, id=REAL, marks=pytest.mark.containers),
-    ]
-)
+@pytest.fixture(params=ALL)
 async def adapter(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Adapter]:
-    kind: str = request.param
-    if kind == SQLITE:
-        store: DocumentStore = await SqliteDocumentStore.open(tmp_path / "docs.db")
-        try:
-            yield Adapter(kind, store)
-        finally:
-            await store.close()
-    elif kind == EMULATED:
-        # The patch swaps pymongo.AsyncMongoClient process-wide; leaving the block restores
-        # it and drops the in-memory data, so nothing leaks into other tests.
-        async with tinymongo.patch():
-            store = MongoDocumentStore.from_url("mongodb://localhost/memoria_contract")
-            try:
-                yield Adapter(kind, store)
-            finally:
-                await store.close()
-        assert pymongo.AsyncMongoClient is REAL_ASYNC_CLIENT, "tinymongo.patch leaked"
-    else:
-        url = request.getfixturevalue("mongo_server_url")
-        database = f"memoria_contract_{uuid.uuid4().hex[:12]}"
-        store = MongoDocumentStore.from_url(url, database=database)
-        try:
-            yield Adapter(kind, store)
-        finally:
-            await store.close()
-            admin: pymongo.AsyncMongoClient[Document] = pymongo.AsyncMongoClient(url)
-            try:
-                await admin.drop_database(database)
-            finally:
-                await admin.close()
+    kind = request.param
+    async with opened_store(kind, tmp_path, "memoria_contract", request) as store:
+        yield Adapter(kind, store)
+    assert pymongo.AsyncMongoClient is REAL_ASYNC_CLIENT, "tinymongo.patch leaked"
 
 
 @pytest.fixture
