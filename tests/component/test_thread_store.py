@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tool_history
 from document_stores import BOTH, opened_store
 
 from memoria_contracts.chat import ChatRecord, Role
@@ -247,25 +248,8 @@ async def test_history_stored_before_threads_existed_gets_its_threads(
 async def test_a_steps_tool_call_and_result_are_not_counted_nor_listed(chat: Chat) -> None:
     """R-6: they are history for the LLM, not messages of the thread people see."""
     await chat.say("ana", "t1", "what is my colour?", minutes=1)
-    call = ChatRecord.model_validate(
-        {
-            "id": "c.1.call",
-            "chat-history": True,
-            "modal": "text",
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "call_1", "name": "MemorySearch"}],
-        }
-    )
-    result = ChatRecord(
-        id="c.1.result",
-        chat_history=True,
-        modal="text",
-        role="tool",
-        content="found 0 memories",
-        tool_call_id="call_1",
-        name="MemorySearch",
-    )
+    call = tool_history.call("c", 1, "MemorySearch")
+    result = tool_history.result("c", 1, "MemorySearch", "found 0 memories")
     await chat.store("ana", "t1", call, 100)
     await chat.store("ana", "t1", result, 101)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import tool_history
+
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import (
     ActionRequested,
@@ -94,24 +96,7 @@ def test_internal_events_are_not_sent_to_clients() -> None:
 
 def test_tool_calls_and_results_are_not_sent_to_clients() -> None:
     """R-6: they are history for the LLM; the web page and the CLI never see them."""
-    call = ChatRecord.model_validate(
-        {
-            "id": "c.1.call",
-            "chat-history": True,
-            "modal": "text",
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "call_1", "name": "MemorySearch"}],
-        }
-    )
-    result = ChatRecord(
-        id="c.1.result",
-        chat_history=True,
-        modal="text",
-        role="tool",
-        content="found 3 memories",
-        tool_call_id="call_1",
-        name="MemorySearch",
-    )
+    call = tool_history.call("c", 1, "MemorySearch")
+    result = tool_history.result("c", 1, "MemorySearch", "found 3 memories")
     assert frame_for(envelope(ChatPosted(message=call))) is None
     assert frame_for(envelope(ChatPosted(message=result))) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import tool_history
 
 from memoria_action_worker.actions.memory_delete import DeletePlan
 from memoria_action_worker.actions.memory_save import SavePlan
@@ -133,25 +134,8 @@ async def test_delete_everything_asks_first_and_only_a_yes_to_that_question_dele
 async def test_a_tool_record_after_the_question_does_not_hide_it() -> None:
     """R-6: steps are in the history as tool calls and results; they are not something the
     assistant said, so the question before them still counts."""
-    call = ChatRecord.model_validate(
-        {
-            "id": "c.1.call",
-            "chat-history": True,
-            "modal": "text",
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"id": "call_1", "name": "MemorySearch"}],
-        }
-    )
-    result = ChatRecord(
-        id="c.1.result",
-        chat_history=True,
-        modal="text",
-        role="tool",
-        content="found 0 memories",
-        tool_call_id="call_1",
-        name="MemorySearch",
-    )
+    call = tool_history.call("c", 1, "MemorySearch")
+    result = tool_history.result("c", 1, "MemorySearch", "found 0 memories")
     asked = [assistant(delete_all_question("en")), call, result]
     # Confirmed: it searches what to delete (nothing here) instead of a bare Finalize.
     assert await run_cycle("yes", history=asked, found_per_search=(0,)) == [
