@@ -13,24 +13,19 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from in_process_sessions import InProcessSessions, in_process_sessions
 
 from memoria_contracts.frames import ClientSessionConfig, ErrorFrame, SessionConfigFrame
 from memoria_contracts.session import (
-    SessionConfigGet,
     SessionConfigState,
     SessionConfigUpdate,
-    SessionPersonaApplied,
 )
-from memoria_contracts.threads import ThreadFailure
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session
 from memoria_gateway import validation_errors
 from memoria_gateway.persona_routes import persona_router
 from memoria_gateway.session_frames import answer_session_config
 from memoria_gateway.thread_routes import THREAD_NOT_FOUND, thread_router
-from memoria_memory.docstore.sqlite import SqliteDocumentStore
-from memoria_memory.session_configs import answer_session
-from memoria_memory.threads import ThreadRepository
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
@@ -40,46 +35,10 @@ SETTINGS = Settings(_env_file=None)
 PERSONAS = load_personas(SETTINGS)
 
 
-class InProcessMemory:
-    """The MemoryClient calls persona switching uses, answered like the memory service."""
-
-    def __init__(self, threads: ThreadRepository) -> None:
-        self.threads = threads
-        self.recorded: list[SessionPersonaApplied] = []
-
-    async def _answer(
-        self, user_id: str, request: SessionConfigGet | SessionConfigUpdate | SessionPersonaApplied
-    ) -> SessionConfigState | ThreadFailure:
-        return await answer_session(self.threads, SETTINGS, user_id, request)
-
-    async def session_config(
-        self, user_id: str, request: SessionConfigGet, *, cycle_id: str | None = None
-    ) -> SessionConfigState | ThreadFailure:
-        return await self._answer(user_id, request)
-
-    async def update_session_config(
-        self, user_id: str, request: SessionConfigUpdate
-    ) -> SessionConfigState | ThreadFailure:
-        return await self._answer(user_id, request)
-
-    async def persona_applied(
-        self, user_id: str, request: SessionPersonaApplied, *, cycle_id: str | None = None
-    ) -> SessionConfigState | ThreadFailure:
-        self.recorded.append(request)
-        return await self._answer(user_id, request)
-
-
 @pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[InProcessMemory]:
-    store = await SqliteDocumentStore.open(tmp_path / "docs.db")
-    threads = ThreadRepository(store)
-    await threads.setup()
-    await threads.create("ana", "t1", "Trip")
-    await threads.create("bob", "bobs", None)
-    try:
-        yield InProcessMemory(threads)
-    finally:
-        await store.close()
+async def memory(tmp_path: Path) -> AsyncIterator[InProcessSessions]:
+    async with in_process_sessions(tmp_path, SETTINGS) as backend:
+        yield backend
 
 
 @pytest.fixture
@@ -88,7 +47,7 @@ def issuer() -> TokenIssuer:
 
 
 @pytest.fixture
-def client(memory: InProcessMemory, issuer: TokenIssuer) -> Iterator[TestClient]:
+def client(memory: InProcessSessions, issuer: TokenIssuer) -> Iterator[TestClient]:
     app = FastAPI()
     validation_errors.install(app)
     app.include_router(thread_router(memory, lambda: issuer))  # type: ignore[arg-type]
@@ -160,7 +119,7 @@ def test_another_users_thread_is_not_found(client: TestClient, issuer: TokenIssu
     assert ana["config"]["persona"] == "memoria" and ana["agentHistory"] == []
 
 
-async def test_the_frame_switches_and_refuses_an_unknown_persona(memory: InProcessMemory) -> None:
+async def test_the_frame_switches_and_refuses_an_unknown_persona(memory: InProcessSessions) -> None:
     def frame(config: dict[str, Any]) -> ClientSessionConfig:
         data = {"type": "session_config", "thread_id": "t1", "config": config}
         return ClientSessionConfig.model_validate(data)
@@ -179,7 +138,9 @@ async def test_the_frame_switches_and_refuses_an_unknown_persona(memory: InProce
 # -- detection by the decision service, over the same store ---------------------------------
 
 
-async def cycle_persona(memory: InProcessMemory, cycle_id: str, *, asks_model: bool = True) -> Any:
+async def cycle_persona(
+    memory: InProcessSessions, cycle_id: str, *, asks_model: bool = True
+) -> Any:
     """What a cycle's start detects; a cycle that asks a model records it (a fast path not)."""
     stored = await read_session(memory, SETTINGS, "ana", "t1", cycle_id)  # type: ignore[arg-type]
     persona, to_record = persona_for_cycle(PERSONAS, stored, cycle_id)
@@ -188,12 +149,12 @@ async def cycle_persona(memory: InProcessMemory, cycle_id: str, *, asks_model: b
     return persona
 
 
-async def change(memory: InProcessMemory, persona: str) -> None:
+async def change(memory: InProcessSessions, persona: str) -> None:
     update = SessionConfigUpdate.model_validate({"thread_id": "t1", "set": {"persona": persona}})
     assert isinstance(await memory.update_session_config("ana", update), SessionConfigState)
 
 
-async def test_detection_switch_next_cycle_and_redelivery(memory: InProcessMemory) -> None:
+async def test_detection_switch_next_cycle_and_redelivery(memory: InProcessSessions) -> None:
     before = await cycle_persona(memory, "cyc_0")
     assert before.persona.id == "memoria" and before.reset is None
     assert memory.recorded == []  # nothing to record without a switch

@@ -11,17 +11,13 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from in_process_sessions import InProcessSessions, in_process_sessions
 
 from memoria_contracts.frames import ClientSessionConfig, ErrorFrame, SessionConfigFrame
-from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionConfigUpdate
-from memoria_contracts.threads import ThreadFailure
 from memoria_gateway import validation_errors
 from memoria_gateway.intake import Intake
 from memoria_gateway.session_frames import answer_session_config
 from memoria_gateway.thread_routes import THREAD_NOT_FOUND, thread_router
-from memoria_memory.docstore.sqlite import SqliteDocumentStore
-from memoria_memory.session_configs import answer_session
-from memoria_memory.threads import ThreadRepository
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.settings import Settings
 
@@ -29,42 +25,10 @@ SECRET = "a-test-secret-long-enough-for-hs256"
 SETTINGS = Settings(_env_file=None, system_prompt="Be kind.", memory_limit=20)
 
 
-class InProcessSessions:
-    """MemoryClient's session config calls, answered in process like the memory service."""
-
-    def __init__(self, threads: ThreadRepository) -> None:
-        self.threads = threads
-        self.failing: Exception | None = None
-
-    async def _answer(
-        self, user_id: str, request: SessionConfigGet | SessionConfigUpdate
-    ) -> SessionConfigState | ThreadFailure:
-        if self.failing is not None:
-            raise self.failing
-        return await answer_session(self.threads, SETTINGS, user_id, request)
-
-    async def session_config(
-        self, user_id: str, request: SessionConfigGet
-    ) -> SessionConfigState | ThreadFailure:
-        return await self._answer(user_id, request)
-
-    async def update_session_config(
-        self, user_id: str, request: SessionConfigUpdate
-    ) -> SessionConfigState | ThreadFailure:
-        return await self._answer(user_id, request)
-
-
 @pytest.fixture
 async def sessions(tmp_path: Path) -> AsyncIterator[InProcessSessions]:
-    store = await SqliteDocumentStore.open(tmp_path / "docs.db")
-    threads = ThreadRepository(store)
-    await threads.setup()
-    await threads.create("ana", "t1", "Trip")
-    await threads.create("bob", "bobs", None)
-    try:
-        yield InProcessSessions(threads)
-    finally:
-        await store.close()
+    async with in_process_sessions(tmp_path, SETTINGS) as backend:
+        yield backend
 
 
 @pytest.fixture
