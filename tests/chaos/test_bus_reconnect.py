@@ -1,5 +1,5 @@
 """The bus after a broker restart, without services: a broker connection made before the
-restart, then used after it. Minimal reproduction of bug 3 in docs/chaos.md (its root
+restart, then used after it. Minimal reproduction of bug 3 in docs/chaos.md (fixed; its root
 cause): the first command on each pooled connection fails instead of being sent again on a
 new one, so a memory request (a save, a search) right after a restart fails."""
 

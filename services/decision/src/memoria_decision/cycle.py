@@ -223,9 +223,10 @@ class CycleEngine:
             created_at=event.time,
         )
         language = i18n.detect_language(payload.content)
-        history, summary, history_error = await self._earlier_messages(event, cycle_id)
-        stored = await read_session(
-            self.memory, self.settings, event.user_id, event.thread_id, cycle_id
+        # Two independent requests to the memory service: asked at once, not one after the other.
+        (history, summary, history_error), stored = await asyncio.gather(
+            self._earlier_messages(event, cycle_id),
+            read_session(self.memory, self.settings, event.user_id, event.thread_id, cycle_id),
         )
         session = stored.config
         persona, to_record = persona_for_cycle(load_personas(self.settings), stored, cycle_id)

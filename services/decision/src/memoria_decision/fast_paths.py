@@ -152,7 +152,11 @@ class FastPaths:
             state.route = route
             if route.kind != "model":
                 state.language = route.language  # replies in the language of the command
-            await self.store.save(state)
+            if route.kind != "model" or route.resolves is not None:
+                # Saved before the pending action is cleared, so a redelivery takes the same
+                # route. A plain model route with nothing pending is what a redelivery would
+                # derive again: it is saved with the cycle's next state, not on its own.
+                await self.store.save(state)
             log.info("cycle %s: route %s", state.cycle_id, route.kind)
         if state.route.resolves is not None:
             # After saving the route: a crash in between finds the route, clears again.
