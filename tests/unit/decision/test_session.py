@@ -10,7 +10,7 @@ from memoria_contracts.events import ActionSpec, CycleContext, HistoryPage, Payl
 from memoria_contracts.memory import Memory, MemoryFailure, MemoryFound, MemorySearch
 from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, SessionConfigState
 from memoria_decision.prompt import decision_prompt
-from memoria_decision.session import recall, recalled, session_for_cycle
+from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState
 from memoria_llm.offline.cycle import view
 from memoria_runtime.memory_client import MemoryClient
@@ -58,7 +58,7 @@ def original(text: str = "what can't I eat?") -> ChatRecord:
 async def test_the_cycle_reads_the_threads_config_once_with_defaults_if_missing() -> None:
     config = session_defaults(SETTINGS, "t1").model_copy(update={"memory_limit": 4})
     memories = Memories(SessionConfigState(config=config, overrides=SessionConfigOverrides()))
-    assert await session_for_cycle(memories, SETTINGS, "ana", "t1", CYCLE) == config
+    assert (await read_session(memories, SETTINGS, "ana", "t1", CYCLE)).config == config
     [(user, thread, cycle, request)] = memories.sent
     assert (user, thread, cycle) == ("ana", "t1", CYCLE)
     assert request == SessionConfigGet(thread_id="t1", defaults_if_missing=True)
@@ -66,7 +66,7 @@ async def test_the_cycle_reads_the_threads_config_once_with_defaults_if_missing(
 
 async def test_without_an_answer_the_cycle_runs_with_the_defaults() -> None:
     for failing in (Memories(TimeoutError()), Memories(HistoryPage(messages=[]))):
-        got = await session_for_cycle(failing, SETTINGS, "ana", "t1", CYCLE)
+        got = (await read_session(failing, SETTINGS, "ana", "t1", CYCLE)).config
         assert got == session_defaults(SETTINGS, "t1")
 
 

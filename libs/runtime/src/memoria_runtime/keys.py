@@ -20,10 +20,6 @@ def thread_queue(user_id: str, thread_id: str) -> str:
     return f"{PREFIX}:thread:{user_id}:{thread_id}:queue"
 
 
-def thread_dispatch(user_id: str, thread_id: str) -> str:
-    return f"{PREFIX}:thread:{user_id}:{thread_id}:dispatch"
-
-
 def pending_action(user_id: str, thread_id: str) -> str:
     """The action a thread waits to have confirmed (decision's ``pendingAction``, R-7)."""
     return f"{PREFIX}:thread:{user_id}:{thread_id}:pending"

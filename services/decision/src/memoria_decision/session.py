@@ -51,13 +51,6 @@ async def read_session(
     return reply
 
 
-async def session_for_cycle(
-    memory: MemoryClient, settings: Settings, user_id: str, thread_id: str, cycle_id: str
-) -> SessionConfig:
-    """The thread's effective session config (the defaults for a thread not stored yet)."""
-    return (await read_session(memory, settings, user_id, thread_id, cycle_id)).config
-
-
 def recall_query(message: str) -> str:
     """The user's message as a search query: on one line, cut to a query's length."""
     return " ".join(message.split())[:MAX_BINDING_CHARS]
