@@ -21,7 +21,6 @@ from memoria_gateway.resume import EntryId
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, create_broker
-from memoria_runtime.bus.entries import tolerant_parser
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
@@ -82,7 +81,6 @@ def build_broker(
     # belongs to its own sockets. Entries are handled one at a time, in stream order.
     fan_out_subscriber = broker.subscriber(
         stream=StreamSub(Stream.CHAT_OUT.value),
-        parser=tolerant_parser,  # a junk entry is dropped by the signature check, not a crash
         title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
         description="Deliver messages, deltas and cycle ends to the user's sockets.",
     )

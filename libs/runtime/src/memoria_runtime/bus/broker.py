@@ -9,6 +9,7 @@ from faststream.redis.opentelemetry import RedisTelemetryMiddleware
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_runtime import metrics, redis_clients
+from memoria_runtime.bus.entries import tolerant_parser
 from memoria_runtime.settings import Settings
 
 _BROKER_LOGGER = "memoria.broker"
@@ -36,4 +37,5 @@ def create_broker(
         graceful_timeout=settings.shutdown_grace_seconds,
         logger=broker_logger,
         retry=redis_clients.reconnecting(),  # FastStream's own pool would never retry
+        parser=tolerant_parser,  # every subscriber: a junk entry reaches the signature check
     )

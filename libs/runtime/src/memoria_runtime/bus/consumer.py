@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus.deadletter import dead_letter
-from memoria_runtime.bus.entries import DATA_FIELD, tolerant_parser
+from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.settings import Settings
 from memoria_runtime.stream_message import StreamMessage
@@ -149,7 +149,6 @@ def subscribe_group(
             max_records=settings.consumer_concurrency,
         ),
         ack_policy=AckPolicy.NACK_ON_ERROR,
-        parser=tolerant_parser,
         max_workers=workers,
         title=f"{stream.value}:{group.value}",
         description=description,
@@ -172,7 +171,6 @@ def subscribe_group(
             min_idle_time=settings.reclaim_idle_ms,
         ),
         ack_policy=AckPolicy.NACK_ON_ERROR,
-        parser=tolerant_parser,
         decoder=_raw_body,
         include_in_schema=False,
     )

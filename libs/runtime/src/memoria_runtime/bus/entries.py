@@ -37,5 +37,6 @@ def readable_entry(message: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 async def tolerant_parser(message: Mapping[str, Any], original: Parse) -> StreamMessage[Any]:
-    """A FastStream ``parser=`` for stream subscribers: see the module's docstring."""
+    """The broker's ``parser=`` (create_broker): see the module's docstring. Anything but
+    a stream entry without FastStream's frame passes through unchanged."""
     return await original(readable_entry(message))
