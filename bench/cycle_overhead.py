@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from a
 import httpx
 from redis.asyncio import Redis
 
+from bench.bus_floor import Arrivals
 from bench.live_stack import (
     BUS_SECRET,
     Servers,
@@ -173,22 +174,6 @@ KEY = b"key"
 DATA = b"data"
 PAYLOAD = b"x" * 600  # about an envelope's size; never parsed
 STOP_POLL_S = 0.1
-
-
-class Arrivals:
-    def __init__(self) -> None:
-        self._waiting: dict[str, asyncio.Future[int]] = {}
-
-    def expect(self, key: str) -> asyncio.Future[int]:
-        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiting[key] = waiter
-        return waiter
-
-    def arrived(self, key: str) -> None:
-        now = time.perf_counter_ns()
-        waiter = self._waiting.pop(key, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(now)
 
 
 @dataclass

@@ -120,6 +120,18 @@ class UserMessageReceived(ContractModel):
     message_id: str
     content: str
 
+    def record(self, cycle_id: str, at: datetime) -> ChatRecord:
+        """The message as the thread keeps it: the user's turn of cycle ``cycle_id``."""
+        return ChatRecord(
+            id=self.message_id,
+            chat_history=True,
+            modal="text",
+            role="user",
+            content=self.content,
+            cycle_id=cycle_id,
+            created_at=at,
+        )
+
 
 class ActionRequested(ContractModel):
     type: Literal["action.requested"] = "action.requested"

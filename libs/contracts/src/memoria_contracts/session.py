@@ -10,7 +10,7 @@ authenticated session only.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints
 
@@ -55,15 +55,7 @@ SessionField = Literal[
     "proactive_retrieval",
     "persona",
 ]
-SESSION_FIELDS: Final[tuple[SessionField, ...]] = (
-    "system_prompt",
-    "chat_model",
-    "memory_limit",
-    "memory_min_relevance",
-    "memory_type_descriptions",
-    "proactive_retrieval",
-    "persona",
-)
+SESSION_FIELDS: Final[tuple[SessionField, ...]] = get_args(SessionField)
 
 
 class SessionConfig(ContractModel):

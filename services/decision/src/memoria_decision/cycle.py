@@ -213,15 +213,7 @@ class CycleEngine:
     async def _start(
         self, event: Envelope, payload: UserMessageReceived, cycle_id: str
     ) -> CycleState:
-        original = ChatRecord(
-            id=payload.message_id,
-            chat_history=True,
-            modal="text",
-            role="user",
-            content=payload.content,
-            cycle_id=cycle_id,
-            created_at=event.time,
-        )
+        original = payload.record(cycle_id, event.time)
         language = i18n.detect_language(payload.content)
         # Two independent requests to the memory service: asked at once, not one after the other.
         (history, summary, history_error), stored = await asyncio.gather(

@@ -82,15 +82,7 @@ def _compact(event: Envelope, cycle_id: str) -> tuple[str, dict[str, Any]] | Non
     payload = event.payload
     match payload:
         case UserMessageReceived():
-            message = ChatRecord(
-                id=payload.message_id,
-                chat_history=True,
-                modal="text",
-                role="user",
-                content=payload.content,
-                cycle_id=cycle_id,
-                created_at=event.time,
-            )
+            message = payload.record(cycle_id, event.time)
             return f"user.message/{payload.message_id}", {"message": _record(message)}
         case ChatPosted():
             return f"chat.message/{payload.message.id}", {"message": _record(payload.message)}
