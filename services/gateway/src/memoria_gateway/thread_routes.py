@@ -23,7 +23,6 @@ from memoria_contracts.session import (
     SessionConfigOverrides,
     SessionConfigPatch,
     SessionConfigState,
-    SessionConfigUpdate,
 )
 from memoria_contracts.threads import (
     DEFAULT_THREAD_PAGE,
@@ -42,6 +41,7 @@ from memoria_contracts.threads import (
 from memoria_gateway.bearer import bearer_user
 from memoria_gateway.memory_routes import COMMON_ERRORS, reply_or_raise
 from memoria_gateway.memory_schemas import ErrorBody
+from memoria_gateway.session_frames import SessionBackend
 from memoria_runtime.auth import TokenIssuer
 
 log = logging.getLogger("memoria.gateway.threads")
@@ -55,8 +55,9 @@ _THREAD_IDS: Final = TypeAdapter(ThreadId)
 R = TypeVar("R")
 
 
-class ThreadBackend(Protocol):
-    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses."""
+class ThreadBackend(SessionBackend, Protocol):
+    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses: the
+    session config's (as the WebSocket frame's) and the threads'."""
 
     async def threads(self, user_id: str, request: ThreadList) -> ThreadPage | ThreadFailure:
         """The user's threads, most recently updated first."""
@@ -70,16 +71,6 @@ class ThreadBackend(Protocol):
         self, user_id: str, request: ThreadRename
     ) -> ThreadSaved | ThreadFailure:
         """Give a thread a title."""
-
-    async def session_config(
-        self, user_id: str, request: SessionConfigGet
-    ) -> SessionConfigState | ThreadFailure:
-        """A thread's effective session config."""
-
-    async def update_session_config(
-        self, user_id: str, request: SessionConfigUpdate
-    ) -> SessionConfigState | ThreadFailure:
-        """Change a thread's session config overrides."""
 
 
 class _Body(BaseModel):
