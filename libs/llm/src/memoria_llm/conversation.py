@@ -17,6 +17,7 @@ from typing import Literal
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.history import HistorySummary, SummaryTurn
+from memoria_contracts.text import as_text
 from memoria_llm.port import PromptMessage, PromptToolCall
 
 ARGUMENTS_TEXT_CHARS = 200
@@ -27,7 +28,7 @@ def _content_text(record: ChatRecord) -> str:
     content = record.content
     if content is None:
         return ""
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return as_text(content)
 
 
 def _as_text(record: ChatRecord) -> str:

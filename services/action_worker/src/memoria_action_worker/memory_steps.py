@@ -39,6 +39,7 @@ from memoria_contracts.memory import (
     MemoryVectors,
     content_size,
 )
+from memoria_contracts.text import as_text, one_line
 from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Prompt
 from memoria_runtime import i18n
 from memoria_runtime.rpc import RpcError
@@ -130,15 +131,8 @@ def memories_in(records: Iterable[ChatRecord]) -> list[Memory]:
     return list(found.values())
 
 
-def as_text(content: Any) -> str:
-    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-
-
 def short(content: Any) -> str:
-    flat = " ".join(as_text(content).split())
-    if len(flat) <= SHORT_CONTENT_CHARS:
-        return flat
-    return flat[: SHORT_CONTENT_CHARS - 1] + "…"
+    return one_line(content, SHORT_CONTENT_CHARS)
 
 
 def describe(memory_id: str, content: Any) -> str:

@@ -17,7 +17,6 @@ user's memories and nothing in the message or from a model can name another.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from memoria_contracts.memory import (
     MemoryUpdate,
     MemoryUpdated,
 )
+from memoria_contracts.text import one_line
 from memoria_decision.commands import Command, Reply, read_choice, read_reply, recognize
 from memoria_decision.pending import (
     PendingAction,
@@ -461,9 +461,7 @@ _ACTIONS: Final = {
 
 def excerpt(content: object) -> str:
     """A memory's content on one short line, as the "which memory?" question shows it."""
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
+    return one_line(content, EXCERPT_CHARS)
 
 
 def _ok(action: str, summary: str) -> Ending:

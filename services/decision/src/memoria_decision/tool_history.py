@@ -15,6 +15,7 @@ from typing import Any
 
 from memoria_contracts.chat import ChatRecord, ToolCall
 from memoria_contracts.events import ActionSpec
+from memoria_contracts.text import one_line
 
 RESULT_CHARS = 300
 """A result is one line for the model; what a step showed (memory cards) is stored apart."""
@@ -67,11 +68,7 @@ def call_record(
 
 
 def result_record(cycle_id: str, step: int, action: str, status: str, summary: str) -> ChatRecord:
-    line = " ".join(summary.split())
-    if status != "ok":
-        line = f"failed: {line}"
-    if len(line) > RESULT_CHARS:
-        line = line[: RESULT_CHARS - 1] + "…"
+    line = one_line(summary if status == "ok" else f"failed: {summary}", RESULT_CHARS)
     return ChatRecord(
         id=f"{cycle_id}.{step}.result",
         cycle_id=cycle_id,

@@ -16,6 +16,7 @@ from itertools import groupby
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.history import SummaryTurn
+from memoria_contracts.text import one_line
 
 LINE_CHARS = 160
 """Longest line of the structured summary."""
@@ -26,13 +27,8 @@ MEMORY_PREVIEWS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
-def clip(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def first_sentence(text: str, limit: int = SENTENCE_CHARS) -> str:
-    return clip(_SENTENCE_END.split(text.strip(), maxsplit=1)[0], limit)
+    return one_line(_SENTENCE_END.split(text.strip(), maxsplit=1)[0], limit)
 
 
 def _text(record: ChatRecord) -> str:
@@ -46,7 +42,7 @@ def _text(record: ChatRecord) -> str:
 
 def _memories_line(cards: Sequence[ChatRecord]) -> str:
     previews = "; ".join(
-        clip(_text(card), MEMORY_PREVIEW_CHARS) for card in cards[:MEMORY_PREVIEWS]
+        one_line(_text(card), MEMORY_PREVIEW_CHARS) for card in cards[:MEMORY_PREVIEWS]
     )
     more = f"; +{len(cards) - MEMORY_PREVIEWS} more" if len(cards) > MEMORY_PREVIEWS else ""
     return f"memories shown ({len(cards)}): {previews}{more}"
@@ -56,8 +52,8 @@ def _line(record: ChatRecord) -> str | None:
     if record.tool_calls and record.role == "assistant":
         return None  # the result's line names the action
     if record.role == "tool":
-        return clip(f"{record.name or 'action'}: {_text(record)}", LINE_CHARS)
-    return clip(f"{record.role}: {_text(record)}", LINE_CHARS)
+        return one_line(f"{record.name or 'action'}: {_text(record)}", LINE_CHARS)
+    return one_line(f"{record.role}: {_text(record)}", LINE_CHARS)
 
 
 def _turn_lines(records: Sequence[ChatRecord]) -> list[str]:

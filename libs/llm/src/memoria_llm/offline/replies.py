@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
+from memoria_contracts.text import one_line
 from memoria_llm.offline.text import fold
 
 Language = Literal["en", "pt"]
@@ -91,10 +92,7 @@ def is_delete_all_question(message: str) -> bool:
 
 
 def quote(content: object) -> str:
-    raw = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-    flat = " ".join(raw.split())
-    short = flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
-    return f'"{short}"'
+    return f'"{one_line(content, QUOTE_CHARS)}"'
 
 
 def listing(items: Sequence[str]) -> str:
