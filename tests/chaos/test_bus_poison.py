@@ -12,12 +12,17 @@ from collections.abc import AsyncIterator
 from typing import cast
 
 import pytest
-from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from memoria_contracts.events import Envelope, UserMessageReceived
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus import Delivery, EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus import (
+    Delivery,
+    EventPublisher,
+    MemoriaBroker,
+    create_broker,
+    subscribe_group,
+)
 from memoria_runtime.settings import Settings
 
 pytestmark = pytest.mark.chaos
@@ -47,7 +52,7 @@ async def consumer(redis: Redis, redis_url: str) -> AsyncIterator[tuple[EventPub
         seen.append(event.payload.content)
 
     settings = settings_for(redis_url)
-    broker: RedisBroker = create_broker(settings)
+    broker: MemoriaBroker = create_broker(settings)
     subscribe_group(
         broker,
         settings,

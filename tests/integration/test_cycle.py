@@ -191,13 +191,14 @@ async def test_metrics_count_messages_cycles_and_tokens(stack: Stack) -> None:
         await client.cycle(accepted["id"])
 
     gateway = await scrape(f"{stack.base_url}/metrics")
-    assert total(gateway, "faststream_received_messages_total", app_name="gateway") > 0
+    assert total(gateway, "memoria_bus_entries_total", service="gateway", outcome="handled") > 0
     assert total(gateway, "process_resident_memory_bytes") > 0
 
     decision = await scrape(metrics_url(stack, "decision"))
     assert total(decision, "memoria_cycles_total", reason="done") >= 1
     assert total(decision, "memoria_cycle_duration_seconds_count") >= 1
-    assert total(decision, "faststream_received_messages_total", app_name="decision") > 0
+    assert total(decision, "memoria_bus_entries_total", service="decision", outcome="handled") > 0
+    assert total(decision, "memoria_bus_published_total", service="decision") > 0
     assert (
         total(
             decision,

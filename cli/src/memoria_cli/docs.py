@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from faststream.redis import RedisBroker
 from faststream.specification import AsyncAPI
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from memoria_runtime.bus import MemoriaBroker
 from memoria_runtime.settings import Settings, env_names
 
 VERSION = "0.1.0"
@@ -23,7 +23,7 @@ DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
 SETTINGS_START = "<!-- settings:start -->"
 SETTINGS_END = "<!-- settings:end -->"
 
-BrokerFactory = Callable[[Settings], tuple[RedisBroker, Any]]
+BrokerFactory = Callable[[Settings], tuple[MemoriaBroker, Any]]
 
 
 def _factories() -> dict[str, BrokerFactory]:
@@ -50,6 +50,7 @@ def asyncapi_documents() -> dict[str, str]:
     documents: dict[str, str] = {}
     for name, build in _factories().items():
         broker, _ = build(settings)
+        broker.document_readers()
         spec = AsyncAPI(
             broker,
             title=f"Memoria {name}",

@@ -10,6 +10,7 @@ from typing import cast
 import pytest
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from memoria_contracts.events import (
     Envelope,
@@ -19,7 +20,13 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus import Delivery, EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus import (
+    Delivery,
+    EventPublisher,
+    MemoriaBroker,
+    create_broker,
+    subscribe_group,
+)
 from memoria_runtime.bus.signing import Signer, reply_channel
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
@@ -54,15 +61,15 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT_S) -> 
 
 
 @pytest.fixture
-async def running() -> AsyncIterator[list[RedisBroker]]:
-    brokers: list[RedisBroker] = []
+async def running() -> AsyncIterator[list[MemoriaBroker]]:
+    brokers: list[MemoriaBroker] = []
     yield brokers
     for broker in brokers:
         await broker.stop()
 
 
 async def start(
-    running: list[RedisBroker], settings: Settings, handler: object, stream: Stream
+    running: list[MemoriaBroker], settings: Settings, handler: object, stream: Stream
 ) -> EventPublisher:
     broker = create_broker(settings)
     subscribe_group(
@@ -92,7 +99,7 @@ async def pending_count(redis: Redis, stream: Stream) -> int:
 
 
 async def test_handled_entries_are_acknowledged(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     seen: list[tuple[str, bool]] = []
 
@@ -110,7 +117,7 @@ async def test_handled_entries_are_acknowledged(
 
 
 async def test_a_failed_entry_is_reclaimed_and_retried(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     attempts: list[bool] = []
 
@@ -134,7 +141,7 @@ async def eventually_pending_zero(redis: Redis) -> None:
 
 
 async def test_an_entry_failing_every_time_goes_to_the_dead_letter_stream(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     attempts = 0
 
@@ -157,8 +164,31 @@ async def test_an_entry_failing_every_time_goes_to_the_dead_letter_stream(
     await eventually_pending_zero(redis)
 
 
+async def test_failures_caused_by_a_broker_outage_are_not_held_against_the_entry(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """Bug 6 of docs/chaos.md: a step whose runs kept meeting broker restarts was
+    dead-lettered as if it were poison. Outages are not strikes; the entry runs again."""
+    attempts = 0
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts <= 4:
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1. Connection refused.")
+
+    settings = settings_for(redis_url, max_deliveries=2)
+    publisher = await start(running, settings, handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message())
+
+    await eventually(lambda: attempts == 5)
+    await eventually_pending_zero(redis)
+    assert await redis.xlen(Stream.DEAD_LETTER.value) == 0
+    assert await redis.keys("memoria:bus:outages:*") == []  # forgotten once handled
+
+
 async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     seen: list[str] = []
 
@@ -203,7 +233,7 @@ async def forge(redis: Redis, stream: Stream, event: Envelope, headers: dict[str
     ],
 )
 async def test_a_forged_event_never_reaches_the_handler(
-    redis: Redis, redis_url: str, running: list[RedisBroker], how: str, reason: bytes
+    redis: Redis, redis_url: str, running: list[MemoriaBroker], how: str, reason: bytes
 ) -> None:
     seen: list[str] = []
 
@@ -235,7 +265,7 @@ async def test_a_forged_event_never_reaches_the_handler(
 
 
 async def test_a_slow_handler_keeps_its_entry(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     calls = 0
     done = asyncio.Event()
@@ -254,7 +284,7 @@ async def test_a_slow_handler_keeps_its_entry(
 
 
 async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
-    redis: Redis, redis_url: str, running: list[RedisBroker]
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     """What makes scaling workers out (KEDA, --scale) help: a busy consumer reads only about
     what it can work on, so the rest of a backlog waits in the stream for the next replica."""
@@ -300,7 +330,7 @@ async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
     assert everything == sorted(f"m{n}" for n in range(20))  # each exactly once
 
 
-async def test_request_reply(redis: Redis, redis_url: str, running: list[RedisBroker]) -> None:
+async def test_request_reply(redis: Redis, redis_url: str, running: list[MemoriaBroker]) -> None:
     async def handler(event: Envelope, delivery: Delivery) -> Envelope:
         assert isinstance(event.payload, HistoryQuery)
         payload = (
@@ -321,6 +351,34 @@ async def test_request_reply(redis: Redis, redis_url: str, running: list[RedisBr
     assert isinstance(reply.payload, HistoryPage)
     with pytest.raises(RpcError, match="too_many"):
         await client.call(query(500))
+
+
+async def test_concurrent_requests_each_get_their_own_reply(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """All requests of a process share one reply channel: replies are told apart by the
+    request they answer, whatever order they come back in."""
+
+    async def handler(event: Envelope, delivery: Delivery) -> Envelope:
+        assert isinstance(event.payload, HistoryQuery)
+        await asyncio.sleep((50 - event.payload.limit) / 1000)  # later requests answer first
+        page = HistoryPage(messages=[])
+        return Envelope(user_id=event.user_id, thread_id=event.thread_id, payload=page)
+
+    settings = settings_for(redis_url)
+    await start(running, settings, handler, Stream.MEMORY_RPC)
+    client = RpcClient(running[0], settings, Stream.MEMORY_RPC)
+    replies = await asyncio.gather(
+        *(
+            client.call(
+                Envelope(user_id="ana", thread_id=f"t{limit}", payload=HistoryQuery(limit=limit))
+            )
+            for limit in range(1, 31)
+        )
+    )
+    assert [reply.thread_id for reply in replies] == [f"t{limit}" for limit in range(1, 31)]
+    subscribers = await redis.pubsub_numsub(running[0].replies.channel)
+    assert subscribers == [(running[0].replies.channel.encode(), 1)]  # one channel, kept
 
 
 @pytest.mark.parametrize("signed_by", ["nobody", "another key", "for another request"])

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from faststream.redis import RedisBroker
-
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery, Payload
@@ -48,6 +46,7 @@ from memoria_contracts.threads import (
     ThreadRequest,
     ThreadSaved,
 )
+from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import current_trace_carrier
@@ -59,7 +58,7 @@ R = TypeVar("R")
 
 
 class MemoryClient:
-    def __init__(self, broker: RedisBroker, settings: Settings) -> None:
+    def __init__(self, broker: MemoriaBroker, settings: Settings) -> None:
         self._rpc = RpcClient(broker, settings, Stream.MEMORY_RPC)
 
     async def _call(

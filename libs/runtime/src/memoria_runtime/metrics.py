@@ -8,8 +8,12 @@ Every name is a constant here, so dashboards and alerts have one place to look:
 * ``memoria_llm_cost_usd_total{model, service}``: their estimated cost (``MEMORIA_LLM_PRICES``);
 * ``memoria_cycles_total{reason}`` and ``memoria_cycle_duration_seconds``: ended cycles
   (decision);
-* ``faststream_*``: FastStream's message metrics (received, processed, published, durations),
-  labelled ``app_name`` = the service;
+* ``memoria_bus_entries_total{service, stream, group, outcome}`` and
+  ``memoria_bus_handling_seconds{service, stream, group}``: stream entries the group consumers
+  (bus/consumer.py) took, by outcome (``handled``, ``failed``: left pending for a retry,
+  ``dead_lettered``), and how long their handlers ran; the gateway's chat.out fan-out counts
+  as group ``fan-out`` (``dead_lettered``: a dropped forgery);
+* ``memoria_bus_published_total{service, stream}``: entries a service appended to a stream;
 * ``process_*``, ``python_*``: the process itself.
 
 The gateway serves them at ``/metrics`` on its own port; the other services on their ops
@@ -20,9 +24,9 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Final
 
-from faststream.redis.prometheus import RedisPrometheusMiddleware
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -42,17 +46,27 @@ LLM_TOKENS_TOTAL: Final = "memoria_llm_tokens_total"
 LLM_COST_USD_TOTAL: Final = "memoria_llm_cost_usd_total"
 CYCLES_TOTAL: Final = "memoria_cycles_total"
 CYCLE_DURATION_SECONDS: Final = "memoria_cycle_duration_seconds"
-BUS_METRICS_PREFIX: Final = "faststream"  # FastStream's own names, as its dashboards expect
+BUS_ENTRIES_TOTAL: Final = "memoria_bus_entries_total"
+BUS_HANDLING_SECONDS: Final = "memoria_bus_handling_seconds"
+BUS_PUBLISHED_TOTAL: Final = "memoria_bus_published_total"
 
 LABEL_MODEL: Final = "model"
 LABEL_DIRECTION: Final = "direction"
 LABEL_SERVICE: Final = "service"
 LABEL_REASON: Final = "reason"
+LABEL_STREAM: Final = "stream"
+LABEL_GROUP: Final = "group"
+LABEL_OUTCOME: Final = "outcome"
+HANDLED: Final = "handled"
+FAILED: Final = "failed"
+DEAD_LETTERED: Final = "dead_lettered"
 INPUT: Final = "input"
 OUTPUT: Final = "output"
 
 # A cycle takes from under a second (one scripted answer) to minutes (several slow steps).
 CYCLE_DURATION_BUCKETS_S: Final = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, math.inf)
+# A handler takes from a millisecond (a history row) to a minute (an LLM step).
+HANDLING_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, math.inf)
 
 # -- the registry ------------------------------------------------------------------------------
 
@@ -83,6 +97,27 @@ _cycle_duration = Histogram(
     registry=REGISTRY,
 )
 
+_bus_entries = Counter(
+    BUS_ENTRIES_TOTAL,
+    "Stream entries taken by a consumer group, by outcome.",
+    [LABEL_SERVICE, LABEL_STREAM, LABEL_GROUP, LABEL_OUTCOME],
+    registry=REGISTRY,
+)
+_bus_handling = Histogram(
+    BUS_HANDLING_SECONDS,
+    "Time a consumer group's handler ran on one entry.",
+    [LABEL_SERVICE, LABEL_STREAM, LABEL_GROUP],
+    buckets=HANDLING_BUCKETS_S,
+    registry=REGISTRY,
+)
+
+_bus_published = Counter(
+    BUS_PUBLISHED_TOTAL,
+    "Entries appended to a stream.",
+    [LABEL_SERVICE, LABEL_STREAM],
+    registry=REGISTRY,
+)
+
 
 # -- recording ---------------------------------------------------------------------------------
 
@@ -101,18 +136,33 @@ def count_cycle_end(reason: str, duration_s: float) -> None:
     _cycle_duration.observe(max(0.0, duration_s))
 
 
+@dataclass(frozen=True, slots=True)
+class GroupConsumerMetrics:
+    """The series of one (service, stream, group), bound once: a label lookup per entry
+    would cost more than the increment."""
+
+    handled: Counter
+    failed: Counter
+    dead_lettered: Counter
+    handling_seconds: Histogram
+
+
+def group_consumer_metrics(service: str, stream: str, group: str) -> GroupConsumerMetrics:
+    return GroupConsumerMetrics(
+        handled=_bus_entries.labels(service, stream, group, HANDLED),
+        failed=_bus_entries.labels(service, stream, group, FAILED),
+        dead_lettered=_bus_entries.labels(service, stream, group, DEAD_LETTERED),
+        handling_seconds=_bus_handling.labels(service, stream, group),
+    )
+
+
+def published_counter(service: str, stream: str) -> Counter:
+    return _bus_published.labels(service, stream)
+
+
 # -- exposing ----------------------------------------------------------------------------------
 
 
 def exposition() -> tuple[bytes, str]:
     """The registry in Prometheus' text format, and its content type."""
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
-
-
-def bus_middleware(service: str | None) -> RedisPrometheusMiddleware:
-    """FastStream's message metrics, in this registry, labelled with the service's name."""
-    if service is None:
-        return RedisPrometheusMiddleware(registry=REGISTRY, metrics_prefix=BUS_METRICS_PREFIX)
-    return RedisPrometheusMiddleware(
-        registry=REGISTRY, app_name=service, metrics_prefix=BUS_METRICS_PREFIX
-    )

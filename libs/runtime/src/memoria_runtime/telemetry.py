@@ -1,6 +1,7 @@
 """OpenTelemetry: one tracer provider per service; trace context travels in every envelope.
 
-FastStream's telemetry middleware propagates context hop by hop through message headers.
+Every entry carries the trace context in its headers (bus/framing.py) and each consumer
+handles it in a span of that trace (bus/consumer.py), so a cycle is one trace hop by hop.
 The envelope's ``trace`` field carries the same context where headers do not survive: a
 message that waited in a thread's queue, or a cycle ended by the deadline sweeper.
 """

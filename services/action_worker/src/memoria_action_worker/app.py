@@ -7,7 +7,6 @@ import contextlib
 import logging
 
 from faststream import FastStream
-from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_action_worker import SERVICE_NAME
@@ -17,7 +16,7 @@ from memoria_contracts.streams import Group, Stream
 from memoria_llm.factory import create_language_model
 from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import catalog, redis_clients
-from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
@@ -29,7 +28,7 @@ _ADVERTS_PER_TTL = 3  # refresh the advert three times per lifetime: one lost wr
 
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
-) -> tuple[RedisBroker, StepRunner]:
+) -> tuple[MemoriaBroker, StepRunner]:
     load_personas(settings)  # the default persona of requests without one; checked here
     strategy_files()  # a broken persona strategy file stops the worker here, saying why
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)

@@ -7,7 +7,6 @@ import contextlib
 import logging
 
 from faststream import FastStream
-from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_contracts.streams import Group, Stream
@@ -19,7 +18,7 @@ from memoria_decision.state import CycleStore
 from memoria_llm.factory import create_language_model
 from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import redis_clients
-from memoria_runtime.bus import EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
@@ -32,7 +31,7 @@ SWEEP_INTERVAL_S = 1.0
 
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
-) -> tuple[RedisBroker, CycleEngine]:
+) -> tuple[MemoriaBroker, CycleEngine]:
     load_personas(settings)  # a bad personas file stops the service here, saying why
     strategy_files()  # so would a broken persona strategy file
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)

@@ -42,7 +42,6 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         gateway.issuer = TokenIssuer(load_or_create_secret(settings), settings.token_ttl_seconds)
         await ensure_shared_key(gateway.redis, gateway.signer)
-        await gateway.start_fan_out_at_the_end()
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
         beat = None

@@ -9,7 +9,6 @@ import os
 import time
 
 from faststream import FastStream
-from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 
@@ -21,7 +20,7 @@ from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime import presence, redis_clients
-from memoria_runtime.bus import create_broker, subscribe_group
+from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
@@ -33,7 +32,7 @@ ANNOUNCES_PER_TTL = 3  # refresh three times per lifetime: one lost write is fin
 
 def build_broker(
     settings: Settings, provider: TracerProvider | None = None
-) -> tuple[RedisBroker, MemoryHandlers]:
+) -> tuple[MemoriaBroker, MemoryHandlers]:
     load_personas(settings)  # a bad personas file stops the service here, saying why
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     handlers = MemoryHandlers(settings)

@@ -1,7 +1,14 @@
 """Redis Streams plumbing on FastStream: broker, publishers, group consumers, dead letters."""
 
-from memoria_runtime.bus.broker import create_broker
+from memoria_runtime.bus.broker import MemoriaBroker, create_broker
 from memoria_runtime.bus.consumer import Delivery, EventHandler, subscribe_group
 from memoria_runtime.bus.publisher import EventPublisher
 
-__all__ = ["Delivery", "EventHandler", "EventPublisher", "create_broker", "subscribe_group"]
+__all__ = [
+    "Delivery",
+    "EventHandler",
+    "EventPublisher",
+    "MemoriaBroker",
+    "create_broker",
+    "subscribe_group",
+]

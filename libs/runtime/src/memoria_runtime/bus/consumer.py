@@ -1,18 +1,31 @@
-"""Consumer-group subscriptions with at-least-once delivery.
+"""Consumer groups with at-least-once delivery, read with plain redis-py.
 
-For each (stream, group) a service reads, two FastStream subscribers share one consumer name:
+For each (stream, group) a service reads, one :class:`GroupConsumer` runs three loops under
+the service's consumer name:
 
-* the **reader** takes new entries (``XREADGROUP >``);
+* the **reader** takes new entries (``XREADGROUP >``), no more than it has free handler
+  slots, so a busy replica leaves the backlog in the stream for the next one;
 * the **reclaimer** takes entries that sat unacknowledged longer than ``reclaim_idle_ms``
-  (``XAUTOCLAIM``) — left behind by a consumer that crashed or failed. FastStream's
-  ``StreamSub(min_idle_time=...)`` subscriber only ever reclaims and never reads new entries,
-  which is why both are needed (see docs/architecture.md).
+  (``XAUTOCLAIM``) — left behind by a consumer that crashed or failed;
+* the **keep-alive** re-claims the entries this process holds (``XCLAIM JUSTID``, which does
+  not count as a delivery) so that a slow live handler (an LLM call) never has its entry
+  taken while the reclaim window stays short.
 
-An entry is acknowledged only after its handler returns. A handler that raises leaves it
-pending; the reclaimer retries it, and after ``max_deliveries`` it goes to the dead-letter
-stream. An entry that cannot be parsed is dead-lettered on its first reclaim. While a handler
-runs (an LLM call can be slow) its entry is re-claimed periodically so that no other consumer
-steals it from a live worker.
+An entry is acknowledged only after its handler returns (and after its reply, for a request,
+is published). Nothing reaches a handler before the entry's signature holds (signing.py);
+an entry that is unsigned, signed wrongly or not an envelope goes to the dead-letter stream
+at once. A handler that raises leaves its entry pending for the reclaimer; an entry that
+keeps failing is dead-lettered once it has failed ``max_deliveries`` times. A failure
+caused by a broker outage is not held against the entry (docs/chaos.md, bug 6): the step
+did nothing wrong, the broker was away. A delivery cut short by a crash counts, so an entry
+that kills its consumer every time still ends in the dead-letter stream.
+
+Why not FastStream's subscribers (ADR 0013): per entry they resolve the handler's arguments
+with FastDepends and run a stack of middlewares (telemetry, Prometheus, logging,
+acknowledgement), which was most of a cycle's CPU on two cores; and a FastStream stream
+subscriber with ``min_idle_time`` only ever reclaims, so each group needed two subscribers
+polling Redis. FastStream still frames every entry, publishes, and documents the channels
+(AsyncAPI, :meth:`MemoriaBroker.document_readers`).
 """
 
 from __future__ import annotations
@@ -20,26 +33,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from faststream import AckPolicy
-from faststream.message import StreamMessage as FastStreamMessage
-from faststream.redis import RedisBroker, RedisResponse, StreamSub
+from faststream.redis import StreamSub
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Tracer
 from pydantic import ValidationError
+from redis.exceptions import BusyLoadingError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
+from memoria_runtime import metrics
+from memoria_runtime.bus.broker import MemoriaBroker, ReaderDocs
 from memoria_runtime.bus.deadletter import dead_letter
-from memoria_runtime.bus.entries import DATA_FIELD
-from memoria_runtime.bus.signing import reply_channel, signer_for
+from memoria_runtime.bus.entries import Entry, read_entry
+from memoria_runtime.bus.signing import Signer, reply_channel, signer_for
 from memoria_runtime.settings import Settings
-from memoria_runtime.stream_message import StreamMessage
 
 log = logging.getLogger("memoria.bus")
 
-_KEEPALIVES_PER_IDLE = 3  # re-claim a running entry three times per reclaim window
+_KEEPALIVES_PER_IDLE = 3  # re-claim held entries three times per reclaim window
+_RECLAIMS_PER_IDLE = 4  # look for abandoned entries four times per reclaim window
+_MAX_RECLAIM_INTERVAL_S = 2.0
+_READ_BLOCK_MS = 2_000  # how long one XREADGROUP waits for news (and a stop waits for it)
+_RETRY_AFTER_S = (0.05, 0.1, 0.2, 0.5, 1.0)  # after a failed read: the broker is away
+_CRASH_ALLOWANCE = 4  # deliveries per strike allowed when outages and crashes mix
+_OUTAGES_KEY = "memoria:bus:outages:{stream}:{group}"
+_OUTAGES_TTL_S = 7 * 24 * 3600
+_CLAIM_CHUNK = 100
 
 
 @dataclass(frozen=True)
@@ -57,51 +83,400 @@ EventHandler = Callable[[Envelope, Delivery], Awaitable[Envelope | None]]
 """Handles one event; a returned envelope is the reply to a request (request/reply)."""
 
 
-def _raw_body(message: FastStreamMessage[Any]) -> bytes:
-    return bytes(message.body)
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the broker could not be reached, rather
+    than that handling the entry went wrong."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RedisConnectionError | RedisTimeoutError | BusyLoadingError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
-def _delivery(message: Any, group: Group, *, redelivered: bool) -> Delivery:
-    raw = message.raw_message
-    return Delivery(
-        stream=raw["channel"],
-        group=group.value,
-        entry_id=raw["message_ids"][0].decode(),
-        data=raw["data"].get(DATA_FIELD, b""),
-        redelivered=redelivered,
-    )
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a reclaimed entry may run again, from its delivery history."""
 
+    deliveries: int
+    outages: int
+    max_deliveries: int
 
-@contextlib.asynccontextmanager
-async def _kept_claimed(
-    redis: Any, delivery: Delivery, consumer: str, interval_s: float
-) -> AsyncIterator[None]:
-    """Reset the entry's idle time while the handler runs (XCLAIM JUSTID does not count as a
-    delivery), so the reclaim window can be short without stealing from slow live handlers."""
+    @property
+    def strikes(self) -> int:
+        """Deliveries that failed for reasons of the entry's own (or crashed)."""
+        return max(0, self.deliveries - 1 - self.outages)
 
-    async def keepalive() -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            await redis.xclaim(
-                delivery.stream,
-                delivery.group,
-                consumer,
-                min_idle_time=0,
-                message_ids=[delivery.entry_id],
-                justid=True,
+    @property
+    def refusal(self) -> str | None:
+        if self.strikes >= self.max_deliveries:
+            return f"failed {self.strikes} times"
+        if self.deliveries > self.max_deliveries * _CRASH_ALLOWANCE:
+            return (
+                f"delivered {self.deliveries - 1} times without success "
+                f"({self.outages} of them cut short by broker outages)"
             )
+        return None
 
-    task = asyncio.create_task(keepalive())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+
+class GroupConsumer:
+    """Reads one stream for one consumer group and runs ``handler`` on each entry."""
+
+    def __init__(
+        self,
+        broker: MemoriaBroker,
+        settings: Settings,
+        *,
+        stream: Stream,
+        group: Group,
+        handler: EventHandler,
+        description: str,
+        concurrent: bool,
+        signer: Signer,
+        tracer: Tracer,
+        service: str,
+    ) -> None:
+        self.stream = stream
+        self.group = group
+        self.description = description
+        self._broker = broker
+        self._handler = handler
+        self._signer = signer
+        self._tracer = tracer
+        self._consumer = settings.consumer
+        self._idle_ms = settings.reclaim_idle_ms
+        self._max_deliveries = settings.max_deliveries
+        self._maxlen = settings.stream_maxlen
+        self._grace_s = settings.shutdown_grace_seconds
+        # One read takes what the consumer can work on; a sequential consumer (history
+        # rows in stream order) still reads that many and handles them one after another.
+        self._batch = max(1, settings.consumer_concurrency)
+        self._slots = self._batch if concurrent else 1
+        self._concurrent = concurrent
+        self._outages_key = _OUTAGES_KEY.format(stream=stream.value, group=group.value)
+        self._metrics = metrics.group_consumer_metrics(service, stream.value, group.value)
+        self._held: set[str] = set()  # entries read and not yet acknowledged or given up
+        self._running: set[asyncio.Task[None]] = set()
+        self._slot_freed = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        redis = self._broker.redis
+        try:
+            await redis.xgroup_create(self.stream.value, self.group.value, id="$", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._loops = [
+            asyncio.create_task(self._read_forever(), name=f"read {self._name}"),
+            asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self._name}"),
+            asyncio.create_task(self._keep_alive_forever(), name=f"keepalive {self._name}"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop taking entries, let running handlers finish within the grace period, then
+        cancel them (their entries stay pending for another consumer)."""
+        for task in self._loops[:2]:
+            task.cancel()
+        for task in self._loops[:2]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._running:
+            _, late = await asyncio.wait(set(self._running), timeout=self._grace_s)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+                log.warning("%s: %d handlers cut short by the stop", self._name, len(late))
+        keepalive = self._loops[2:]
+        for task in keepalive:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._loops = []
+
+    @property
+    def _name(self) -> str:
+        return f"{self.stream.value}:{self.group.value}"
+
+    # -- the three loops -------------------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        failures = 0
+        while True:
+            free = await self._free_slots()
+            try:
+                reply: Any = await self._broker.redis.xreadgroup(
+                    self.group.value,
+                    self._consumer,
+                    {self.stream.value: ">"},
+                    count=min(free, self._batch) if self._concurrent else self._batch,
+                    block=_READ_BLOCK_MS,
+                )
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                await self.start_group_again()
+                continue
+            except RedisError as exc:
+                failures = await self._pause_after(exc, failures)
+                continue
+            failures = 0
+            for _, entries in reply or ():
+                await self._take(entries, redelivered=False)
+
+    async def _reclaim_forever(self) -> None:
+        interval = min(self._idle_ms / 1000 / _RECLAIMS_PER_IDLE, _MAX_RECLAIM_INTERVAL_S)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._reclaim_once()
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    log.exception("%s: reclaim failed", self._name)
+            except RedisError as exc:
+                log.warning("%s: reclaim failed (%s); trying again", self._name, exc)
+            except Exception:  # keep reclaiming: one bad entry must not stop the loop
+                log.exception("%s: reclaim failed", self._name)
+
+    async def _keep_alive_forever(self) -> None:
+        interval = self._idle_ms / 1000 / _KEEPALIVES_PER_IDLE
+        while True:
+            await asyncio.sleep(interval)
+            held: list[Any] = list(self._held)
+            for start in range(0, len(held), _CLAIM_CHUNK):
+                try:
+                    await self._broker.redis.xclaim(
+                        self.stream.value,
+                        self.group.value,
+                        self._consumer,
+                        min_idle_time=0,
+                        message_ids=held[start : start + _CLAIM_CHUNK],
+                        justid=True,
+                    )
+                except RedisError as exc:
+                    log.warning("%s: keep-alive claim failed: %s", self._name, exc)
+
+    # -- taking entries --------------------------------------------------------------------
+
+    async def _free_slots(self) -> int:
+        while len(self._running) >= self._slots:
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+        return self._slots - len(self._running)
+
+    async def _take(
+        self, entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]], *, redelivered: bool
+    ) -> None:
+        for raw_id, fields in entries:
+            entry_id = raw_id.decode()
+            if entry_id in self._held:  # already in this process' hands (a reclaim race)
+                continue
+            self._held.add(entry_id)
+            if not self._concurrent:
+                await self._settle(entry_id, fields, redelivered=redelivered)
+                continue
+            await self._free_slots()
+            task = asyncio.create_task(self._settle(entry_id, fields, redelivered=redelivered))
+            self._running.add(task)
+            task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        self._slot_freed.set()
+
+    async def _reclaim_once(self) -> None:
+        start = "0-0"
+        while True:
+            next_start, claimed, *_ = await self._broker.redis.xautoclaim(
+                self.stream.value,
+                self.group.value,
+                self._consumer,
+                min_idle_time=self._idle_ms,
+                start_id=start,
+                count=self._batch,
+            )
+            fresh = [(i, f) for i, f in claimed if i.decode() not in self._held]
+            if fresh:
+                await self._take(fresh, redelivered=True)
+            start = next_start.decode() if isinstance(next_start, bytes) else str(next_start)
+            if start == "0-0":
+                return
+
+    async def _pause_after(self, exc: RedisError, failures: int) -> int:
+        delay = _RETRY_AFTER_S[min(failures, len(_RETRY_AFTER_S) - 1)]
+        if failures == 0:
+            log.warning("%s: read failed (%s); retrying", self._name, exc)
+        await asyncio.sleep(delay)
+        return failures + 1
+
+    async def start_group_again(self) -> None:
+        """The stream or its group vanished (a flushed broker, a broker restarted without
+        persistence): create it again, as at start."""
+        log.warning("%s: consumer group missing; creating it again", self._name)
+        try:
+            await self._broker.redis.xgroup_create(
+                self.stream.value, self.group.value, id="$", mkstream=True
+            )
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        except RedisError:
+            await asyncio.sleep(_RETRY_AFTER_S[-1])
+
+    # -- one entry -------------------------------------------------------------------------
+
+    async def _settle(
+        self, entry_id: str, fields: dict[bytes, bytes] | None, *, redelivered: bool
+    ) -> None:
+        """Handle one entry and acknowledge it, or leave it pending, or dead-letter it."""
+        try:
+            if fields is None:  # trimmed away while pending: nothing left to handle
+                await self._ack(entry_id)
+                return
+            entry = read_entry(entry_id, fields, self._broker.message_format)
+            await self._settle_entry(entry, redelivered=redelivered)
+        except Exception:
+            log.exception("%s: entry %s left pending", self._name, entry_id)
+        finally:
+            self._held.discard(entry_id)
+
+    async def _settle_entry(self, entry: Entry, *, redelivered: bool) -> None:
+        problem = self._signer.problem(self.stream.value, entry.body, dict(entry.headers))
+        if problem is None and redelivered:
+            problem = await self._refusal(entry.entry_id)
+        event: Envelope | None = None
+        if problem is None:
+            try:
+                event = Envelope.model_validate_json(entry.body)
+            except ValidationError as exc:
+                problem = f"unparseable envelope: {exc.errors(include_input=False)[:3]}"
+        if event is None:
+            await self._refuse(entry, problem or "unknown")
+            return
+        if redelivered:
+            log.warning("reclaimed %s %s", self.stream.value, event.event_id)
+        delivery = Delivery(
+            stream=self.stream.value,
+            group=self.group.value,
+            entry_id=entry.entry_id,
+            data=entry.data,
+            redelivered=redelivered,
+        )
+        started = time.perf_counter()
+        with self._tracer.start_as_current_span(
+            f"{self.stream.value} process",
+            context=propagate.extract(dict(entry.headers)),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "redis",
+                "messaging.destination.name": self.stream.value,
+                "messaging.consumer.group.name": self.group.value,
+                "messaging.message.id": entry.entry_id,
+                "messaging.message.conversation_id": entry.correlation_id,
+            },
+        ) as span:
+            try:
+                reply = await self._handler(event, delivery)
+            except Exception as exc:
+                span.record_exception(exc)
+                span.set_status(trace.StatusCode.ERROR)
+                self._metrics.failed.inc()
+                await self._note_failure(entry, exc)
+                return
+            finally:
+                self._metrics.handling_seconds.observe(time.perf_counter() - started)
+            framed = await self._framed_reply(event, entry, reply)
+            await self._ack(entry.entry_id, reply_to=entry.reply_to, reply=framed)
+        self._metrics.handled.inc()
+        if redelivered:
+            await self._forget_outages(entry.entry_id)
+
+    async def _framed_reply(
+        self, event: Envelope, entry: Entry, reply: Envelope | None
+    ) -> bytes | None:
+        if reply is None or not entry.reply_to:
+            return None
+        body = reply.model_dump_json().encode()
+        return await self._broker.message_format.encode(
+            message=body,
+            reply_to=None,
+            headers=self._signer.headers(reply_channel(event.event_id), body),
+            correlation_id=entry.correlation_id,
+        )
+
+    async def _ack(self, entry_id: str, *, reply_to: str = "", reply: bytes | None = None) -> None:
+        """Acknowledge, after publishing the reply to a request (one round trip for both)."""
+        if reply is None:
+            await self._broker.redis.xack(self.stream.value, self.group.value, entry_id)
+            return
+        async with self._broker.redis.pipeline(transaction=False) as pipe:
+            pipe.publish(reply_to, reply)
+            pipe.xack(self.stream.value, self.group.value, entry_id)
+            await pipe.execute()
+
+    async def _refuse(self, entry: Entry, reason: str) -> None:
+        log.error("dead-lettered %s %s: %s", self.stream.value, entry.entry_id, reason)
+        await dead_letter(
+            self._broker.redis,
+            stream=self.stream.value,
+            group=self.group.value,
+            entry_id=entry.entry_id,
+            data=entry.data,
+            reason=reason,
+            maxlen=self._maxlen,
+        )
+        await self._broker.redis.xack(self.stream.value, self.group.value, entry.entry_id)
+        self._metrics.dead_lettered.inc()
+        await self._forget_outages(entry.entry_id)
+
+    # -- delivery history ------------------------------------------------------------------
+
+    async def _refusal(self, entry_id: str) -> str | None:
+        """Why a reclaimed entry must not run again, or None."""
+        async with self._broker.redis.pipeline(transaction=False) as pipe:
+            pipe.xpending_range(
+                self.stream.value, self.group.value, min=entry_id, max=entry_id, count=1
+            )
+            pipe.hget(self._outages_key, entry_id)
+            pending, outages = await pipe.execute()
+        deliveries = int(pending[0]["times_delivered"]) if pending else 1
+        return Verdict(
+            deliveries=deliveries,
+            outages=int(outages or 0),
+            max_deliveries=self._max_deliveries,
+        ).refusal
+
+    async def _note_failure(self, entry: Entry, exc: Exception) -> None:
+        if not is_outage(exc):
+            log.error(
+                "%s: handler failed on %s; it stays pending for a retry",
+                self._name,
+                entry.entry_id,
+                exc_info=exc,
+            )
+            return
+        log.warning("%s: broker outage while handling %s: %s", self._name, entry.entry_id, exc)
+        try:
+            async with self._broker.redis.pipeline(transaction=False) as pipe:
+                pipe.hincrby(self._outages_key, entry.entry_id, 1)
+                pipe.expire(self._outages_key, _OUTAGES_TTL_S)
+                await pipe.execute()
+        except RedisError:
+            # Still away: this delivery counts as a strike. Bounded by max_deliveries.
+            log.warning("%s: could not record the outage of %s", self._name, entry.entry_id)
+
+    async def _forget_outages(self, entry_id: str) -> None:
+        with contextlib.suppress(RedisError):
+            await self._broker.redis.hdel(self._outages_key, entry_id)
 
 
 def subscribe_group(
-    broker: RedisBroker,
+    broker: MemoriaBroker,
     settings: Settings,
     *,
     stream: Stream,
@@ -109,86 +484,24 @@ def subscribe_group(
     handler: EventHandler,
     description: str,
     concurrent: bool = True,
-) -> None:
-    """Register the reader and the reclaimer of ``stream`` for ``group``."""
-    consumer = settings.consumer
-    keepalive_s = settings.reclaim_idle_ms / 1000 / _KEEPALIVES_PER_IDLE
-    workers = settings.consumer_concurrency if concurrent else None
-    signer = signer_for(settings)
-
-    async def refuse(message: Any, reason: str, *, redelivered: bool) -> None:
-        delivery = _delivery(message, group, redelivered=redelivered)
-        log.error("dead-lettered %s %s: %s", delivery.stream, delivery.entry_id, reason)
-        await dead_letter(
-            message.consumer,
-            stream=delivery.stream,
-            group=delivery.group,
-            entry_id=delivery.entry_id,
-            data=delivery.data,
-            reason=reason,
-            maxlen=settings.stream_maxlen,
-        )
-
-    async def run(event: Envelope, message: Any, *, redelivered: bool) -> RedisResponse | None:
-        delivery = _delivery(message, group, redelivered=redelivered)
-        async with _kept_claimed(message.consumer, delivery, consumer, keepalive_s):
-            reply = await handler(event, delivery)
-        if reply is None:
-            return None
-        body = reply.model_dump_json().encode()
-        return RedisResponse(body, headers=signer.headers(reply_channel(event.event_id), body))
-
-    # No more than we can work on: an XREADGROUP without COUNT takes the whole backlog into
-    # this consumer's pending list, where no newly started replica can get at it and where
-    # it ages towards the reclaimer. Scaling out depends on this.
-    reader = broker.subscriber(
-        stream=StreamSub(
-            stream.value,
-            group=group.value,
-            consumer=consumer,
-            max_records=settings.consumer_concurrency,
-        ),
-        ack_policy=AckPolicy.NACK_ON_ERROR,
-        max_workers=workers,
+) -> GroupConsumer:
+    """Read ``stream`` in ``group`` while ``broker`` runs (started and stopped with it)."""
+    consumer = GroupConsumer(
+        broker,
+        settings,
+        stream=stream,
+        group=group,
+        handler=handler,
+        description=description,
+        concurrent=concurrent,
+        signer=signer_for(settings),
+        tracer=broker.tracer,
+        service=broker.service,
+    )
+    docs = ReaderDocs(
+        stream=StreamSub(stream.value, group=group.value, consumer=settings.consumer),
         title=f"{stream.value}:{group.value}",
         description=description,
     )
-
-    @reader
-    async def on_event(event: Envelope, message: StreamMessage) -> RedisResponse | None:
-        # Parsing is pure; nothing acts on the event before its signature holds.
-        problem = signer.problem(stream.value, bytes(message.body), message.headers)
-        if problem is not None:
-            await refuse(message, problem, redelivered=False)
-            return None
-        return await run(event, message, redelivered=False)
-
-    reclaimer = broker.subscriber(
-        stream=StreamSub(
-            stream.value,
-            group=group.value,
-            consumer=consumer,
-            min_idle_time=settings.reclaim_idle_ms,
-        ),
-        ack_policy=AckPolicy.NACK_ON_ERROR,
-        decoder=_raw_body,
-        include_in_schema=False,
-    )
-
-    @reclaimer
-    async def on_reclaimed(body: bytes, message: StreamMessage) -> RedisResponse | None:
-        deliveries = await message.get_delivery_count()
-        reason = signer.problem(stream.value, body, message.headers)
-        event: Envelope | None = None
-        if reason is None and deliveries > settings.max_deliveries:
-            reason = f"failed {deliveries - 1} times"
-        elif reason is None:
-            try:
-                event = Envelope.model_validate_json(body)
-            except ValidationError as exc:
-                reason = f"unparseable envelope: {exc.errors(include_input=False)[:3]}"
-        if event is None:
-            await refuse(message, reason or "unknown", redelivered=True)
-            return None
-        log.warning("reclaimed %s %s (delivery %d)", stream.value, event.event_id, deliveries)
-        return await run(event, message, redelivered=True)
+    broker.add_reader(consumer, docs)
+    return consumer

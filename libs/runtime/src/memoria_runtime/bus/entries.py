@@ -1,42 +1,54 @@
-"""Stream entries that FastStream can always frame.
+"""Stream entries as the bus writes them, read without FastStream's subscriber machinery.
 
-FastStream reads an entry written without its ``__data__`` field (anyone who can reach Redis
-can ``XADD`` one) by dumping the entry's fields as JSON. Field names or values that are not
-UTF-8 make that dump raise ``UnicodeDecodeError`` inside the parser, before any handler —
-and so before the reclaimer can dead-letter the entry: it stays pending in every group for
-ever and is claimed again every reclaim window. Rewriting such fields as readable text
-(undecodable bytes become U+FFFD) lets the entry reach the signature check, which refuses
-it ("missing signature") and sends it to the dead-letter stream like any other forgery.
+Every entry a Memoria service writes holds one field, ``__data__``: FastStream's frame of
+the envelope's JSON bytes and its headers (signature, trace context, correlation id, reply
+channel). The group consumers (consumer.py) and the reply inbox (replies.py) read that frame
+with FastStream's own message format, so entries stay exactly what FastStream publishers,
+subscribers and the thread gate's Lua script write and read.
+
+An entry written without ``__data__`` (anyone who can reach Redis can ``XADD`` one, with
+any bytes as field names and values) is read as one with no headers: the signature check
+refuses it like any other forgery, and its fields are never decoded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from faststream.message import StreamMessage
+from faststream.redis.parser.message import MessageFormat
 
 DATA_FIELD = b"__data__"  # where FastStream stores the framed message in a stream entry
 
-Parse = Callable[[Mapping[str, Any]], Awaitable[StreamMessage[Any]]]
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stream entry, unframed."""
+
+    entry_id: str
+    data: bytes
+    """The ``__data__`` field as stored (empty for an entry written without one)."""
+    body: bytes
+    headers: Mapping[str, Any]
+
+    @property
+    def correlation_id(self) -> str:
+        return str(self.headers.get("correlation_id", ""))
+
+    @property
+    def reply_to(self) -> str:
+        return str(self.headers.get("reply_to", ""))
 
 
-def _readable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace").encode()
-    return value
-
-
-def readable_entry(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``message`` (a raw stream read) with fields FastStream can dump; unchanged when it
-    holds FastStream's own frame or is already readable."""
-    data = message.get("data")
-    if not isinstance(data, Mapping) or DATA_FIELD in data:
-        return message
-    return {**message, "data": {_readable(k): _readable(v) for k, v in data.items()}}
-
-
-async def tolerant_parser(message: Mapping[str, Any], original: Parse) -> StreamMessage[Any]:
-    """The broker's ``parser=`` (create_broker): see the module's docstring. Anything but
-    a stream entry without FastStream's frame passes through unchanged."""
-    return await original(readable_entry(message))
+def read_entry(
+    entry_id: bytes | str, fields: Mapping[bytes, bytes], message_format: type[MessageFormat]
+) -> Entry:
+    """Unframe an entry. One written without ``__data__`` gets no headers, so the signature
+    check refuses it ("missing signature") like any other forgery."""
+    ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    data = fields.get(DATA_FIELD)
+    if data is None:
+        return Entry(entry_id=ident, data=b"", body=b"", headers={})
+    body, headers = message_format.parse(data)
+    return Entry(entry_id=ident, data=data, body=body, headers=headers)

@@ -1,10 +1,9 @@
 """Frame an envelope the way FastStream stores it in a stream entry.
 
-Needed where an entry must be written by a Lua script (atomically with other keys) instead of
-by a FastStream publisher: the thread gate admits a message and appends it to ``chat.in`` in
-one step. The current trace context goes into the headers, as FastStream's telemetry
-middleware would put it, so the consumer's span joins the same trace; so does the signature
-every consumer checks (signing.py).
+Every writer uses it: the publishers (publisher.py) and the thread gate's Lua script, which
+admits a message and appends it to ``chat.in`` in one step. The current trace context goes
+into the headers, so the consumer's span joins the same trace; so does the signature every
+consumer checks (signing.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,129 @@
+"""Where the replies to this process' requests arrive: one pub/sub channel per process.
+
+A request is a stream entry (durable, load-balanced by the consumer group) naming a reply
+channel in its frame; the server publishes the reply there with the request's correlation
+id. FastStream's ``request`` opens a pub/sub connection, subscribes a fresh channel, and
+closes it again for every request: a new Redis connection (HELLO, CLIENT SETINFO,
+SUBSCRIBE, UNSUBSCRIBE) per memory call, two per cycle. The inbox subscribes once and
+matches replies to waiting requests by correlation id. Servers are unchanged: they answer
+to whatever channel the frame names, as they did for FastStream's requests.
+
+After a broker restart redis-py reconnects the pub/sub connection and subscribes the
+channel again; a reply published while it was away is lost, which the caller sees as a
+timeout (rpc.py retries once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from faststream.redis.parser.message import MessageFormat
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from memoria_runtime.bus.entries import DATA_FIELD
+
+log = logging.getLogger("memoria.bus.replies")
+
+_LISTEN_TIMEOUT_S = 1.0
+_RETRY_AFTER_S = 0.2
+
+Reply = tuple[bytes, Mapping[str, Any]]
+"""A reply's body and headers."""
+
+
+class ReplyInbox:
+    def __init__(self, redis: Redis, message_format: type[MessageFormat], consumer: str) -> None:
+        self.channel = f"memoria:reply:{consumer}:{uuid.uuid4().hex[:12]}"
+        self._redis = redis
+        self._format = message_format
+        self._waiting: dict[str, asyncio.Future[Reply]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._opening = asyncio.Lock()
+
+    async def request(
+        self,
+        stream: str,
+        body: bytes,
+        *,
+        correlation_id: str,
+        headers: Mapping[str, str],
+        timeout_s: float,
+        maxlen: int,
+    ) -> Reply:
+        """Append a request to ``stream`` and wait for its reply; ``TimeoutError`` when none
+        came. Requests sent again with the same correlation id take whichever reply comes
+        first."""
+        await self._open()
+        waiting = self._waiting.get(correlation_id)
+        if waiting is None or waiting.done():
+            waiting = asyncio.get_running_loop().create_future()
+            self._waiting[correlation_id] = waiting
+        try:
+            frame = await self._format.encode(
+                message=body,
+                reply_to=self.channel,
+                headers=dict(headers),
+                correlation_id=correlation_id,
+            )
+            await self._redis.xadd(stream, {DATA_FIELD: frame}, maxlen=maxlen, approximate=True)
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(waiting)
+        finally:
+            if waiting.done():
+                self._waiting.pop(correlation_id, None)
+
+    def forget(self, correlation_id: str) -> None:
+        """The caller gave up on this request: a late reply is dropped."""
+        waiting = self._waiting.pop(correlation_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.cancel()
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+            self._listener = None
+        for waiting in self._waiting.values():
+            waiting.cancel()
+        self._waiting.clear()
+
+    async def _open(self) -> None:
+        if self._listener is not None:
+            return
+        async with self._opening:
+            if self._listener is not None:
+                return
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            await pubsub.subscribe(self.channel)  # before any request names the channel
+            self._listener = asyncio.create_task(self._listen(pubsub), name="reply inbox")
+
+    async def _listen(self, pubsub: Any) -> None:
+        try:
+            while True:
+                try:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=_LISTEN_TIMEOUT_S
+                    )
+                except RedisError as exc:
+                    log.warning("reply inbox: %s; listening again", exc)
+                    await asyncio.sleep(_RETRY_AFTER_S)
+                    continue
+                if message is not None and message.get("type") == "message":
+                    self._deliver(message["data"])
+        finally:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+
+    def _deliver(self, data: bytes) -> None:
+        body, headers = self._format.parse(data)
+        waiting = self._waiting.get(str(headers.get("correlation_id", "")))
+        if waiting is None or waiting.done():
+            return  # a late reply to a request given up on
+        waiting.set_result((body, headers))

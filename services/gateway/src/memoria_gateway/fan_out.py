@@ -1,0 +1,117 @@
+"""The chat.out fan-out: every gateway replica reads all of chat.out (no consumer group) and
+delivers what belongs to its own sockets, one entry at a time, in stream order.
+
+A plain ``XREAD`` loop on the bus' client rather than a FastStream subscriber: chat.out
+carries every streamed token of every cycle, and FastStream's per-entry machinery cost more
+than the delivery itself (ADR 0013).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from faststream.redis import StreamSub
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+
+from memoria_contracts.events import Envelope
+from memoria_contracts.streams import Stream
+from memoria_gateway.frames import frame_for
+from memoria_gateway.hub import ConnectionHub
+from memoria_gateway.resume import EntryId
+from memoria_runtime import metrics
+from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus.broker import ReaderDocs
+from memoria_runtime.bus.entries import read_entry
+from memoria_runtime.bus.signing import Signer
+
+log = logging.getLogger("memoria.gateway.fan_out")
+
+_BATCH = 100
+_BLOCK_MS = 2_000
+_RETRY_AFTER_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+FAN_OUT = "fan-out"
+"""The ``group`` label of the fan-out's metrics (it reads without a consumer group)."""
+
+
+class ChatOutFanOut:
+    def __init__(self, broker: MemoriaBroker, signer: Signer, hub: ConnectionHub) -> None:
+        self._broker = broker
+        self._signer = signer
+        self._hub = hub
+        self._metrics = metrics.group_consumer_metrics(
+            broker.service, Stream.CHAT_OUT.value, FAN_OUT
+        )
+        self._task: asyncio.Task[None] | None = None
+        broker.add_reader(
+            self,
+            ReaderDocs(
+                stream=StreamSub(Stream.CHAT_OUT.value),
+                title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
+                description="Deliver messages, deltas and cycle ends to the user's sockets.",
+            ),
+        )
+
+    async def start(self) -> None:
+        """Read from the stream's current last entry. Reading from "$" would ask, at each
+        XREAD, for entries newer than the moment it is sent, and one appended between two
+        reads would never reach a socket — which a resumed socket, registered before its
+        replay was read, must be able to count on."""
+        newest: Any = await self._broker.redis.xrevrange(Stream.CHAT_OUT.value, count=1)
+        last_id = newest[0][0].decode() if newest else "0-0"
+        self._task = asyncio.create_task(self._read_forever(last_id), name="chat.out fan-out")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _read_forever(self, last_id: str) -> None:
+        failures = 0
+        while True:
+            try:
+                reply: Any = await self._broker.redis.xread(
+                    {Stream.CHAT_OUT.value: last_id}, count=_BATCH, block=_BLOCK_MS
+                )
+            except RedisError as exc:
+                if failures == 0:
+                    log.warning("chat.out read failed (%s); retrying", exc)
+                await asyncio.sleep(_RETRY_AFTER_S[min(failures, len(_RETRY_AFTER_S) - 1)])
+                failures += 1
+                continue
+            failures = 0
+            for _, entries in reply or ():
+                for raw_id, fields in entries:
+                    last_id = raw_id.decode()
+                    try:
+                        self._deliver(raw_id, fields)
+                    except Exception:  # one bad entry must not stop every user's stream
+                        self._metrics.failed.inc()
+                        log.exception("chat.out entry %s not delivered", last_id)
+
+    def _deliver(self, raw_id: bytes, fields: dict[bytes, bytes]) -> None:
+        entry = read_entry(raw_id, fields, self._broker.message_format)
+        problem = self._signer.problem(Stream.CHAT_OUT.value, entry.body, dict(entry.headers))
+        if problem is not None:  # a forged frame must never reach a user's socket
+            log.error("dropped chat.out entry %s: %s", entry.entry_id, problem)
+            self._metrics.dead_lettered.inc()
+            return
+        try:
+            event = Envelope.model_validate_json(entry.body)
+        except ValidationError as exc:
+            log.error("dropped chat.out entry %s: not an envelope: %s", entry.entry_id, exc)
+            self._metrics.dead_lettered.inc()
+            return
+        # The entry id is the frame's event_id, which a client resumes from (?since=).
+        entry_id = EntryId.parse(raw_id)
+        if entry_id is None:  # pragma: no cover - Redis hands out nothing else
+            return
+        frame = frame_for(event, str(entry_id))
+        if frame is not None:
+            self._hub.deliver(event.user_id, entry_id, frame.model_dump_json())
+        self._metrics.handled.inc()
