@@ -1,13 +1,16 @@
 """The embedded adapter: JSON documents in one SQLite file, one table per collection.
 
-One connection serves the whole store, on one thread of its own: each operation is one
-function run there, start to end (statements, transaction, commit), so a read-modify-write
-(update, replace, delete-and-return) can never interleave with another operation, and no
-reader can see a transaction that later rolls back. One operation is one hand-over to that
-thread and back: a hand-over costs far more CPU than a small indexed statement (tens of
-microseconds against a few), so no operation pays for more than one. A long query still
-runs off the event loop. The file belongs to one process (ADR 0004); WAL mode still lets
-tools read it meanwhile.
+One connection serves the whole store and an asyncio lock gives each operation exclusive
+use of it: each operation is one function run start to end (statements, transaction,
+commit), so a read-modify-write (update, replace, delete-and-return) can never interleave
+with another operation, and no reader can see a transaction that later rolls back.
+
+Where it runs: an operation on one document named by its ``_id`` (and every insert) is a
+primary-key lookup that takes microseconds, so it runs right on the event loop; handing it
+to another thread and back would cost ten times more CPU than the statement. Anything that
+may scan (queries, counts, deletes of many) runs on the connection's own thread, so a long
+one never stalls the loop. Either way an operation makes at most one hand-over.
+The file belongs to one process (ADR 0004); WAL mode still lets tools read it meanwhile.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ _T = TypeVar("_T")
 Operation = Callable[[sqlite3.Connection], _T]
 
 
+def _keyed(filter: Filter) -> bool:
+    """The filter names one document by its ``_id``: at most one row, found by the key."""
+    return isinstance(filter.get(ID_FIELD), str)
+
+
 @contextmanager
 def _duplicates_as_port_error() -> Iterator[None]:
     try:
@@ -97,7 +105,8 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 def _connect(path: Path) -> sqlite3.Connection:
     # Autocommit mode: single statements commit on their own, and multi-statement
     # operations open their transaction explicitly (see ``_transaction``).
-    connection = sqlite3.connect(path, isolation_level=None)
+    # Used from the loop's thread and from its own, never from both at once (the lock).
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
         for pragma in _PRAGMAS:
             connection.execute(pragma).fetchall()
@@ -140,7 +149,7 @@ class SqliteCollection(Collection):
             with _duplicates_as_port_error():
                 db.execute(f"INSERT INTO {self._table} (id, doc) VALUES (?, ?)", row)
 
-        await self._store._run(self.name, run)
+        await self._store._run(self.name, run, inline=True)
 
     async def find_one(self, filter: Filter) -> Document | None:
         found = await self.find(filter, limit=1)
@@ -161,7 +170,7 @@ class SqliteCollection(Collection):
         def run(db: sqlite3.Connection) -> list[Document]:
             return [_decode(row) for row in db.execute(sql, params)]
 
-        return await self._store._run(self.name, run)
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def count(self, filter: Filter) -> int:
         where = WhereClause()
@@ -209,7 +218,7 @@ class SqliteCollection(Collection):
                 )
                 return True
 
-        return await self._store._run(self.name, run)
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def delete_one(self, filter: Filter) -> Document | None:
         where = WhereClause()
@@ -223,7 +232,7 @@ class SqliteCollection(Collection):
                 db.execute(f"DELETE FROM {self._table} WHERE id = ?", (row[0],))
             return _decode(row)
 
-        return await self._store._run(self.name, run)
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def delete_many(self, filter: Filter) -> int:
         where = WhereClause()
@@ -254,15 +263,15 @@ class SqliteCollection(Collection):
                 db.executemany(f"UPDATE {self._table} SET doc = ? WHERE id = ?", changed)
             return len(rows)
 
-        return await self._store._run(self.name, run)
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
 
 class SqliteDocumentStore(DocumentStore):
     def __init__(self, connection: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
         self._connection = connection
-        # One thread: operations run one at a time, in the order they were asked for.
-        self._thread = thread
-        self._tables: set[str] = set()  # touched on the connection's thread only
+        self._thread = thread  # one: the operations that may take long run there
+        self._lock = asyncio.Lock()
+        self._tables: set[str] = set()
 
     @classmethod
     async def open(cls, path: Path) -> SqliteDocumentStore:
@@ -270,7 +279,6 @@ class SqliteDocumentStore(DocumentStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoria-sqlite")
         try:
-            # Made on its thread: sqlite3 keeps a connection to the thread that made it.
             connection = await asyncio.get_running_loop().run_in_executor(thread, _connect, path)
         except BaseException:
             thread.shutdown(wait=False)
@@ -281,7 +289,7 @@ class SqliteDocumentStore(DocumentStore):
         return SqliteCollection(self, name)
 
     async def ping(self) -> None:
-        await self._run(None, lambda db: db.execute("SELECT 1").fetchall())
+        await self._run(None, lambda db: db.execute("SELECT 1").fetchall(), inline=True)
 
     async def close(self) -> None:
         try:
@@ -289,10 +297,11 @@ class SqliteDocumentStore(DocumentStore):
         finally:
             self._thread.shutdown(wait=False)
 
-    async def _run(self, table: str | None, operation: Operation[_T]) -> _T:
-        """``operation`` on the connection's thread, with ``table`` created when it is new.
-        A caller cancelled meanwhile does not stop an operation that started: it finishes
-        (commits or rolls back) before the next one starts."""
+    async def _run(
+        self, table: str | None, operation: Operation[_T], *, inline: bool = False
+    ) -> _T:
+        """``operation`` with exclusive use of the connection, ``table`` created first when it
+        is new: ``inline`` on the event loop, else on the connection's thread."""
 
         def call() -> _T:
             db = self._connection
@@ -304,4 +313,19 @@ class SqliteDocumentStore(DocumentStore):
                 self._tables.add(table)
             return operation(db)
 
-        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+        await self._lock.acquire()
+        if inline:
+            try:
+                return call()
+            finally:
+                self._lock.release()
+        try:
+            running = self._thread.submit(call)
+        except BaseException:
+            self._lock.release()
+            raise
+        loop = asyncio.get_running_loop()
+        # The connection is free again when the operation has ended, not when its caller
+        # stops waiting: a cancelled caller leaves it to finish (commit or roll back) first.
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._lock.release))
+        return await asyncio.wrap_future(running)
