@@ -57,9 +57,12 @@ class Chat:
             created_at=START + timedelta(minutes=minutes),
         )
 
-    async def store(self, user: str, thread: str, record: ChatRecord, seq: int) -> None:
-        await self.history.save(user, thread, record, seq)
-        await self.threads.record_message(user, thread, record.created_at)
+    async def store(self, user: str, thread: str, record: ChatRecord, seq: int) -> bool:
+        new = await self.history.save(user, thread, record, seq)
+        await self.threads.record_message(
+            user, thread, record.created_at, shown=not record.tool_record
+        )
+        return new
 
     async def say(
         self, user: str, thread: str, content: str, role: Role = "user", minutes: int = 0
@@ -104,6 +107,23 @@ async def test_a_redelivered_message_counts_once(chat: Chat) -> None:
     thread = await chat.thread("ana", "t1")
     assert thread.message_count == 2
     assert thread.last_message == "hi there"
+
+
+async def test_a_message_stored_again_keeps_its_first_position_and_takes_its_new_words(
+    chat: Chat,
+) -> None:
+    first = chat.record("draft answer", role="assistant")
+    assert await chat.store("ana", "t1", first, 1)  # new
+    await chat.say("ana", "t1", "and then?")
+    rerun = first.model_copy(update={"content": "final answer"})  # a step re-run after a crash
+    assert not await chat.store("ana", "t1", rerun, 9)  # stored before
+
+    history = await chat.history.recent(
+        "ana", "t1", limit=10, exclude_cycle_id=None, only_chat_history=False
+    )
+    assert [m.content for m in history] == ["final answer", "and then?"]
+    thread = await chat.thread("ana", "t1")
+    assert (thread.message_count, thread.last_message) == (2, "and then?")
 
 
 async def test_the_title_comes_from_the_first_user_message_whatever_is_stored_first(

@@ -758,6 +758,33 @@ async def test_sqlite_keeps_documents_and_indexes_across_reopen(tmp_path: Path) 
         await reopened.close()
 
 
+async def test_sqlite_cancelled_callers_leave_the_connection_consistent(tmp_path: Path) -> None:
+    """Queries run on the connection's thread, writes by _id on the event loop: a caller
+    cancelled while its query runs must not let another operation use the connection before
+    that query has ended."""
+    store = await SqliteDocumentStore.open(tmp_path / "docs.db")
+    try:
+        things = store.collection("things")
+        await asyncio.gather(*(things.insert_one({"_id": f"d{n}", "n": n}) for n in range(50)))
+        queries = [asyncio.create_task(things.count({"n": {"$gte": 0}})) for _ in range(20)]
+        updates = [
+            asyncio.create_task(things.update_one({"_id": f"d{n}"}, set={"seen": True}))
+            for n in range(50)
+        ]
+        await asyncio.sleep(0)
+        for task in queries[::2]:
+            task.cancel()
+        await asyncio.gather(*queries, *updates, return_exceptions=True)
+
+        assert all(task.result() == 50 for task in queries[1::2])
+        assert all(task.result() for task in updates)
+        assert await things.count({"seen": True}) == 50
+        await things.insert_one({"_id": "after"})
+        assert await things.find_one({"_id": "after"}) == {"_id": "after"}
+    finally:
+        await store.close()
+
+
 async def test_sqlite_queries_use_the_expression_indexes(tmp_path: Path) -> None:
     import aiosqlite
 

@@ -91,7 +91,10 @@ class MemoryHandlers:
         )
         # After the message is stored: the thread's statistics are computed from the history.
         await self.threads.record_message(
-            event.user_id, event.thread_id, payload.message.created_at
+            event.user_id,
+            event.thread_id,
+            payload.message.created_at,
+            shown=not payload.message.tool_record,
         )
         if payload.message.chat_history:
             # In the background, later: never on the path of this handler or of a query.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoria_contracts.chat import ChatRecord
-from memoria_memory.docstore import Collection
+from memoria_memory.docstore import Collection, DuplicateKeyError
 
 COLLECTION = "chat_messages"
 SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
@@ -26,18 +26,28 @@ class HistoryRepository:
     async def setup(self) -> None:
         await self._messages.ensure_index([("user_id", 1), ("thread_id", 1), ("seq", 1)])
 
-    async def save(self, user_id: str, thread_id: str, record: ChatRecord, seq: int) -> None:
+    async def save(self, user_id: str, thread_id: str, record: ChatRecord, seq: int) -> bool:
         """Idempotent: a redelivered message overwrites itself. A streamed message that was
-        re-run after a crash keeps its first position in the thread."""
-        existing = await self._messages.find_one({"_id": record.id, "user_id": user_id})
+        re-run after a crash keeps its first position in the thread. True when the message
+        was not stored before."""
         document: dict[str, Any] = {
             "_id": record.id,
             "user_id": user_id,
             "thread_id": thread_id,
-            "seq": existing["seq"] if existing else seq,
+            "seq": seq,
             **record.model_dump(mode="json", by_alias=False, exclude={"id"}),
         }
+        try:
+            # Nearly every message is new: one write, without reading first.
+            await self._messages.insert_one(document)
+            return True
+        except DuplicateKeyError:
+            pass
+        existing = await self._messages.find_one({"_id": record.id, "user_id": user_id})
+        if existing:
+            document["seq"] = existing["seq"]
         await self._messages.replace_one({"_id": record.id}, document, upsert=True)
+        return False
 
     async def recent(
         self,

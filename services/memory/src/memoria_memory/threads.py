@@ -3,7 +3,8 @@
 A thread comes into being when it is created by name (``thread.create``) or when its first
 message is stored, whichever happens first. Its statistics — message count, newest message,
 the title made from the first user message — are recomputed from the stored messages each
-time one is stored, never counted up, so a redelivered message cannot count twice. Message
+time one that counts is stored (a step's tool call or result counts in none of them), never
+counted up, so a redelivered message cannot count twice. Message
 handlers run concurrently (and on several replicas), so a recomputation is written only over
 one it is at least as new as on both counts — the message count and the newest message's
 position, which only ever grow.
@@ -252,11 +253,15 @@ class ThreadRepository:
                 return await self.session_config(user_id, thread_id)
         raise SwitchConflict(f"persona switch of {thread_id}: too many concurrent switches")
 
-    async def record_message(self, user_id: str, thread_id: str, written_at: datetime) -> None:
+    async def record_message(
+        self, user_id: str, thread_id: str, written_at: datetime, *, shown: bool = True
+    ) -> None:
         """A message of the thread was stored: create the thread if it is new, and bring its
-        statistics up to date. Idempotent."""
-        await self._ensure(user_id, thread_id, written_at)
-        await self._refresh(user_id, thread_id)
+        statistics up to date. Idempotent. A message that is not ``shown`` (a step's tool
+        call or result) counts in none of them, so they are left alone."""
+        thread = await self._ensure(user_id, thread_id, written_at)
+        if shown:
+            await self._refresh(user_id, thread_id, thread)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -281,14 +286,24 @@ class ThreadRepository:
             "last_seq": _NO_MESSAGE,
         }
 
-    async def _ensure(self, user_id: str, thread_id: str, created_at: datetime) -> None:
-        if await self._find(user_id, thread_id) is not None:
-            return
-        # A concurrent message of the same thread may create it first.
-        with contextlib.suppress(DuplicateKeyError):
-            await self._threads.insert_one(self._new(user_id, thread_id, title=None, at=created_at))
+    async def _ensure(self, user_id: str, thread_id: str, created_at: datetime) -> Document:
+        """The thread's document, created first if it is new."""
+        found = await self._find(user_id, thread_id)
+        if found is not None:
+            return found
+        document = self._new(user_id, thread_id, title=None, at=created_at)
+        try:
+            await self._threads.insert_one(document)
+        except DuplicateKeyError:  # a concurrent message of the same thread created it first
+            found = await self._find(user_id, thread_id)
+            if found is None:  # pragma: no cover - documents are never deleted
+                raise
+            return found
+        return document
 
-    async def _refresh(self, user_id: str, thread_id: str) -> None:
+    async def _refresh(self, user_id: str, thread_id: str, thread: Document) -> None:
+        """Recompute the statistics; ``thread`` is the thread's document as read before
+        (only its ``created_at`` is used, which never changes)."""
         in_thread = {"user_id": user_id, "thread_id": thread_id}
         shown = {**in_thread, **SHOWN}  # a step's tool call and result are not messages
         count = await self._messages.count(shown)
@@ -298,9 +313,6 @@ class ThreadRepository:
         first_user = await self._messages.find(
             {**in_thread, "role": "user"}, sort=[("seq", 1)], limit=1
         )
-        thread = await self._find(user_id, thread_id)
-        if thread is None:  # pragma: no cover - _ensure made it
-            return
         latest = newest[0]
         seq = latest["seq"]
         written = clock.stamp(clock.parse(latest["created_at"]))
@@ -339,8 +351,8 @@ class ThreadRepository:
             first = await self._messages.find(
                 {"user_id": user_id, "thread_id": thread_id}, sort=[("seq", 1)], limit=1
             )
-            await self._ensure(user_id, thread_id, clock.parse(first[0]["created_at"]))
-            await self._refresh(user_id, thread_id)
+            thread = await self._ensure(user_id, thread_id, clock.parse(first[0]["created_at"]))
+            await self._refresh(user_id, thread_id, thread)
         with contextlib.suppress(DuplicateKeyError):  # another replica finished it too
             await self._threads.insert_one(
                 {"_id": _BACKFILLED, "done_at": clock.stamp(clock.now())}

@@ -1,8 +1,15 @@
 """The embedded adapter: JSON documents in one SQLite file, one table per collection.
 
 One connection serves the whole store and an asyncio lock gives each operation exclusive
-use of it, so a read-modify-write (update, replace, delete-and-return) can never interleave
-with another task's statements, and no reader can see a transaction that later rolls back.
+use of it: each operation is one function run start to end (statements, transaction,
+commit), so a read-modify-write (update, replace, delete-and-return) can never interleave
+with another operation, and no reader can see a transaction that later rolls back.
+
+Where it runs: an operation on one document named by its ``_id`` (and every insert) is a
+primary-key lookup that takes microseconds, so it runs right on the event loop; handing it
+to another thread and back would cost ten times more CPU than the statement. Anything that
+may scan (queries, counts, deletes of many) runs on the connection's own thread, so a long
+one never stalls the loop. Either way an operation makes at most one hand-over.
 The file belongs to one process (ADR 0004); WAL mode still lets tools read it meanwhile.
 """
 
@@ -11,12 +18,11 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import Any, TypeVar
 
 from memoria_memory.docstore.documents import apply_update, check_document, check_update
 from memoria_memory.docstore.fields import ID_FIELD, check_collection_name, check_keys
@@ -62,14 +68,52 @@ def _decode(row: sqlite3.Row | tuple[Any, ...]) -> Document:
     return {ID_FIELD: row[0], **json.loads(row[1])}
 
 
-@asynccontextmanager
-async def _duplicates_as_port_error() -> AsyncIterator[None]:
+_T = TypeVar("_T")
+Operation = Callable[[sqlite3.Connection], _T]
+
+
+def _keyed(filter: Filter) -> bool:
+    """The filter names one document by its ``_id``: at most one row, found by the key."""
+    return isinstance(filter.get(ID_FIELD), str)
+
+
+@contextmanager
+def _duplicates_as_port_error() -> Iterator[None]:
     try:
         yield
     except sqlite3.IntegrityError as exc:
         if getattr(exc, "sqlite_errorname", None) in _UNIQUE_VIOLATIONS:
             raise DuplicateKeyError(str(exc)) from exc
         raise
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One transaction that any exception rolls back. IMMEDIATE takes the write lock up
+    front, so a second process cannot make it fail half-way with SQLITE_BUSY after it has
+    read. Runs on the connection's thread, never interrupted by a cancelled caller."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # Autocommit mode: single statements commit on their own, and multi-statement
+    # operations open their transaction explicitly (see ``_transaction``).
+    # Used from the loop's thread and from its own, never from both at once (the lock).
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        for pragma in _PRAGMAS:
+            connection.execute(pragma).fetchall()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 class SqliteCollection(Collection):
@@ -83,20 +127,29 @@ class SqliteCollection(Collection):
         if not checked:
             raise ValueError("an index needs at least one key")
         name = index_name(self.name, checked)
-        async with self._store._transaction(self.name) as db, _duplicates_as_port_error():
-            async with db.execute(f"PRAGMA index_list({self._table})") as cursor:
-                existing = {row[1]: bool(row[2]) for row in await cursor.fetchall()}
-            if name in existing and existing[name] != unique:
-                raise DocumentStoreError(
-                    f"index {name} already exists with unique={existing[name]}"
-                )
-            for statement in index_statements(self.name, checked, unique=unique):
-                await db.execute(statement)
+        statements = index_statements(self.name, checked, unique=unique)
+
+        def run(db: sqlite3.Connection) -> None:
+            with _transaction(db), _duplicates_as_port_error():
+                rows = db.execute(f"PRAGMA index_list({self._table})").fetchall()
+                existing = {row[1]: bool(row[2]) for row in rows}
+                if name in existing and existing[name] != unique:
+                    raise DocumentStoreError(
+                        f"index {name} already exists with unique={existing[name]}"
+                    )
+                for statement in statements:
+                    db.execute(statement)
+
+        await self._store._run(self.name, run)
 
     async def insert_one(self, document: Document) -> None:
         row = _encode(check_document(document, require_id=True))
-        async with self._store._session(self.name) as db, _duplicates_as_port_error():
-            await db.execute(f"INSERT INTO {self._table} (id, doc) VALUES (?, ?)", row)
+
+        def run(db: sqlite3.Connection) -> None:
+            with _duplicates_as_port_error():
+                db.execute(f"INSERT INTO {self._table} (id, doc) VALUES (?, ?)", row)
+
+        await self._store._run(self.name, run, inline=True)
 
     async def find_one(self, filter: Filter) -> Document | None:
         found = await self.find(filter, limit=1)
@@ -113,16 +166,20 @@ class SqliteCollection(Collection):
             sql += f" ORDER BY {order_by(sort_keys)}"
         sql += " LIMIT ? OFFSET ?"
         params = [*where.params, limit or _NO_LIMIT, skip]
-        async with self._store._session(self.name) as db:
-            rows = await db.execute_fetchall(sql, params)
-        return [_decode(row) for row in rows]
+
+        def run(db: sqlite3.Connection) -> list[Document]:
+            return [_decode(row) for row in db.execute(sql, params)]
+
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def count(self, filter: Filter) -> int:
         where = WhereClause()
         sql = f"SELECT COUNT(*) FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
-        async with self._store._session(self.name) as db:
-            rows = list(await db.execute_fetchall(sql, where.params))
-        return int(rows[0][0])
+
+        def run(db: sqlite3.Connection) -> int:
+            return int(db.execute(sql, where.params).fetchone()[0])
+
+        return await self._store._run(self.name, run)
 
     async def update_one(
         self,
@@ -144,40 +201,47 @@ class SqliteCollection(Collection):
         replacement = check_document(document, require_id=upsert)
         where = WhereClause()
         select = f"SELECT id FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
-        async with self._store._transaction(self.name) as db, _duplicates_as_port_error():
-            rows = list(await db.execute_fetchall(select + " LIMIT 1", where.params))
-            if rows:
-                # The match keeps its _id whatever the replacement says, as the port promises.
-                _, body = _encode({**replacement, ID_FIELD: rows[0][0]})
-                await db.execute(
-                    f"UPDATE {self._table} SET doc = ? WHERE id = ?", (body, rows[0][0])
+
+        def run(db: sqlite3.Connection) -> bool:
+            with _transaction(db), _duplicates_as_port_error():
+                row = db.execute(select + " LIMIT 1", where.params).fetchone()
+                if row is not None:
+                    # The match keeps its _id whatever the replacement says, as the port
+                    # promises.
+                    _, body = _encode({**replacement, ID_FIELD: row[0]})
+                    db.execute(f"UPDATE {self._table} SET doc = ? WHERE id = ?", (body, row[0]))
+                    return True
+                if not upsert:
+                    return False
+                db.execute(
+                    f"INSERT INTO {self._table} (id, doc) VALUES (?, ?)", _encode(replacement)
                 )
                 return True
-            if not upsert:
-                return False
-            await db.execute(
-                f"INSERT INTO {self._table} (id, doc) VALUES (?, ?)", _encode(replacement)
-            )
-            return True
+
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def delete_one(self, filter: Filter) -> Document | None:
         where = WhereClause()
         select = f"SELECT id, doc FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
-        async with self._store._transaction(self.name) as db:
-            rows = list(await db.execute_fetchall(select + " LIMIT 1", where.params))
-            if not rows:
-                return None
-            await db.execute(f"DELETE FROM {self._table} WHERE id = ?", (rows[0][0],))
-        return _decode(rows[0])
+
+        def run(db: sqlite3.Connection) -> Document | None:
+            with _transaction(db):
+                row = db.execute(select + " LIMIT 1", where.params).fetchone()
+                if row is None:
+                    return None
+                db.execute(f"DELETE FROM {self._table} WHERE id = ?", (row[0],))
+            return _decode(row)
+
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
     async def delete_many(self, filter: Filter) -> int:
         where = WhereClause()
         sql = f"DELETE FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
-        async with self._store._session(self.name) as db:
-            cursor = await db.execute(sql, where.params)
-            deleted = cursor.rowcount
-            await cursor.close()
-        return deleted
+
+        def run(db: sqlite3.Connection) -> int:
+            return db.execute(sql, where.params).rowcount
+
+        return await self._store._run(self.name, run)
 
     async def _update(
         self, filter: Filter, set: Mapping[str, Any], unset: Sequence[str], *, first_only: bool
@@ -186,21 +250,26 @@ class SqliteCollection(Collection):
         select = f"SELECT id, doc FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
         if first_only:
             select += " LIMIT 1"
-        async with self._store._transaction(self.name) as db, _duplicates_as_port_error():
-            rows = list(await db.execute_fetchall(select, where.params))
-            changed: list[tuple[str, str]] = []
-            for row in rows:
-                document = _decode(row)
-                apply_update(document, set, unset)
-                identifier, body = _encode(document)
-                changed.append((body, identifier))
-            await db.executemany(f"UPDATE {self._table} SET doc = ? WHERE id = ?", changed)
-        return len(rows)
+
+        def run(db: sqlite3.Connection) -> int:
+            with _transaction(db), _duplicates_as_port_error():
+                rows = db.execute(select, where.params).fetchall()
+                changed: list[tuple[str, str]] = []
+                for row in rows:
+                    document = _decode(row)
+                    apply_update(document, set, unset)
+                    identifier, body = _encode(document)
+                    changed.append((body, identifier))
+                db.executemany(f"UPDATE {self._table} SET doc = ? WHERE id = ?", changed)
+            return len(rows)
+
+        return await self._store._run(self.name, run, inline=_keyed(filter))
 
 
 class SqliteDocumentStore(DocumentStore):
-    def __init__(self, connection: aiosqlite.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
         self._connection = connection
+        self._thread = thread  # one: the operations that may take long run there
         self._lock = asyncio.Lock()
         self._tables: set[str] = set()
 
@@ -208,53 +277,55 @@ class SqliteDocumentStore(DocumentStore):
     async def open(cls, path: Path) -> SqliteDocumentStore:
         """Open (creating when needed) the database file and its parent directories."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: single statements commit on their own, and multi-statement
-        # operations open their transaction explicitly (see ``_transaction``).
-        connection = await aiosqlite.connect(path, isolation_level=None)
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoria-sqlite")
         try:
-            for pragma in _PRAGMAS:
-                await connection.execute_fetchall(pragma)
+            connection = await asyncio.get_running_loop().run_in_executor(thread, _connect, path)
         except BaseException:
-            await connection.close()
+            thread.shutdown(wait=False)
             raise
-        return cls(connection)
+        return cls(connection, thread)
 
     def collection(self, name: str) -> SqliteCollection:
         return SqliteCollection(self, name)
 
     async def ping(self) -> None:
-        async with self._lock:
-            await self._connection.execute_fetchall("SELECT 1")
+        await self._run(None, lambda db: db.execute("SELECT 1").fetchall(), inline=True)
 
     async def close(self) -> None:
-        async with self._lock:
-            await self._connection.close()
+        try:
+            await self._run(None, lambda db: db.close())
+        finally:
+            self._thread.shutdown(wait=False)
 
-    @asynccontextmanager
-    async def _session(self, table: str) -> AsyncIterator[aiosqlite.Connection]:
-        """Exclusive use of the connection, with ``table`` created when it is new."""
-        async with self._lock:
-            if table not in self._tables:
-                await self._connection.execute(
+    async def _run(
+        self, table: str | None, operation: Operation[_T], *, inline: bool = False
+    ) -> _T:
+        """``operation`` with exclusive use of the connection, ``table`` created first when it
+        is new: ``inline`` on the event loop, else on the connection's thread."""
+
+        def call() -> _T:
+            db = self._connection
+            if table is not None and table not in self._tables:
+                db.execute(
                     f"CREATE TABLE IF NOT EXISTS {quote(table)} "
                     "(id TEXT PRIMARY KEY, doc TEXT NOT NULL)"
                 )
                 self._tables.add(table)
-            yield self._connection
+            return operation(db)
 
-    @asynccontextmanager
-    async def _transaction(self, table: str) -> AsyncIterator[aiosqlite.Connection]:
-        """Like :meth:`_session`, inside one transaction that any exception rolls back."""
-        async with self._session(table) as db:
-            # IMMEDIATE takes the write lock up front, so a second process cannot make the
-            # transaction fail half-way with SQLITE_BUSY after it has read.
-            await db.execute("BEGIN IMMEDIATE")
+        await self._lock.acquire()
+        if inline:
             try:
-                yield db
-                await db.commit()
-            except BaseException:
-                if db.in_transaction:
-                    # Shielded: a cancelled caller must not leave the transaction open
-                    # for the next operation on this connection.
-                    await asyncio.shield(db.rollback())
-                raise
+                return call()
+            finally:
+                self._lock.release()
+        try:
+            running = self._thread.submit(call)
+        except BaseException:
+            self._lock.release()
+            raise
+        loop = asyncio.get_running_loop()
+        # The connection is free again when the operation has ended, not when its caller
+        # stops waiting: a cancelled caller leaves it to finish (commit or roll back) first.
+        running.add_done_callback(lambda _: loop.call_soon_threadsafe(self._lock.release))
+        return await asyncio.wrap_future(running)
