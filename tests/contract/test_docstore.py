@@ -786,7 +786,7 @@ async def test_sqlite_cancelled_callers_leave_the_connection_consistent(tmp_path
 
 
 async def test_sqlite_queries_use_the_expression_indexes(tmp_path: Path) -> None:
-    import aiosqlite
+    import sqlite3
 
     path = tmp_path / "docs.db"
     store = await SqliteDocumentStore.open(path)
@@ -805,11 +805,12 @@ async def test_sqlite_queries_use_the_expression_indexes(tmp_path: Path) -> None
         f'SELECT id, doc FROM "things" WHERE {where.compile(parse_filter({"user_id": "u"}))} '
         f"ORDER BY {order_by([('seq', -1)])}"
     )
-    async with aiosqlite.connect(path) as db:
-        plan = " ".join(
-            str(row[-1])
-            for row in await db.execute_fetchall("EXPLAIN QUERY PLAN " + sql, where.params)
-        )
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("EXPLAIN QUERY PLAN " + sql, where.params).fetchall()
+    finally:
+        db.close()
+    plan = " ".join(str(row[-1]) for row in rows)
     assert "USING INDEX things:user_id_1,seq_1" in plan
     assert "TEMP B-TREE" not in plan  # the index also provides the order
 
