@@ -20,6 +20,7 @@ from memoria_contracts.personas import ActivePersona, PersonaApplied
 from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
 from memoria_runtime import keys
+from memoria_runtime.gate import KeyWrite
 
 _STATE_TTL_S = keys.CYCLE_TTL_S
 
@@ -104,7 +105,12 @@ class CycleStore:
 
     async def load(self, cycle_id: str) -> CycleState | None:
         raw = await self._redis.get(keys.cycle_state(cycle_id))
-        return CycleState.model_validate_json(raw) if raw else None
+        return self.parse(raw) if raw else None
+
+    @staticmethod
+    def parse(raw: bytes) -> CycleState:
+        """A state as stored (read elsewhere, e.g. with the thread gate's ``open``)."""
+        return CycleState.model_validate_json(raw)
 
     async def create(self, state: CycleState) -> CycleState:
         """Store a new cycle; if a concurrent delivery created it first, return that one."""
@@ -117,7 +123,16 @@ class CycleStore:
         return existing or state
 
     async def save(self, state: CycleState) -> None:
+        write = self.write(state)
+        await self._redis.set(write.key, write.value, ex=write.ttl_s)
+
+    def queue_save(self, pipe: Any, state: CycleState) -> None:
+        """:meth:`save` queued on a pipeline, sent with the step's other writes."""
+        write = self.write(state)
+        pipe.set(write.key, write.value, ex=write.ttl_s)
+
+    @staticmethod
+    def write(state: CycleState) -> KeyWrite:
+        """The SET that saves ``state`` (for a write made with another, atomically)."""
         state.updated_at = utcnow()
-        await self._redis.set(
-            keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=_STATE_TTL_S
-        )
+        return KeyWrite(keys.cycle_state(state.cycle_id), state.model_dump_json(), _STATE_TTL_S)
