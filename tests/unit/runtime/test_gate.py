@@ -93,16 +93,16 @@ async def test_expired_lock_serves_the_oldest_waiting_message_first(redis: Redis
     assert await g.release("ana", "t1", "m2") == "m3"
 
 
-async def test_refresh_and_take_over_respect_the_owner(redis: Redis) -> None:
+async def test_refresh_and_open_respect_the_owner(redis: Redis) -> None:
     g = gate(redis)
     await g.admit("ana", "t1", "m1", b"frame-1")
 
     assert await g.refresh("ana", "t1", "m1") is True
     assert await g.refresh("ana", "t1", "m2") is False
-    assert await g.take_over("ana", "t1", "m1") is True
-    assert await g.take_over("ana", "t1", "m2") is False
+    assert (await g.open("ana", "t1", "m1", started="s1", then_read="p")).owns is True
+    assert (await g.open("ana", "t1", "m2", started="s2", then_read="p")).owns is False
     await g.release("ana", "t1", "m1")
-    assert await g.take_over("ana", "t1", "m2") is True
+    assert (await g.open("ana", "t1", "m2", started="s2", then_read="p")).owns is True
 
 
 async def test_binary_frames_survive_the_queue(redis: Redis) -> None:

@@ -71,19 +71,9 @@ end
 return 0
 """
 
-_TAKE_OVER = """
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then return 1 end
-if not owner then
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return 1
-end
-return 0
-"""
-
-# take_over for a message whose cycle may have started already (a redelivery): the stored
-# state if there is one (nothing taken then, as the cycle may have ended and released the
-# thread); else take over, refreshing a lock already owned, and read KEYS[3] once owned.
+# Open a message's cycle (a redelivery's too): the stored state if it started already (then
+# nothing is taken: the cycle may have ended and released the thread); else take the thread
+# over if it is free or owned by this message (refreshing the lock), and read KEYS[3].
 _OPEN = """
 local started = redis.call('GET', KEYS[2])
 if started then return {0, started, ''} end
@@ -140,7 +130,6 @@ class ThreadGate:
         self._admit = redis.register_script(_ADMIT)
         self._release = redis.register_script(_RELEASE)
         self._refresh = redis.register_script(_REFRESH)
-        self._take_over = redis.register_script(_TAKE_OVER)
         self._open = redis.register_script(_OPEN)
 
     async def admit(
@@ -216,23 +205,15 @@ class ThreadGate:
     async def open(
         self, user_id: str, thread_id: str, message_id: str, *, started: str, then_read: str
     ) -> Opening:
-        """:meth:`take_over` for a message whose cycle (state key ``started``) may have
-        started before, in one round trip: the stored state if so; else whether the message
-        owns the thread (its lock refreshed when it did already) and, if it does, the value
-        of ``then_read``."""
+        """Before a message's cycle runs, in one round trip: its stored state (key
+        ``started``) if it started before; else whether the message owns the thread (free, or
+        its own already; the lock is set or refreshed) and, if it does, ``then_read``'s
+        value."""
         owns, state, read = await self._open(
             keys=[keys.thread_lock(user_id, thread_id), started, then_read],
             args=[message_id, self._lock_ttl_s],
         )
         return Opening(started=state or None, owns=bool(owns), read=read or None)
-
-    async def take_over(self, user_id: str, thread_id: str, message_id: str) -> bool:
-        """True when ``message_id`` owns the thread (already, or because it was free)."""
-        return bool(
-            await self._take_over(
-                keys=[keys.thread_lock(user_id, thread_id)], args=[message_id, self._lock_ttl_s]
-            )
-        )
 
     async def requeue_first(
         self, user_id: str, thread_id: str, message_id: str, framed: bytes

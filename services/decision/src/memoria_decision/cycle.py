@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,18 @@ ATTR_FAST_PATH = "memoria.cycle.fast_path"
 ATTR_COST_USD = "memoria.cycle.cost_usd"
 ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a delivery has read or done already, so that the steps after need not ask."""
+
+    lock_fresh: bool = False
+    """The thread's lock was set or refreshed just now: no refresh before the decision."""
+    pending: Prefetched | None = None
+    """The thread's pending action (the route of a new cycle needs it)."""
+    catalog: Mapping[bytes, bytes] | None = None
+    """The action catalog's hash (read at every step; here, read with the new state)."""
 
 
 def cycle_id_for(message_id: str) -> str:
@@ -125,8 +138,10 @@ class CycleEngine:
                 event.user_id, event.thread_id, payload.message_id, framed
             )
             return
-        state = await self._start(event, payload, cycle_id)
-        await self.advance(state, lock_fresh=True, pending=Prefetched(opening.read))
+        state, catalog = await self._start(event, payload, cycle_id)
+        await self.advance(
+            state, Known(lock_fresh=True, pending=Prefetched(opening.read), catalog=catalog)
+        )
 
     async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
         if event.cycle_id is None:
@@ -215,22 +230,20 @@ class CycleEngine:
 
     # -- steps ------------------------------------------------------------------------------
 
-    async def advance(
-        self, state: CycleState, *, lock_fresh: bool = False, pending: Prefetched | None = None
-    ) -> None:
-        """Continue a cycle from whatever its state says happened last. ``lock_fresh``: this
-        delivery has just set or refreshed the thread's lock; ``pending``: it has read the
-        thread's pending action."""
+    async def advance(self, state: CycleState, known: Known | None = None) -> None:
+        """Continue a cycle from whatever its state says happened last."""
         if state.status == "ended":
             await self._finish(state)
         elif state.pending is not None:
             await self._republish_pending(state)
         else:
-            await self._decide_next(state, lock_fresh=lock_fresh, pending=pending)
+            await self._decide_next(state, known=known or Known())
 
     async def _start(
         self, event: Envelope, payload: UserMessageReceived, cycle_id: str
-    ) -> CycleState:
+    ) -> tuple[CycleState, Mapping[bytes, bytes]]:
+        """The new cycle, and the action catalog (read with the new state's write, for the
+        first decision: one round trip for both)."""
         original = payload.record(cycle_id, event.time)
         language = i18n.detect_language(payload.content)
         # Two independent requests to the memory service: asked at once, not one after the other.
@@ -256,14 +269,18 @@ class CycleEngine:
             persona=persona,
             persona_record=to_record,
         )
-        state = await self.store.create(state)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self.store.queue_create(pipe, state)
+            pipe.hgetall(keys.ACTION_CATALOG)
+            created, catalog = await pipe.execute()
+        state = await self.store.created(state, created)
         await self._echo(state)
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
             await self._post(state, ChatPosted(message=card))
         if history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
-        return state
+        return state, catalog
 
     async def _echo(self, state: CycleState) -> None:
         """The user's message on chat.out: every socket shows it, the memory service stores
@@ -297,17 +314,19 @@ class CycleEngine:
         state: CycleState,
         *,
         recorded: int | None = None,
-        lock_fresh: bool = False,
-        pending: Prefetched | None = None,
+        known: Known | None = None,
     ) -> None:
-        if not state.steps and await self._took_fast_path(state, pending):
+        """``recorded``: the step just recorded in ``state``, not saved yet (its deadline
+        still set); ``known``: what this delivery read already."""
+        known = known or Known()
+        if not state.steps and await self._took_fast_path(state, known.pending):
             return
         step = state.next_step
         if step > self.settings.cycle_max_steps:
             notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
             await self._end(state, "max_steps", notice, recorded=recorded)
             return
-        catalog = await self._prepare(state, recorded=recorded, refresh=not lock_fresh)
+        catalog = await self._prepare(state, recorded=recorded, known=known)
         if state.persona_record is not None and not state.persona_recorded:
             # The first prompt of the cycle: the switch it applies is used up (R-8).
             await record_applied(self.memory, state.user_id, state.thread_id, state.persona_record)
@@ -347,28 +366,33 @@ class CycleEngine:
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
 
     async def _prepare(
-        self, state: CycleState, *, recorded: int | None, refresh: bool
+        self, state: CycleState, *, recorded: int | None, known: Known
     ) -> list[ActionSpec]:
         """Before a decision, in one round trip: save the step just recorded (and clear its
         deadline, or a slow decision would time it out), extend the thread's lock unless it
-        is fresh, and read the catalog (at every step: enabling or disabling an action needs
-        no decision restart). Returns the catalog."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if recorded is not None:
-                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
-                self.store.queue_save(pipe, state)
+        is fresh, and read the catalog unless known (it is read at every step: enabling or
+        disabling an action needs no decision restart). Returns the catalog."""
+        refresh = not known.lock_fresh
+        entries = known.catalog
+        if recorded is not None or refresh or entries is None:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                if recorded is not None:
+                    self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+                    self.store.queue_save(pipe, state)
+                if refresh:
+                    self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
+                if entries is None:
+                    pipe.hgetall(keys.ACTION_CATALOG)
+                results = await pipe.execute(raise_on_error=False)
+            if entries is None:
+                entries = results.pop()
             if refresh:
-                self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
-            pipe.hgetall(keys.ACTION_CATALOG)
-            results = await pipe.execute(raise_on_error=False)
-        *writes, entries = results
-        if refresh:
-            await self.gate.refreshed(
-                writes.pop(), state.user_id, state.thread_id, state.message_id
-            )
-        for result in (*writes, entries):
-            if isinstance(result, Exception):
-                raise result
+                await self.gate.refreshed(
+                    results.pop(), state.user_id, state.thread_id, state.message_id
+                )
+            for result in (*results, entries):
+                if isinstance(result, Exception):
+                    raise result
         return await read_entries(self.redis, entries)
 
     async def _choose(

@@ -112,11 +112,16 @@ class CycleStore:
         """A state as stored (read elsewhere, e.g. with the thread gate's ``open``)."""
         return CycleState.model_validate_json(raw)
 
-    async def create(self, state: CycleState) -> CycleState:
-        """Store a new cycle; if a concurrent delivery created it first, return that one."""
-        created = await self._redis.set(
+    @staticmethod
+    def queue_create(pipe: Any, state: CycleState) -> None:
+        """Store a new cycle, with the commands of the same pipeline; :meth:`created` reads
+        the answer (another delivery of the message may have stored it first)."""
+        pipe.set(
             keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_STATE_TTL_S
         )
+
+    async def created(self, state: CycleState, created: bool | None) -> CycleState:
+        """``state`` if its create stored it, else the one a concurrent delivery stored."""
         if created:
             return state
         existing = await self.load(state.cycle_id)
