@@ -125,7 +125,8 @@ async def test_a_user_message_is_echoed_even_when_decision_died_right_after_star
 
 
 class DiesAtCycleEndMark:
-    """Redis, except that the process dies when it marks a cycle as ended."""
+    """Redis, except that the process dies when it marks a cycle as ended: before any of
+    the commands sent with the mark (in one pipeline) reaches the broker."""
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
@@ -134,11 +135,43 @@ class DiesAtCycleEndMark:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._redis, name)
 
-    async def set(self, key: str, *args: Any, **kwargs: Any) -> Any:
+    def _die_at(self, key: str) -> None:
         if self.armed and key.endswith(":ended"):
             self.armed = False
             raise Died(f"died marking {key}")
+
+    async def set(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        self._die_at(key)
         return await self._redis.set(key, *args, **kwargs)
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+        return _DyingPipeline(self._redis.pipeline(*args, **kwargs), self)
+
+
+class _DyingPipeline:
+    def __init__(self, pipe: Any, owner: DiesAtCycleEndMark) -> None:
+        self._pipe = pipe
+        self._owner = owner
+        self._keys: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pipe, name)
+
+    async def __aenter__(self) -> _DyingPipeline:
+        await self._pipe.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._pipe.__aexit__(*exc)
+
+    def set(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        self._keys.append(key)
+        return self._pipe.set(key, *args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        for key in self._keys:
+            self._owner._die_at(key)
+        return await self._pipe.execute(*args, **kwargs)
 
 
 async def test_a_step_timeout_is_not_lost_when_decision_dies_while_ending_the_cycle(

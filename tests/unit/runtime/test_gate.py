@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 
 from memoria_contracts.streams import Stream
 from memoria_runtime import keys
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.gate import KeyWrite, ThreadGate
 
 LOCK_TTL_S = 60
 MAXLEN = 1000
@@ -93,16 +93,16 @@ async def test_expired_lock_serves_the_oldest_waiting_message_first(redis: Redis
     assert await g.release("ana", "t1", "m2") == "m3"
 
 
-async def test_refresh_and_take_over_respect_the_owner(redis: Redis) -> None:
+async def test_refresh_and_open_respect_the_owner(redis: Redis) -> None:
     g = gate(redis)
     await g.admit("ana", "t1", "m1", b"frame-1")
 
     assert await g.refresh("ana", "t1", "m1") is True
     assert await g.refresh("ana", "t1", "m2") is False
-    assert await g.take_over("ana", "t1", "m1") is True
-    assert await g.take_over("ana", "t1", "m2") is False
+    assert (await g.open("ana", "t1", "m1", started="s1", then_read="p")).owns is True
+    assert (await g.open("ana", "t1", "m2", started="s2", then_read="p")).owns is False
     await g.release("ana", "t1", "m1")
-    assert await g.take_over("ana", "t1", "m2") is True
+    assert (await g.open("ana", "t1", "m2", started="s2", then_read="p")).owns is True
 
 
 async def test_binary_frames_survive_the_queue(redis: Redis) -> None:
@@ -112,3 +112,63 @@ async def test_binary_frames_survive_the_queue(redis: Redis) -> None:
     await g.admit("ana", "t1", "m2", framed)
     await g.release("ana", "t1", "m1")
     assert (await chat_in(redis))[-1] == framed
+
+
+async def test_open_takes_over_a_free_thread_and_reads_once_owned(redis: Redis) -> None:
+    g = gate(redis)
+    await redis.set("pending", b"asked")
+    opening = await g.open("ana", "t1", "m1", started="state", then_read="pending")
+
+    assert (opening.started, opening.owns, opening.read) == (None, True, b"asked")
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+    missing = await g.open("ana", "t1", "m1", started="state", then_read="nothing")
+    assert (missing.owns, missing.read) == (True, None)
+
+
+async def test_open_refreshes_its_own_lock_and_leaves_anothers(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await redis.expire(keys.thread_lock("ana", "t1"), 5)
+
+    assert (await g.open("ana", "t1", "m1", started="s", then_read="p")).owns is True
+    assert await redis.ttl(keys.thread_lock("ana", "t1")) > 5  # fresh: no refresh needed
+    other = await g.open("ana", "t1", "m2", started="s2", then_read="p")
+    assert (other.owns, other.read) == (False, None)
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+
+
+async def test_open_of_a_started_cycle_takes_nothing(redis: Redis) -> None:
+    """A redelivery of an ended cycle's message must not lock the thread it released."""
+    g = gate(redis)
+    await redis.set("state", b"{}")
+    opening = await g.open("ana", "t1", "m1", started="state", then_read="p")
+
+    assert (opening.started, opening.owns) == (b"{}", False)
+    assert await redis.get(keys.thread_lock("ana", "t1")) is None
+
+
+async def test_release_saves_its_write_whoever_owns_the_lock(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await g.admit("ana", "t1", "m2", b"frame-2")
+
+    assert await g.release("ana", "t1", "m1", save=KeyWrite("end", "first", 60)) == "m2"
+    assert await g.release("ana", "t1", "m1", save=KeyWrite("end", "again", 60)) is None
+    assert await redis.get("end") == b"again"  # a redelivered end saves, releases nothing
+    assert 0 < await redis.ttl("end") <= 60
+    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+
+
+async def test_a_queued_refresh_survives_a_broker_that_forgot_the_script(redis: Redis) -> None:
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await redis.expire(keys.thread_lock("ana", "t1"), 5)
+    await redis.script_flush()  # as after a broker restart
+
+    async with redis.pipeline(transaction=False) as pipe:
+        g.queue_refresh(pipe, "ana", "t1", "m1")
+        pipe.get(keys.thread_lock("ana", "t1"))
+        refresh, owner = await pipe.execute(raise_on_error=False)
+    assert owner == b"m1"
+    assert await g.refreshed(refresh, "ana", "t1", "m1") is True
+    assert await redis.ttl(keys.thread_lock("ana", "t1")) > 5

@@ -71,6 +71,36 @@ def _field(model: str, direction: str) -> str:
     return f"{model}{_FIELD_SEPARATOR}{direction}"
 
 
+def count_usage(
+    used: Iterable[Usage], *, service: str, prices: Prices
+) -> dict[str, tuple[int, int]]:
+    """Count ``used`` in the process's metrics; returns it summed by model (what
+    :func:`queue_add` adds to the cycle)."""
+    totals = by_model(used)
+    for model, (input_tokens, output_tokens) in totals.items():
+        metrics.count_llm_usage(
+            service=service,
+            model=model,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=cost_usd(model, input_tokens, output_tokens, prices),
+        )
+    return totals
+
+
+def queue_add(pipe: Any, cycle_id: str, totals: Mapping[str, tuple[int, int]]) -> None:
+    """Queue on ``pipe`` the commands that add ``totals`` to the cycle's hash, so a caller
+    can send them with its own writes in one round trip. No transaction is needed: the
+    increments are independent, and a lost one is only a missing estimate."""
+    if not totals:
+        return
+    key = keys.cycle_usage(cycle_id)
+    for model, (input_tokens, output_tokens) in totals.items():
+        pipe.hincrby(key, _field(model, INPUT_FIELD), input_tokens)
+        pipe.hincrby(key, _field(model, OUTPUT_FIELD), output_tokens)
+    pipe.expire(key, keys.CYCLE_TTL_S)  # lives as long as the cycle's state
+
+
 async def add_to_cycle(
     redis: Any, cycle_id: str, used: Iterable[Usage], *, service: str, prices: Prices
 ) -> None:
@@ -81,24 +111,12 @@ async def add_to_cycle(
 
     Never raises for Redis: usage is an estimate, and losing one count is better than
     failing the step (which would run again and spend the tokens again)."""
-    totals = by_model(used)
+    totals = count_usage(used, service=service, prices=prices)
     if not totals:
         return
-    for model, (input_tokens, output_tokens) in totals.items():
-        metrics.count_llm_usage(
-            service=service,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_usd=cost_usd(model, input_tokens, output_tokens, prices),
-        )
-    key = keys.cycle_usage(cycle_id)
     try:
-        async with redis.pipeline(transaction=True) as pipe:
-            for model, (input_tokens, output_tokens) in totals.items():
-                pipe.hincrby(key, _field(model, INPUT_FIELD), input_tokens)
-                pipe.hincrby(key, _field(model, OUTPUT_FIELD), output_tokens)
-            pipe.expire(key, keys.CYCLE_TTL_S)  # lives as long as the cycle's state
+        async with redis.pipeline(transaction=False) as pipe:
+            queue_add(pipe, cycle_id, totals)
             await pipe.execute()
     except RedisError as exc:
         log.warning("cycle %s: token usage not recorded: %r", cycle_id, exc)
@@ -113,6 +131,11 @@ async def read_cycle(redis: Any, cycle_id: str) -> list[Usage]:
     except RedisError as exc:
         log.warning("cycle %s: token usage unreadable: %r", cycle_id, exc)
         return []
+    return parse_cycle(raw)
+
+
+def parse_cycle(raw: Mapping[bytes, bytes]) -> list[Usage]:
+    """The usage in the cycle's hash as read (HGETALL), one entry per model."""
     counts: dict[str, dict[str, int]] = {}
     for name, value in raw.items():
         model, _, direction = name.decode().rpartition(_FIELD_SEPARATOR)

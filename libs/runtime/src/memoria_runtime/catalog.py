@@ -8,6 +8,7 @@ enabling or disabling an action needs no decision restart.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,8 +35,13 @@ async def withdraw(redis: Any, worker: str) -> None:
 async def read_catalog(redis: Any) -> list[ActionSpec]:
     """Actions any live worker runs, in the order workers list them; expired adverts are
     removed on the way."""
+    return await from_entries(redis, await redis.hgetall(keys.ACTION_CATALOG))
+
+
+async def from_entries(redis: Any, entries: Mapping[bytes, bytes]) -> list[ActionSpec]:
+    """:func:`read_catalog` of the hash as read already (HGETALL of ``ACTION_CATALOG``, sent
+    with other commands)."""
     now = time.time()
-    entries: dict[bytes, bytes] = await redis.hgetall(keys.ACTION_CATALOG)
     specs: dict[str, ActionSpec] = {}
     expired: list[bytes] = []
     for field, raw in sorted(entries.items()):

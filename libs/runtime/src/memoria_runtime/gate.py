@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from redis.exceptions import NoScriptError
+
 from memoria_contracts.streams import Stream
 from memoria_runtime import keys
 
@@ -48,6 +50,7 @@ return {'queued', ARGV[1]}
 """
 
 _RELEASE = """
+if #KEYS > 3 then redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[5]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return '' end
 local entry = redis.call('LPOP', KEYS[2])
 if not entry then
@@ -68,17 +71,47 @@ end
 return 0
 """
 
-_TAKE_OVER = """
+# Open a message's cycle (a redelivery's too): the stored state if it started already (then
+# nothing is taken: the cycle may have ended and released the thread); else take the thread
+# over if it is free or owned by this message (refreshing the lock), and read KEYS[3].
+_OPEN = """
+local started = redis.call('GET', KEYS[2])
+if started then return {0, started, ''} end
 local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then return 1 end
-if not owner then
+if owner == ARGV[1] then
+  redis.call('EXPIRE', KEYS[1], ARGV[2])
+elseif not owner then
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  return 1
+else
+  return {0, '', ''}
 end
-return 0
+return {1, '', redis.call('GET', KEYS[3]) or ''}
 """
 
 Admission = Literal["dispatched", "queued", "duplicate"]
+
+
+@dataclass(frozen=True)
+class KeyWrite:
+    """A value to SET with an expiry in the same atomic step as a gate operation."""
+
+    key: str
+    value: str
+    ttl_s: int
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What :meth:`ThreadGate.open` found, in one round trip."""
+
+    started: bytes | None
+    """The cycle's stored state: it started before (nothing was taken over then)."""
+    owns: bool
+    """The message owns the thread, its lock set or refreshed just now (when not started)."""
+    read: bytes | None
+    """The value of ``then_read``, read once the thread was owned (None: absent)."""
+
+
 _SEEN_TTL_S = 24 * 3600  # how long a client-chosen message id is remembered
 
 
@@ -97,7 +130,7 @@ class ThreadGate:
         self._admit = redis.register_script(_ADMIT)
         self._release = redis.register_script(_RELEASE)
         self._refresh = redis.register_script(_REFRESH)
-        self._take_over = redis.register_script(_TAKE_OVER)
+        self._open = redis.register_script(_OPEN)
 
     async def admit(
         self,
@@ -125,33 +158,62 @@ class ThreadGate:
         )
         return AdmitResult(outcome=outcome.decode(), message_id=known_id.decode())
 
-    async def release(self, user_id: str, thread_id: str, message_id: str) -> str | None:
-        """Return the id of the message dispatched next, if any."""
-        next_id = await self._release(
-            keys=[
-                keys.thread_lock(user_id, thread_id),
-                keys.thread_queue(user_id, thread_id),
-                Stream.CHAT_IN.value,
-            ],
-            args=[message_id, self._lock_ttl_s, self._maxlen],
-        )
+    async def release(
+        self, user_id: str, thread_id: str, message_id: str, *, save: KeyWrite | None = None
+    ) -> str | None:
+        """Return the id of the message dispatched next, if any. ``save`` is written in the
+        same atomic step, whoever owns the lock (the ending cycle's last state: a crash
+        cannot come between recording the end and releasing the thread)."""
+        lock_keys = [
+            keys.thread_lock(user_id, thread_id),
+            keys.thread_queue(user_id, thread_id),
+            Stream.CHAT_IN.value,
+        ]
+        args: list[Any] = [message_id, self._lock_ttl_s, self._maxlen]
+        if save is not None:
+            lock_keys.append(save.key)
+            args += [save.value, save.ttl_s]
+        next_id = await self._release(keys=lock_keys, args=args)
         return next_id.decode() or None
 
     async def refresh(self, user_id: str, thread_id: str, message_id: str) -> bool:
         """Extend the lock while ``message_id``'s cycle makes progress."""
-        return bool(
-            await self._refresh(
-                keys=[keys.thread_lock(user_id, thread_id)], args=[message_id, self._lock_ttl_s]
-            )
-        )
+        return bool(await self._refresh(**self._refresh_call(user_id, thread_id, message_id)))
 
-    async def take_over(self, user_id: str, thread_id: str, message_id: str) -> bool:
-        """True when ``message_id`` owns the thread (already, or because it was free)."""
-        return bool(
-            await self._take_over(
-                keys=[keys.thread_lock(user_id, thread_id)], args=[message_id, self._lock_ttl_s]
-            )
+    def queue_refresh(self, pipe: Any, user_id: str, thread_id: str, message_id: str) -> None:
+        """:meth:`refresh` queued on a pipeline, to share a round trip. The script is called
+        by its hash alone (a pipeline would first ask whether it is loaded, one more round
+        trip); :meth:`refreshed` runs it again should the broker have forgotten it."""
+        call = self._refresh_call(user_id, thread_id, message_id)
+        pipe.evalsha(self._refresh.sha, len(call["keys"]), *call["keys"], *call["args"])
+
+    async def refreshed(self, result: Any, user_id: str, thread_id: str, message_id: str) -> bool:
+        """The outcome of a :meth:`queue_refresh` (its pipeline run with
+        ``raise_on_error=False``)."""
+        if isinstance(result, NoScriptError):  # a restarted broker: load it and refresh
+            return await self.refresh(user_id, thread_id, message_id)
+        if isinstance(result, Exception):
+            raise result
+        return bool(result)
+
+    def _refresh_call(self, user_id: str, thread_id: str, message_id: str) -> dict[str, Any]:
+        return {
+            "keys": [keys.thread_lock(user_id, thread_id)],
+            "args": [message_id, self._lock_ttl_s],
+        }
+
+    async def open(
+        self, user_id: str, thread_id: str, message_id: str, *, started: str, then_read: str
+    ) -> Opening:
+        """Before a message's cycle runs, in one round trip: its stored state (key
+        ``started``) if it started before; else whether the message owns the thread (free, or
+        its own already; the lock is set or refreshed) and, if it does, ``then_read``'s
+        value."""
+        owns, state, read = await self._open(
+            keys=[keys.thread_lock(user_id, thread_id), started, then_read],
+            args=[message_id, self._lock_ttl_s],
         )
+        return Opening(started=state or None, owns=bool(owns), read=read or None)
 
     async def requeue_first(
         self, user_id: str, thread_id: str, message_id: str, framed: bytes

@@ -21,7 +21,7 @@ from memoria_action_worker.context import ActionContext, ChatSink
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
-from memoria_llm import accounting
+from memoria_llm import accounting, usage
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
@@ -54,16 +54,32 @@ class StepRunner:
             log.error("unexpected %s on actions (%s)", event.type, event.event_id)
             return
         done_key = keys.step_done(event.cycle_id, request.step)
-        stored = await self.redis.get(done_key)
+        stored, leased = await self._done_or_lease(
+            done_key, event.cycle_id, request.step, delivery.entry_id
+        )
         if stored is not None:
             log.info("%s step %d already done; republishing", event.cycle_id, request.step)
             await self.publisher.publish(Stream.ACTIONS_DONE, Envelope.model_validate_json(stored))
             return
-        if not await self._lease(event.cycle_id, request.step, delivery.entry_id):
+        if not leased:
             log.info("%s step %d runs elsewhere; dropping duplicate", event.cycle_id, request.step)
             return
 
-        outcome = await self._run(event, request)
+        # The step's tokens count for its cycle, a failed step's too (they were spent), and a
+        # step run again after a crash counts again (they were spent again). They are written
+        # with the step's completion, in its round trip.
+        with usage.collecting() as used:
+            try:
+                outcome = await self._run(event, request)
+            except BaseException:  # cancelled (shutdown): count what was spent, as always
+                await accounting.add_to_cycle(
+                    self.redis,
+                    event.cycle_id,
+                    used,
+                    service=SERVICE_NAME,
+                    prices=self.settings.llm_prices,
+                )
+                raise
         completed = follow(
             event,
             ActionCompleted(
@@ -73,7 +89,11 @@ class StepRunner:
                 worker=self.settings.consumer,
             ),
         )
-        await self.redis.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
+        totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.settings.llm_prices)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            accounting.queue_add(pipe, event.cycle_id, totals)
+            pipe.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
+            await pipe.execute()
         await self.publisher.publish(Stream.ACTIONS_DONE, completed)
 
     async def _until_cycle_ends(
@@ -95,13 +115,22 @@ class StepRunner:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    async def _lease(self, cycle_id: str, step: int, entry_id: str) -> bool:
+    async def _done_or_lease(
+        self, done_key: str, cycle_id: str, step: int, entry_id: str
+    ) -> tuple[bytes | None, bool]:
+        """The step's stored completion if it is done; else whether this entry holds the
+        step's lease (taken now, or already: a reclaimed entry keeps its id). Both asked in
+        one round trip: a done step may get a lease it never uses, which nothing reads."""
         key = keys.step_lease(cycle_id, step)
         ttl = int(self.settings.step_timeout_seconds) + 1
-        if await self.redis.set(key, entry_id, nx=True, ex=ttl):
-            return True
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(done_key)
+            pipe.set(key, entry_id, nx=True, ex=ttl)
+            stored, taken = await pipe.execute()
+        if stored is not None or taken:
+            return stored, True
         holder = await self.redis.get(key)
-        return holder is not None and holder.decode() == entry_id
+        return None, holder is not None and holder.decode() == entry_id
 
     async def _run(self, event: Envelope, request: ActionRequested) -> ActionOutcome:
         registered = self.actions.get(request.action)
@@ -121,14 +150,8 @@ class StepRunner:
             memory=self.memory,
             redis=self.redis,
         )
-        cycle_id = event.cycle_id or ""
         try:
-            # The step's tokens count for its cycle, a failed step's too (they were spent),
-            # and a step run again after a crash counts again (they were spent again).
-            async with accounting.accounted(
-                self.redis, cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
-            ):
-                return await self._until_cycle_ends(cycle_id, registered.run(context))
+            return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))
         except CycleEnded:
             log.info("%s step %d stopped: its cycle ended", event.cycle_id, request.step)
             error = "stopped: the cycle had already ended (timed out or cancelled)"

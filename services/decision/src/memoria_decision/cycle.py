@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.events import (
     ActionCompleted,
     ActionRequested,
+    ActionSpec,
     ChatPosted,
     CycleEnded,
     CycleEndReason,
@@ -34,17 +35,17 @@ from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
-from memoria_decision.pending import PendingActions, UpdateCandidate
+from memoria_decision.pending import PendingActions, Prefetched, UpdateCandidate
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
-from memoria_llm import accounting
+from memoria_llm import accounting, usage
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_llm.usage import Usage
 from memoria_runtime import i18n, keys, metrics
 from memoria_runtime.bus import EventPublisher
-from memoria_runtime.catalog import read_catalog
+from memoria_runtime.catalog import from_entries as read_entries
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
@@ -65,6 +66,18 @@ ATTR_FAST_PATH = "memoria.cycle.fast_path"
 ATTR_COST_USD = "memoria.cycle.cost_usd"
 ATTR_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 ATTR_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a delivery has read or done already, so that the steps after need not ask."""
+
+    lock_fresh: bool = False
+    """The thread's lock was set or refreshed just now: no refresh before the decision."""
+    pending: Prefetched | None = None
+    """The thread's pending action (the route of a new cycle needs it)."""
+    catalog: Mapping[bytes, bytes] | None = None
+    """The action catalog's hash (read at every step; here, read with the new state)."""
 
 
 def cycle_id_for(message_id: str) -> str:
@@ -100,23 +113,35 @@ class CycleEngine:
     ) -> None:
         """``framed`` is the stream entry as stored, to queue it again unchanged if needed."""
         cycle_id = cycle_id_for(payload.message_id)
-        state = await self.store.load(cycle_id)
-        if state is None:
-            owns = await self.gate.take_over(event.user_id, event.thread_id, payload.message_id)
-            if not owns:
-                # Only after a lock expired: another cycle runs; wait behind it.
-                log.warning("thread busy, requeueing %s", payload.message_id)
-                await self.gate.requeue_first(
-                    event.user_id, event.thread_id, payload.message_id, framed
-                )
-                return
-            state = await self._start(event, payload, cycle_id)
-        elif not state.echoed:
-            # The delivery before this one died between saving the new cycle and echoing
-            # the message: echo it now, or no socket shows it and the history never stores
-            # it (a repeat of the echo has the same id, which replaces rather than adds).
-            await self._echo(state)
-        await self.advance(state)
+        # One round trip: the cycle's state if it started before, else the thread taken over
+        # (its lock fresh) and its pending action, which the route of the cycle needs.
+        opening = await self.gate.open(
+            event.user_id,
+            event.thread_id,
+            payload.message_id,
+            started=keys.cycle_state(cycle_id),
+            then_read=keys.pending_action(event.user_id, event.thread_id),
+        )
+        if opening.started is not None:
+            state = self.store.parse(opening.started)
+            if not state.echoed:
+                # The delivery before this one died between saving the new cycle and echoing
+                # the message: echo it now, or no socket shows it and the history never
+                # stores it (a repeat of the echo has the same id, which replaces).
+                await self._echo(state)
+            await self.advance(state)
+            return
+        if not opening.owns:
+            # Only after a lock expired: another cycle runs; wait behind it.
+            log.warning("thread busy, requeueing %s", payload.message_id)
+            await self.gate.requeue_first(
+                event.user_id, event.thread_id, payload.message_id, framed
+            )
+            return
+        state, catalog = await self._start(event, payload, cycle_id)
+        await self.advance(
+            state, Known(lock_fresh=True, pending=Prefetched(opening.read), catalog=catalog)
+        )
 
     async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
         if event.cycle_id is None:
@@ -133,21 +158,25 @@ class CycleEngine:
         if pending is None or pending.step != payload.step:
             await self._on_out_of_order(state, payload)
             return
-        await self.deadlines.clear(state.cycle_id, payload.step)
         if pending.tool_call:
             await self._tool_records(state, payload)
         state.record(payload)
-        await self.store.save(state)
-        await self._after_step(state, payload)
+        # Saved (and its deadline cleared) with the first write of what it leads to, in the
+        # same round trip, before any wait: a crash before that records it again, the same.
+        await self._after_step(state, payload, recorded=payload.step)
 
-    async def _after_step(self, state: CycleState, payload: ActionCompleted) -> None:
-        """What a recorded step leads to: the end of the cycle, or the next decision."""
+    async def _after_step(
+        self, state: CycleState, payload: ActionCompleted, *, recorded: int | None = None
+    ) -> None:
+        """What a recorded step leads to: the end of the cycle, or the next decision.
+        ``recorded``: the step, if recorded in ``state`` but not saved yet (nor its deadline
+        cleared)."""
         outcome = payload.outcome
         if outcome.ends_cycle and outcome.status == "failed":
             notice = i18n.text(
                 "action_failed", state.language, action=payload.action, detail=outcome.error
             )
-            await self._end(state, "action_failed", notice)
+            await self._end(state, "action_failed", notice, recorded=recorded)
         elif outcome.ends_cycle and outcome.choice is not None:
             # An update that needs the user to say which memory (R-7): asked here, in fixed
             # words, and kept as the thread's pending action for the next message.
@@ -156,11 +185,11 @@ class CycleEngine:
                 for c in outcome.choice.candidates
             ]
             await self.fast_paths.ask_choice(state, candidates, outcome.choice, step=payload.step)
-            await self._end(state, "done")
+            await self._end(state, "done", recorded=recorded)
         elif outcome.ends_cycle:
-            await self._end(state, "done")
+            await self._end(state, "done", recorded=recorded)
         else:
-            await self._decide_next(state)
+            await self._decide_next(state, recorded=recorded)
 
     async def sweep_deadlines(self) -> int:
         """End the cycles whose current step is overdue; returns how many."""
@@ -201,18 +230,20 @@ class CycleEngine:
 
     # -- steps ------------------------------------------------------------------------------
 
-    async def advance(self, state: CycleState) -> None:
+    async def advance(self, state: CycleState, known: Known | None = None) -> None:
         """Continue a cycle from whatever its state says happened last."""
         if state.status == "ended":
             await self._finish(state)
         elif state.pending is not None:
             await self._republish_pending(state)
         else:
-            await self._decide_next(state)
+            await self._decide_next(state, known=known or Known())
 
     async def _start(
         self, event: Envelope, payload: UserMessageReceived, cycle_id: str
-    ) -> CycleState:
+    ) -> tuple[CycleState, Mapping[bytes, bytes]]:
+        """The new cycle, and the action catalog (read with the new state's write, for the
+        first decision: one round trip for both)."""
         original = payload.record(cycle_id, event.time)
         language = i18n.detect_language(payload.content)
         # Two independent requests to the memory service: asked at once, not one after the other.
@@ -238,21 +269,25 @@ class CycleEngine:
             persona=persona,
             persona_record=to_record,
         )
-        state = await self.store.create(state)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            self.store.queue_create(pipe, state)
+            pipe.hgetall(keys.ACTION_CATALOG)
+            created, catalog = await pipe.execute()
+        state = await self.store.created(state, created)
         await self._echo(state)
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
             await self._post(state, ChatPosted(message=card))
         if history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
-        return state
+        return state, catalog
 
     async def _echo(self, state: CycleState) -> None:
         """The user's message on chat.out: every socket shows it, the memory service stores
-        it in the thread's history."""
+        it in the thread's history. That it was echoed is saved with the cycle's next state,
+        not on its own: a crash before that echoes again, with the same id (a replacement)."""
         await self._post(state, ChatPosted(message=state.original))
         state.echoed = True
-        await self.store.save(state)
 
     async def _earlier_messages(
         self, event: Envelope, cycle_id: str
@@ -274,32 +309,34 @@ class CycleEngine:
         summary = bounded_summary(page.summary, self.settings.history_summary_prompt_chars)
         return page.messages, summary, False
 
-    async def _decide_next(self, state: CycleState) -> None:
-        if not state.steps and await self._took_fast_path(state):
+    async def _decide_next(
+        self,
+        state: CycleState,
+        *,
+        recorded: int | None = None,
+        known: Known | None = None,
+    ) -> None:
+        """``recorded``: the step just recorded in ``state``, not saved yet (its deadline
+        still set); ``known``: what this delivery read already."""
+        known = known or Known()
+        if not state.steps and await self._took_fast_path(state, known.pending):
             return
         step = state.next_step
         if step > self.settings.cycle_max_steps:
             notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
-            await self._end(state, "max_steps", notice)
+            await self._end(state, "max_steps", notice, recorded=recorded)
             return
-        await self.gate.refresh(state.user_id, state.thread_id, state.message_id)
+        catalog = await self._prepare(state, recorded=recorded, known=known)
         if state.persona_record is not None and not state.persona_recorded:
             # The first prompt of the cycle: the switch it applies is used up (R-8).
             await record_applied(self.memory, state.user_id, state.thread_id, state.persona_record)
             state.persona_recorded = True
         await self._status(state, step, i18n.text("thinking", state.language))
-        catalog = await read_catalog(self.redis)
         if not catalog:
             await self._end(state, "no_workers", i18n.text("no_workers", state.language))
             return
         try:
-            async with (
-                self._accounted(state),
-                asyncio.timeout(self.settings.step_timeout_seconds),
-            ):
-                action = await choose_action(
-                    self.llm, state, catalog, self.settings.decision_retries
-                )
+            action, spent = await self._choose(state, catalog)
         except (LLMError, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
             log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
@@ -317,17 +354,76 @@ class CycleEngine:
             request_event_id=request.event_id,
             tool_call=tool_history.records_calls(spec),
         )
-        await self.store.save(state)
+        # The decision's tokens, the step and its deadline: one round trip.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            accounting.queue_add(pipe, state.cycle_id, spent)
+            self.store.queue_save(pipe, state)
+            self.deadlines.queue_set(pipe, state.cycle_id, step, self.settings.step_timeout_seconds)
+            await pipe.execute()
         if state.pending.tool_call:
             await self._post_record(state, tool_history.call_record(state.cycle_id, step, action))
-        await self.deadlines.set(state.cycle_id, step, self.settings.step_timeout_seconds)
         await self.publisher.publish(Stream.ACTIONS, request)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
 
-    async def _took_fast_path(self, state: CycleState) -> bool:
+    async def _prepare(
+        self, state: CycleState, *, recorded: int | None, known: Known
+    ) -> list[ActionSpec]:
+        """Before a decision, in one round trip: save the step just recorded (and clear its
+        deadline, or a slow decision would time it out), extend the thread's lock unless it
+        is fresh, and read the catalog unless known (it is read at every step: enabling or
+        disabling an action needs no decision restart). Returns the catalog."""
+        refresh = not known.lock_fresh
+        entries = known.catalog
+        if recorded is not None or refresh or entries is None:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                if recorded is not None:
+                    self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+                    self.store.queue_save(pipe, state)
+                if refresh:
+                    self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
+                if entries is None:
+                    pipe.hgetall(keys.ACTION_CATALOG)
+                results = await pipe.execute(raise_on_error=False)
+            if entries is None:
+                entries = results.pop()
+            if refresh:
+                await self.gate.refreshed(
+                    results.pop(), state.user_id, state.thread_id, state.message_id
+                )
+            for result in (*results, entries):
+                if isinstance(result, Exception):
+                    raise result
+        return await read_entries(self.redis, entries)
+
+    async def _choose(
+        self, state: CycleState, catalog: list[ActionSpec]
+    ) -> tuple[str, dict[str, tuple[int, int]]]:
+        """The model's choice, and the tokens it took by model: counted in the metrics, for
+        the caller to add to the cycle with the step. A decision that fails adds its tokens
+        at once (they were spent); one made again after a crash counts again (so were those)."""
+        with usage.collecting() as used:
+            try:
+                async with asyncio.timeout(self.settings.step_timeout_seconds):
+                    action = await choose_action(
+                        self.llm, state, catalog, self.settings.decision_retries
+                    )
+            except BaseException:
+                await accounting.add_to_cycle(
+                    self.redis,
+                    state.cycle_id,
+                    used,
+                    service=SERVICE_NAME,
+                    prices=self.settings.llm_prices,
+                )
+                raise
+        return action, accounting.count_usage(
+            used, service=SERVICE_NAME, prices=self.settings.llm_prices
+        )
+
+    async def _took_fast_path(self, state: CycleState, pending: Prefetched | None) -> bool:
         """Before the first decision: run the message's fast path, if it has one (R-7), and
         end the cycle; True then. Otherwise the model decides, as always."""
-        route = await self.fast_paths.route(state)
+        route = await self.fast_paths.route(state, pending)
         if route.dropped is not None:
             key = "update_choice_dropped" if route.dropped == "choose_update" else "pending_dropped"
             notice = i18n.text(key, state.language)
@@ -370,59 +466,77 @@ class CycleEngine:
     # -- ending -----------------------------------------------------------------------------
 
     async def _end(
-        self, state: CycleState, reason: CycleEndReason, notice: str | None = None
+        self,
+        state: CycleState,
+        reason: CycleEndReason,
+        notice: str | None = None,
+        *,
+        recorded: int | None = None,
     ) -> None:
-        await self.redis.set(keys.cycle_ended(state.cycle_id), reason, ex=_ENDED_MARK_TTL_S)
+        """``recorded``: a step recorded in ``state`` but not saved, its deadline still set."""
         if notice:
             await self._notice(state, "end", notice)
         state.status = "ended"
         state.end_reason = reason
         state.pending = None
-        await self.store.save(state)
-        await self._finish(state)
+        # One round trip: the mark that stops workers' steps, the ended state, and the
+        # cycle's usage for its end announcement (all its steps' tokens are in by now).
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if recorded is not None:
+                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+            pipe.set(keys.cycle_ended(state.cycle_id), reason, ex=_ENDED_MARK_TTL_S)
+            self.store.queue_save(pipe, state)
+            pipe.hgetall(keys.cycle_usage(state.cycle_id))
+            *_, used = await pipe.execute()
+        await self._finish(state, accounting.parse_cycle(used))
 
-    async def _finish(self, state: CycleState) -> None:
-        if not state.end_announced:
+    async def _finish(self, state: CycleState, used: list[Usage] | None = None) -> None:
+        """Announce the end (once) and release the thread. ``used``: the cycle's usage, if
+        read already."""
+        if state.end_announced:
+            saved = None
+        else:
             reason = state.end_reason or "done"
             with tracer.start_as_current_span(
                 "cycle.end", attributes={ATTR_CYCLE_ID: state.cycle_id, ATTR_END_REASON: reason}
             ) as span:
-                used = await self._usage(state)
-                if used is not None:
+                cycle_usage = await self._usage(state, used)
+                if cycle_usage is not None:
                     span.set_attributes(
                         {
-                            ATTR_COST_USD: used.cost_usd,
-                            ATTR_INPUT_TOKENS: used.input_tokens,
-                            ATTR_OUTPUT_TOKENS: used.output_tokens,
+                            ATTR_COST_USD: cycle_usage.cost_usd,
+                            ATTR_INPUT_TOKENS: cycle_usage.input_tokens,
+                            ATTR_OUTPUT_TOKENS: cycle_usage.output_tokens,
                         }
                     )
                 await self._post(
-                    state, CycleEnded(actions=state.actions, reason=reason, usage=used)
+                    state, CycleEnded(actions=state.actions, reason=reason, usage=cycle_usage)
                 )
             state.end_announced = True
-            await self.store.save(state)
+            saved = self.store.write(state)
+        # The announcement is saved in the release's atomic step: a crash before it
+        # announces again on the redelivery, never releases without having announced.
+        next_id = await self.gate.release(
+            state.user_id, state.thread_id, state.message_id, save=saved
+        )
+        if saved is not None:
             # Counted once the announcement is saved: after a crash before that, the
             # redelivery announces the end again and counts it then (the count died with us).
-            metrics.count_cycle_end(reason, (utcnow() - state.started_at).total_seconds())
-            log.info("cycle %s ended (%s): %s", state.cycle_id, reason, state.actions)
-        next_id = await self.gate.release(state.user_id, state.thread_id, state.message_id)
+            metrics.count_cycle_end(
+                state.end_reason or "done", (utcnow() - state.started_at).total_seconds()
+            )
+            log.info("cycle %s ended (%s): %s", state.cycle_id, state.end_reason, state.actions)
         if next_id:
             log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
 
     # -- usage ------------------------------------------------------------------------------
 
-    def _accounted(self, state: CycleState) -> AbstractAsyncContextManager[list[Usage]]:
-        """Add the tokens of the LLM calls made inside to the cycle's usage. A decision
-        made again (a redelivery after a crash) counts again: those tokens were spent."""
-        return accounting.accounted(
-            self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
-        )
-
-    async def _usage(self, state: CycleState) -> CycleUsage | None:
+    async def _usage(self, state: CycleState, used: list[Usage] | None) -> CycleUsage | None:
         """The usage of the whole cycle, decision and steps; None when no call reported any
         (e.g. the offline planner), rather than a cost of 0 that nobody measured. Tokens a
         step spends after its cycle ended (a timeout) reach the metrics but not this sum."""
-        used = await accounting.read_cycle(self.redis, state.cycle_id)
+        if used is None:
+            used = await accounting.read_cycle(self.redis, state.cycle_id)
         return accounting.priced(used, self.settings.llm_prices) if used else None
 
     # -- output -----------------------------------------------------------------------------

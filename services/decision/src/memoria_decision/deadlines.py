@@ -25,6 +25,10 @@ def _member(cycle_id: str, step: int) -> str:
     return f"{cycle_id}{_SEPARATOR}{step}"
 
 
+def _entry(cycle_id: str, step: int, seconds: float) -> dict[str, float]:
+    return {_member(cycle_id, step): time.time() + seconds}
+
+
 class Deadlines:
     def __init__(self, redis: Any, *, claim_s: float = CLAIM_S) -> None:
         self._redis = redis
@@ -32,9 +36,17 @@ class Deadlines:
         self._claim = redis.register_script(_CLAIM)
 
     async def set(self, cycle_id: str, step: int, seconds: float) -> None:
-        await self._redis.zadd(
-            keys.STEP_DEADLINES, {_member(cycle_id, step): time.time() + seconds}
-        )
+        await self._redis.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
+
+    @staticmethod
+    def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
+        """:meth:`set` queued on a pipeline, sent with the step's other writes."""
+        pipe.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
+
+    @staticmethod
+    def queue_clear(pipe: Any, cycle_id: str, step: int) -> None:
+        """:meth:`clear` queued on a pipeline (its answer unused)."""
+        pipe.zrem(keys.STEP_DEADLINES, _member(cycle_id, step))
 
     async def clear(self, cycle_id: str, step: int) -> bool:
         """True when this caller removed it."""

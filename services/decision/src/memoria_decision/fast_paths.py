@@ -38,6 +38,7 @@ from memoria_decision.commands import Command, Reply, read_choice, read_reply, r
 from memoria_decision.pending import (
     PendingAction,
     PendingActions,
+    Prefetched,
     UpdateCandidate,
     pending_id_for,
 )
@@ -144,10 +145,14 @@ class FastPaths:
     gate: ThreadGate
     post: Post
 
-    async def route(self, state: CycleState) -> Route:
-        """The cycle's route: decided and saved on the first delivery, reused after."""
+    async def route(self, state: CycleState, prefetched: Prefetched | None = None) -> Route:
+        """The cycle's route: decided and saved on the first delivery, reused after.
+        ``prefetched``: the thread's pending action, when this delivery read it already."""
         if state.route is None:
-            pending = await self.pending.get(state.user_id, state.thread_id)
+            if prefetched is None:
+                pending = await self.pending.get(state.user_id, state.thread_id)
+            else:
+                pending = await self.pending.parse(state.user_id, state.thread_id, prefetched.raw)
             route = route_for(str(state.original.content), pending, state.language)
             state.route = route
             if route.kind != "model":

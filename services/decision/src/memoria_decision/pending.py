@@ -11,6 +11,7 @@ forgotten request.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -27,6 +28,13 @@ PENDING_ACTION_TTL_S: Final = 10 * 60
 """How long a confirmation question stays answerable."""
 
 PendingKind = Literal["delete_all", "choose_update"]
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    """The thread's pending action as read (None: none) earlier in the same delivery."""
+
+    raw: bytes | None
 
 
 class UpdateCandidate(BaseModel):
@@ -66,6 +74,10 @@ class PendingActions:
 
     async def get(self, user_id: str, thread_id: str) -> PendingAction | None:
         raw = await self._redis.get(keys.pending_action(user_id, thread_id))
+        return await self.parse(user_id, thread_id, raw)
+
+    async def parse(self, user_id: str, thread_id: str, raw: bytes | None) -> PendingAction | None:
+        """:meth:`get` of the value as read already (with the thread gate's ``open``)."""
         if raw is None:
             return None
         try:

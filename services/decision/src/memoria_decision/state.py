@@ -20,6 +20,7 @@ from memoria_contracts.personas import ActivePersona, PersonaApplied
 from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
 from memoria_runtime import keys
+from memoria_runtime.gate import KeyWrite
 
 _STATE_TTL_S = keys.CYCLE_TTL_S
 
@@ -104,20 +105,39 @@ class CycleStore:
 
     async def load(self, cycle_id: str) -> CycleState | None:
         raw = await self._redis.get(keys.cycle_state(cycle_id))
-        return CycleState.model_validate_json(raw) if raw else None
+        return self.parse(raw) if raw else None
 
-    async def create(self, state: CycleState) -> CycleState:
-        """Store a new cycle; if a concurrent delivery created it first, return that one."""
-        created = await self._redis.set(
+    @staticmethod
+    def parse(raw: bytes) -> CycleState:
+        """A state as stored (read elsewhere, e.g. with the thread gate's ``open``)."""
+        return CycleState.model_validate_json(raw)
+
+    @staticmethod
+    def queue_create(pipe: Any, state: CycleState) -> None:
+        """Store a new cycle, with the commands of the same pipeline; :meth:`created` reads
+        the answer (another delivery of the message may have stored it first)."""
+        pipe.set(
             keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_STATE_TTL_S
         )
+
+    async def created(self, state: CycleState, created: bool | None) -> CycleState:
+        """``state`` if its create stored it, else the one a concurrent delivery stored."""
         if created:
             return state
         existing = await self.load(state.cycle_id)
         return existing or state
 
     async def save(self, state: CycleState) -> None:
+        write = self.write(state)
+        await self._redis.set(write.key, write.value, ex=write.ttl_s)
+
+    def queue_save(self, pipe: Any, state: CycleState) -> None:
+        """:meth:`save` queued on a pipeline, sent with the step's other writes."""
+        write = self.write(state)
+        pipe.set(write.key, write.value, ex=write.ttl_s)
+
+    @staticmethod
+    def write(state: CycleState) -> KeyWrite:
+        """The SET that saves ``state`` (for a write made with another, atomically)."""
         state.updated_at = utcnow()
-        await self._redis.set(
-            keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=_STATE_TTL_S
-        )
+        return KeyWrite(keys.cycle_state(state.cycle_id), state.model_dump_json(), _STATE_TTL_S)
