@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from faststream.redis import RedisBroker
 from opentelemetry.sdk.trace import TracerProvider
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -45,6 +44,7 @@ from memoria_runtime.bus import (
     Delivery,
     EventHandler,
     EventPublisher,
+    MemoriaBroker,
     create_broker,
     subscribe_group,
 )
@@ -340,7 +340,7 @@ def hop_broker(
     streams: Sequence[Stream],
     group: Group,
     arrivals: Arrivals,
-) -> RedisBroker:
+) -> MemoriaBroker:
     """Hop ``index`` as a service would build it: its own broker, reader and reclaimer."""
     broker = create_broker(settings, tracer_provider=provider)
     stream = streams[index]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -311,3 +312,17 @@ def test_dockerignore_keeps_what_the_build_copies() -> None:
         assert not _ignored(source), f".dockerignore drops {source}, which the build copies"
     for member in ("libs/runtime/src/memoria_runtime/probe.py", "cli/pyproject.toml"):
         assert not _ignored(member), member
+
+
+def test_every_workspace_member_rebuilds_its_wheel_when_its_sources_change() -> None:
+    """The image (and tests/integration/test_image_environment.py) installs each member as a
+    wheel; uv's cache would otherwise hand back a wheel built before a module was added."""
+    members = sorted(ROOT.glob("libs/*/pyproject.toml")) + sorted(
+        ROOT.glob("services/*/pyproject.toml")
+    )
+    members.append(ROOT / "cli" / "pyproject.toml")
+    assert len(members) == 8
+    for path in members:
+        keys = tomllib.loads(path.read_text())["tool"]["uv"]["cache-keys"]
+        assert {"file": "src/**/*"} in keys, path
+        assert {"file": "pyproject.toml"} in keys, path
