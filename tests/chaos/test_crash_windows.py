@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from in_process_bus import EmptyHistory
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -20,8 +21,6 @@ from memoria_contracts.events import (
     ChatPosted,
     CycleEnded,
     Envelope,
-    HistoryPage,
-    Payload,
     UserMessageReceived,
 )
 from memoria_contracts.streams import Stream
@@ -33,7 +32,6 @@ from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 pytestmark = pytest.mark.chaos
@@ -68,16 +66,6 @@ class FailingOnce(EventPublisher):
             for s, e in self.sent
             if s is Stream.CHAT_OUT and isinstance(e.payload, ChatPosted)
         ]
-
-
-class EmptyHistory(MemoryClient):
-    def __init__(self) -> None:  # no broker: answers in process
-        pass
-
-    async def _call(
-        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
-    ) -> Payload:
-        return HistoryPage(messages=[])
 
 
 def engine(redis: Redis, publisher: EventPublisher) -> CycleEngine:

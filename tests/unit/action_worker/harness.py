@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
+import in_process_bus
 from redis.asyncio import Redis
 
 from memoria_action_worker.context import ActionContext, ChatSink
@@ -37,10 +38,8 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
-from memoria_contracts.streams import Stream
 from memoria_llm.port import LLMRequest, LLMUnavailable, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
-from memoria_runtime.bus import EventPublisher
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
@@ -85,14 +84,8 @@ def card(found: Memory, record_id: str = "cyc_test1.1.1") -> ChatRecord:
     )
 
 
-class RecordingPublisher(EventPublisher):
+class RecordingPublisher(in_process_bus.RecordingPublisher):
     """Keeps what a step publishes instead of writing it to Redis Streams."""
-
-    def __init__(self) -> None:  # no broker: nothing leaves the process
-        self.sent: list[tuple[Stream, Envelope]] = []
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        self.sent.append((stream, event))
 
     def posted(self) -> list[ChatRecord]:
         return [e.payload.message for _, e in self.sent if isinstance(e.payload, ChatPosted)]

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from in_process_bus import EmptyHistory, RecordingPublisher
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
@@ -19,43 +20,20 @@ from memoria_contracts.events import (
     ActionSpec,
     CycleEnded,
     Envelope,
-    HistoryPage,
-    Payload,
     UserMessageReceived,
 )
-from memoria_contracts.streams import Stream
 from memoria_decision.cycle import CycleEngine
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.state import CycleStore
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import catalog, keys
-from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 START_ROUND_TRIPS = 3  # open (state, lock, pending) · new state + catalog · decision's writes
 END_ROUND_TRIPS = 3  # the state · end mark, state, usage · announced state + release
-
-
-class Recording(EventPublisher):
-    def __init__(self) -> None:  # no broker: nothing leaves the process
-        self.sent: list[tuple[Stream, Envelope]] = []
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        self.sent.append((stream, event))
-
-
-class EmptyHistory(MemoryClient):
-    def __init__(self) -> None:  # no broker: answers in process
-        pass
-
-    async def _call(
-        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
-    ) -> Payload:
-        return HistoryPage(messages=[])
 
 
 @contextmanager
@@ -77,7 +55,7 @@ async def test_a_finalize_cycle_waits_for_redis_six_times(
     redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
-    publisher = Recording()
+    publisher = RecordingPublisher()
     engine = CycleEngine(
         settings=Settings(_env_file=None),
         redis=redis,
@@ -94,7 +72,7 @@ async def test_a_finalize_cycle_waits_for_redis_six_times(
 
 async def cycle(
     engine: CycleEngine,
-    publisher: Recording,
+    publisher: RecordingPublisher,
     redis: Redis,
     n: int,
     monkeypatch: pytest.MonkeyPatch,

@@ -4,6 +4,7 @@ usage and cost when it ends; on a real Redis, with the scripted provider."""
 from __future__ import annotations
 
 import pytest
+from in_process_bus import EmptyHistory, RecordingPublisher
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
@@ -13,8 +14,6 @@ from memoria_contracts.events import (
     ActionSpec,
     CycleEnded,
     Envelope,
-    HistoryPage,
-    Payload,
     UserMessageReceived,
 )
 from memoria_contracts.streams import Stream
@@ -26,37 +25,14 @@ from memoria_llm import accounting
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import catalog, keys, metrics
-from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 SCRIPTED_PRICE = (1000.0, 2000.0)  # USD per million words: visible costs for tiny prompts
 WORKER_MODEL = "gemini-2.5-flash"
 MESSAGE_ID = "msg_usage1"
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
-
-
-class RecordingPublisher(EventPublisher):
-    def __init__(self) -> None:  # no broker: nothing leaves the process
-        self.sent: list[tuple[Stream, Envelope]] = []
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        self.sent.append((stream, event))
-
-    def on(self, stream: Stream) -> list[Envelope]:
-        return [event for sent_to, event in self.sent if sent_to is stream]
-
-
-class EmptyHistory(MemoryClient):
-    def __init__(self) -> None:  # no broker: answers in process
-        pass
-
-    async def _call(
-        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
-    ) -> Payload:
-        return HistoryPage(messages=[])
 
 
 def engine_for(

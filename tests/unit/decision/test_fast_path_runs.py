@@ -7,14 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from in_process_bus import RecordingPublisher
 from redis.asyncio import Redis
 
-from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import (
     ActionRequested,
     ActionSpec,
-    ChatPosted,
-    CycleEnded,
     Envelope,
     HistoryPage,
     HistoryQuery,
@@ -36,7 +34,6 @@ from memoria_decision.fast_paths import LIST_SHOWN
 from memoria_decision.state import CycleStore
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import catalog, keys
-from memoria_runtime.bus import EventPublisher
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError
@@ -44,28 +41,6 @@ from memoria_runtime.settings import Settings
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
-
-
-class RecordingPublisher(EventPublisher):
-    def __init__(self) -> None:  # no broker: nothing leaves the process
-        self.sent: list[tuple[Stream, Envelope]] = []
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        self.sent.append((stream, event))
-
-    def on(self, stream: Stream) -> list[Envelope]:
-        return [event for sent_to, event in self.sent if sent_to is stream]
-
-    def records(self) -> list[ChatRecord]:
-        return [
-            e.payload.message for e in self.on(Stream.CHAT_OUT) if isinstance(e.payload, ChatPosted)
-        ]
-
-    def ends(self) -> list[CycleEnded]:
-        return [e.payload for e in self.on(Stream.CHAT_OUT) if isinstance(e.payload, CycleEnded)]
-
-    def clear(self) -> None:
-        self.sent.clear()
 
 
 def memory(memory_id: str) -> Memory:
@@ -151,7 +126,7 @@ class Chat:
         await self.engine.on_user_message(event, message, b"framed")
 
     def replies(self) -> list[str]:
-        return [str(r.content) for r in self.publisher.records() if r.role == "assistant"]
+        return [str(r.content) for r in self.publisher.chat() if r.role == "assistant"]
 
 
 async def a_chat(
@@ -208,9 +183,7 @@ async def test_a_redelivered_confirmation_deletes_once_and_reports_the_same_coun
     ends = chat.publisher.ends()
     assert [e.actions for e in ends[1:]] == [["DeleteAllMemories"]]  # announced once
     assert sorted(memories.deleted) == sorted(f"mem_a{i}" for i in range(20))  # each once
-    replies = [
-        r for r in chat.publisher.records() if r.id == f"{cycle_id_for('msg_confirm')}.1.reply"
-    ]
+    replies = [r for r in chat.publisher.chat() if r.id == f"{cycle_id_for('msg_confirm')}.1.reply"]
     assert {str(r.content) for r in replies} == {"Done: I deleted all your memories (20)."}
 
 
@@ -240,7 +213,7 @@ async def test_another_message_drops_the_pending_action_and_goes_to_the_model(
     chat.publisher.clear()
 
     await chat.say("ok")  # not a clear yes
-    notices = [r for r in chat.publisher.records() if r.id.endswith(".pending")]
+    notices = [r for r in chat.publisher.chat() if r.id.endswith(".pending")]
     assert [str(n.content) for n in notices] == [
         'I did not delete your memories: your reply was not a "yes", so I dropped that request.'
     ]
@@ -264,13 +237,13 @@ async def test_list_all_shows_the_newest_memories_as_cards(redis: Redis) -> None
     chat, _ = await a_chat(redis, {"ana": ["mem_a1", "mem_a2"], "bob": ["mem_b1"]})
     await chat.say("list all my memories")
 
-    cards = [r for r in chat.publisher.records() if r.modal == "memory"]
+    cards = [r for r in chat.publisher.chat() if r.modal == "memory"]
     assert [c.content["memory_id"] for c in cards] == ["mem_a1", "mem_a2"]
     assert all(c.chat_history for c in cards)
     assert chat.replies() == ["These are all your memories (2)."]
     (ended,) = chat.publisher.ends()
     assert (ended.actions, ended.reason, ended.usage) == (["ListMemories"], "done", None)
-    statuses = [r.content for r in chat.publisher.records() if r.modal == "textForReplace"]
+    statuses = [r.content for r in chat.publisher.chat() if r.modal == "textForReplace"]
     assert statuses == ["Listing your memories..."]
 
 
@@ -278,7 +251,7 @@ async def test_list_all_says_when_there_are_more(redis: Redis) -> None:
     many = [f"mem_a{i}" for i in range(LIST_SHOWN + 5)]
     chat, _ = await a_chat(redis, {"ana": many})
     await chat.say("liste minhas memórias")
-    cards = [r for r in chat.publisher.records() if r.modal == "memory"]
+    cards = [r for r in chat.publisher.chat() if r.modal == "memory"]
     assert len(cards) == LIST_SHOWN
     assert chat.replies()[0].startswith(f"Estas são as suas {LIST_SHOWN} memórias mais recentes")
 
@@ -307,7 +280,7 @@ async def test_a_partial_delete_all_says_so_and_ends_failed(redis: Redis) -> Non
 
     (ended,) = chat.publisher.ends()
     assert (ended.actions, ended.reason) == (["DeleteAllMemories"], "action_failed")
-    notices = [str(r.content) for r in chat.publisher.records() if r.role == "system"]
+    notices = [str(r.content) for r in chat.publisher.chat() if r.role == "system"]
     assert notices[-1].startswith("I deleted 2 of your 3 memories; 1 could not be deleted.")
     assert memories.ids("ana") == ["mem_a2"]
 

@@ -3,6 +3,7 @@ puts the thread's summary into prompts within its bound; on a real Redis, script
 
 from __future__ import annotations
 
+from in_process_bus import RecordingPublisher
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -28,7 +29,6 @@ from memoria_decision.state import CycleState, CycleStore
 from memoria_llm.conversation import TURNS_HEADING
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import catalog
-from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
@@ -41,21 +41,6 @@ BIG_SUMMARY = HistorySummary(
     turns=[SummaryTurn(cycle_id=f"c{n}", lines=[f"user: question {n}"]) for n in range(200)],
     archive="\n".join(f"- user: old {n}" for n in range(200)),
 )
-
-
-class RecordingPublisher(EventPublisher):
-    def __init__(self) -> None:  # no broker: nothing leaves the process
-        self.sent: list[tuple[Stream, Envelope]] = []
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        self.sent.append((stream, event))
-
-    def chat(self) -> list[ChatRecord]:
-        return [
-            event.payload.message
-            for stream, event in self.sent
-            if stream is Stream.CHAT_OUT and isinstance(event.payload, ChatPosted)
-        ]
 
 
 class SummarizedHistory(MemoryClient):

@@ -142,7 +142,7 @@ async def test_a_number_updates_only_that_memory_and_a_redelivery_says_the_same(
     assert memories.updates == [("ana", "mem_c2")]
     (ended,) = chat.publisher.ends()
     assert (ended.actions, ended.reason, ended.usage) == (["UpdateChosenMemory"], "done", None)
-    replies = [r for r in chat.publisher.records() if r.id == f"{cycle_id_for('msg_pick')}.1.reply"]
+    replies = [r for r in chat.publisher.chat() if r.id == f"{cycle_id_for('msg_pick')}.1.reply"]
     assert {str(r.content) for r in replies} == {
         'Updated: "Coffee: black, no sugar" is now "I drink tea".'
     }
@@ -204,7 +204,7 @@ async def test_out_of_range_asks_again(redis: Redis) -> None:
 async def test_anything_else_drops_it_with_a_notice_and_goes_to_the_model(redis: Redis) -> None:
     chat, memories = await asked(redis, {"ana": ["mem_c1", "mem_c2"]})
     await chat.say("what's the weather like?")
-    notices = [str(r.content) for r in chat.publisher.records() if r.id.endswith(".pending")]
+    notices = [str(r.content) for r in chat.publisher.chat() if r.id.endswith(".pending")]
     assert notices == [
         "I did not update any memory: your reply did not pick one, so I dropped that request."
     ]
@@ -239,7 +239,7 @@ async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_rede
     (ended,) = chat.publisher.ends()
     assert (ended.actions, ended.reason) == (["MemoryUpdate"], "done")
     assert request.payload.action == "MemoryUpdate"  # type: ignore[union-attr]
-    (question,) = {r.content for r in chat.publisher.records() if r.id.endswith(".1.reply")}
+    (question,) = {r.content for r in chat.publisher.chat() if r.id.endswith(".1.reply")}
     assert question == (
         'Which memory should become "I drink tea"?\n'
         "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"

@@ -1,0 +1,47 @@
+"""The bus as decision and the workers see it, kept in the process: a publisher that records
+what would be appended to the streams, and a memory client whose threads have no history."""
+
+from __future__ import annotations
+
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import ChatPosted, CycleEnded, Envelope, HistoryPage, Payload
+from memoria_contracts.streams import Stream
+from memoria_runtime.bus import EventPublisher
+from memoria_runtime.memory_client import MemoryClient
+
+
+class RecordingPublisher(EventPublisher):
+    """Keeps what is published instead of writing it to Redis Streams."""
+
+    def __init__(self) -> None:  # no broker: nothing leaves the process
+        self.sent: list[tuple[Stream, Envelope]] = []
+
+    async def publish(self, stream: Stream, event: Envelope) -> None:
+        self.sent.append((stream, event))
+
+    def on(self, stream: Stream) -> list[Envelope]:
+        return [event for sent_to, event in self.sent if sent_to is stream]
+
+    def chat(self) -> list[ChatRecord]:
+        """The complete messages posted on chat.out, in order."""
+        return [
+            e.payload.message for e in self.on(Stream.CHAT_OUT) if isinstance(e.payload, ChatPosted)
+        ]
+
+    def ends(self) -> list[CycleEnded]:
+        return [e.payload for e in self.on(Stream.CHAT_OUT) if isinstance(e.payload, CycleEnded)]
+
+    def clear(self) -> None:
+        self.sent.clear()
+
+
+class EmptyHistory(MemoryClient):
+    """Answers every memory request with an empty history page, in the process."""
+
+    def __init__(self) -> None:  # no broker
+        pass
+
+    async def _call(
+        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
+    ) -> Payload:
+        return HistoryPage(messages=[])
