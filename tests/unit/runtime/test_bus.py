@@ -187,6 +187,31 @@ async def test_failures_caused_by_a_broker_outage_are_not_held_against_the_entry
     assert await redis.keys("memoria:bus:outages:*") == []  # forgotten once handled
 
 
+async def test_a_consumer_group_removed_under_a_running_consumer_is_created_again(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """A flushed broker, or one restarted without its data: the readers must not stop."""
+    seen: list[str] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        assert isinstance(event.payload, UserMessageReceived)
+        seen.append(event.payload.content)
+
+    publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message("before"))
+    await eventually(lambda: seen == ["before"])
+    await redis.delete(Stream.CHAT_IN.value)  # the stream and its group are gone
+
+    async def published_until_handled() -> None:
+        # The group comes back at the stream's end: what was appended before that is
+        # not this consumer's to read, so keep appending until one arrives.
+        while "after" not in seen:
+            await publisher.publish(Stream.CHAT_IN, message("after"))
+            await asyncio.sleep(0.2)
+
+    await asyncio.wait_for(published_until_handled(), WAIT_S)
+
+
 async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
     redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:

@@ -133,7 +133,6 @@ class GroupConsumer:
         group: Group,
         handler: EventHandler,
         description: str,
-        concurrent: bool,
         signer: Signer,
         tracer: Tracer,
         service: str,
@@ -150,11 +149,7 @@ class GroupConsumer:
         self._max_deliveries = settings.max_deliveries
         self._maxlen = settings.stream_maxlen
         self._grace_s = settings.shutdown_grace_seconds
-        # One read takes what the consumer can work on; a sequential consumer (history
-        # rows in stream order) still reads that many and handles them one after another.
-        self._batch = max(1, settings.consumer_concurrency)
-        self._slots = self._batch if concurrent else 1
-        self._concurrent = concurrent
+        self._slots = max(1, settings.consumer_concurrency)
         self._outages_key = _OUTAGES_KEY.format(stream=stream.value, group=group.value)
         self._metrics = metrics.group_consumer_metrics(service, stream.value, group.value)
         self._held: set[str] = set()  # entries read and not yet acknowledged or given up
@@ -214,16 +209,14 @@ class GroupConsumer:
                     self.group.value,
                     self._consumer,
                     {self.stream.value: ">"},
-                    count=min(free, self._batch) if self._concurrent else self._batch,
+                    count=free,  # no more than it can work on: the rest is for other replicas
                     block=_READ_BLOCK_MS,
                 )
-            except ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                await self.start_group_again()
-                continue
             except RedisError as exc:
-                failures = await self._pause_after(exc, failures)
+                if isinstance(exc, ResponseError) and "NOGROUP" in str(exc):
+                    await self._start_group_again()
+                else:  # the broker is away or refuses for now: never stop reading
+                    failures = await self._pause_after(exc, failures)
                 continue
             failures = 0
             for _, entries in reply or ():
@@ -277,9 +270,6 @@ class GroupConsumer:
             if entry_id in self._held:  # already in this process' hands (a reclaim race)
                 continue
             self._held.add(entry_id)
-            if not self._concurrent:
-                await self._settle(entry_id, fields, redelivered=redelivered)
-                continue
             await self._free_slots()
             task = asyncio.create_task(self._settle(entry_id, fields, redelivered=redelivered))
             self._running.add(task)
@@ -298,7 +288,7 @@ class GroupConsumer:
                 self._consumer,
                 min_idle_time=self._idle_ms,
                 start_id=start,
-                count=self._batch,
+                count=self._slots,
             )
             fresh = [(i, f) for i, f in claimed if i.decode() not in self._held]
             if fresh:
@@ -314,7 +304,7 @@ class GroupConsumer:
         await asyncio.sleep(delay)
         return failures + 1
 
-    async def start_group_again(self) -> None:
+    async def _start_group_again(self) -> None:
         """The stream or its group vanished (a flushed broker, a broker restarted without
         persistence): create it again, as at start."""
         log.warning("%s: consumer group missing; creating it again", self._name)
@@ -483,7 +473,6 @@ def subscribe_group(
     group: Group,
     handler: EventHandler,
     description: str,
-    concurrent: bool = True,
 ) -> GroupConsumer:
     """Read ``stream`` in ``group`` while ``broker`` runs (started and stopped with it)."""
     consumer = GroupConsumer(
@@ -493,7 +482,6 @@ def subscribe_group(
         group=group,
         handler=handler,
         description=description,
-        concurrent=concurrent,
         signer=signer_for(settings),
         tracer=broker.tracer,
         service=broker.service,
