@@ -115,8 +115,12 @@ class ReplyInbox:
                     log.warning("reply inbox: %s; listening again", exc)
                     await asyncio.sleep(_RETRY_AFTER_S)
                     continue
-                if message is not None and message.get("type") == "message":
+                if message is None or message.get("type") != "message":
+                    continue
+                try:
                     self._deliver(message["data"])
+                except Exception:  # anyone can publish here; the inbox must keep listening
+                    log.exception("reply inbox: dropped an unreadable reply")
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()
