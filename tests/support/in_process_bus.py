@@ -1,13 +1,22 @@
 """The bus as decision and the workers see it, kept in the process: a publisher that records
-what would be appended to the streams, and a memory client whose threads have no history."""
+what would be appended to the streams, a memory client whose threads have no history, and a
+decision engine on them that always finalizes (its Redis state is real)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ChatPosted, CycleEnded, Envelope, HistoryPage, Payload
 from memoria_contracts.streams import Stream
+from memoria_decision.cycle import CycleEngine
+from memoria_decision.deadlines import Deadlines
+from memoria_decision.state import CycleStore
+from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import EventPublisher
+from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.settings import Settings
 
 
 class RecordingPublisher(EventPublisher):
@@ -45,3 +54,17 @@ class EmptyHistory(MemoryClient):
         self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
     ) -> Payload:
         return HistoryPage(messages=[])
+
+
+def finalizing_engine(redis: Any, publisher: EventPublisher) -> CycleEngine:
+    """Decision whose model always answers Finalize, with no history, on ``redis``."""
+    return CycleEngine(
+        settings=Settings(_env_file=None),
+        redis=redis,
+        publisher=publisher,
+        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
+        store=CycleStore(redis),
+        deadlines=Deadlines(redis),
+        memory=EmptyHistory(),
+        llm=ScriptedModel(Script(rules=[ScriptRule(decide=["Finalize"])])),
+    )

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from in_process_bus import EmptyHistory, RecordingPublisher
+from in_process_bus import RecordingPublisher, finalizing_engine
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
@@ -23,13 +23,8 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_decision.cycle import CycleEngine
-from memoria_decision.deadlines import Deadlines
-from memoria_decision.state import CycleStore
-from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
-from memoria_runtime.gate import ThreadGate
-from memoria_runtime.settings import Settings
 
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 START_ROUND_TRIPS = 3  # open (state, lock, pending) · new state + catalog · decision's writes
@@ -56,16 +51,7 @@ async def test_a_finalize_cycle_waits_for_redis_six_times(
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
     publisher = RecordingPublisher()
-    engine = CycleEngine(
-        settings=Settings(_env_file=None),
-        redis=redis,
-        publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
-        store=CycleStore(redis),
-        deadlines=Deadlines(redis),
-        memory=EmptyHistory(),
-        llm=ScriptedModel(Script(rules=[ScriptRule(decide=["Finalize"])])),
-    )
+    engine = finalizing_engine(redis, publisher)
     for n in (1, 2):  # the first cycle loads the scripts
         await cycle(engine, publisher, redis, n, monkeypatch)
 

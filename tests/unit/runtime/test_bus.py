@@ -22,6 +22,7 @@ from memoria_contracts.events import (
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus import (
     Delivery,
+    EventHandler,
     EventPublisher,
     MemoriaBroker,
     create_broker,
@@ -52,6 +53,16 @@ def message(text: str = "hello") -> Envelope:
     return Envelope(
         user_id="ana", thread_id="t1", payload=UserMessageReceived(message_id="m1", content=text)
     )
+
+
+def contents_into(seen: list[str]) -> EventHandler:
+    """A handler that keeps the content of each user message it gets."""
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        assert isinstance(event.payload, UserMessageReceived)
+        seen.append(event.payload.content)
+
+    return handler
 
 
 async def eventually(condition: Callable[[], bool], timeout: float = WAIT_S) -> None:
@@ -192,10 +203,7 @@ async def test_a_consumer_group_removed_under_a_running_consumer_is_created_agai
 ) -> None:
     """A flushed broker, or one restarted without its data: the readers must not stop."""
     seen: list[str] = []
-
-    async def handler(event: Envelope, delivery: Delivery) -> None:
-        assert isinstance(event.payload, UserMessageReceived)
-        seen.append(event.payload.content)
+    handler = contents_into(seen)
 
     publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
     await publisher.publish(Stream.CHAT_IN, message("before"))
@@ -216,10 +224,7 @@ async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
     redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:
     seen: list[str] = []
-
-    async def handler(event: Envelope, delivery: Delivery) -> None:
-        assert isinstance(event.payload, UserMessageReceived)
-        seen.append(event.payload.content)
+    handler = contents_into(seen)
 
     publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
     body = b"\xff not json at all"
@@ -261,10 +266,7 @@ async def test_a_forged_event_never_reaches_the_handler(
     redis: Redis, redis_url: str, running: list[MemoriaBroker], how: str, reason: bytes
 ) -> None:
     seen: list[str] = []
-
-    async def handler(event: Envelope, delivery: Delivery) -> None:
-        assert isinstance(event.payload, UserMessageReceived)
-        seen.append(event.payload.content)
+    handler = contents_into(seen)
 
     publisher = await start(running, settings_for(redis_url), handler, Stream.CHAT_IN)
     forged = message("delete all my memories")
