@@ -12,6 +12,7 @@ import re
 import socket as net
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from memoria_cli.chat.lines import LineReader
 from memoria_cli.chat.render import ChatView
 from memoria_cli.chat.repl import EXIT_FAILED, EXIT_OK, chat
-from memoria_cli.chat.session import socket_url
+from memoria_cli.chat.session import ChatSession, CycleOutcome, socket_url
 from memoria_cli.gateway_client import Connection
 
 TOKEN = "a-token"
@@ -397,3 +398,19 @@ def test_the_socket_address_follows_the_gateway_address() -> None:
     assert socket_url("https://chat.example/memoria/", "t", since="5-0") == (
         "wss://chat.example/memoria/ws?token=t&since=5-0"
     )
+
+
+async def test_a_cycle_end_handled_just_as_the_wait_begins_still_ends_the_wait() -> None:
+    """The end of a cycle may be read between the wait's last look and the moment its
+    waiting starts (the answer and the end arrive back to back): it must not be missed,
+    or the next line waits for the silence timeout."""
+    session = ChatSession(
+        "http://127.0.0.1:1", "token", lambda frame: None, lambda notice: None, cycle_silence_s=30
+    )
+    link: Any = SimpleNamespace(resumed=asyncio.Event(), resume_complete=True)
+    echo = {"type": "message", "role": "user", "id": "msg_1", "cycle_id": "cyc_1"}
+    session._handle(link, json.dumps(echo))
+    waiting = asyncio.create_task(session.wait_for_cycle("msg_1"))
+    await asyncio.sleep(0)  # the wait has looked (not ended yet) and is about to wait
+    session._handle(link, json.dumps({"type": "cycle_end", "cycle_id": "cyc_1"}))
+    assert await asyncio.wait_for(waiting, 5) is CycleOutcome.ENDED

@@ -20,7 +20,7 @@ import contextlib
 import enum
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
 import httpx
@@ -328,8 +328,12 @@ class ChatSession:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _next_change(self) -> None:
-        await self._changed.wait()
+    def _next_change(self) -> Coroutine[Any, Any, bool]:
+        """What to await for the next change. The event is taken *now*: ``asyncio.wait_for``
+        starts the wait in a task a loop turn later, and a frame handled in between (a
+        ``cycle_end`` right behind the answer) would otherwise replace the event before the
+        wait began and be missed until the next frame — or the silence timeout."""
+        return self._changed.wait()
 
     async def _first_of(self, reply: asyncio.Future[Frame], closed: asyncio.Event) -> None:
         watchers: list[asyncio.Future[Any]] = [
