@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from in_process_bus import finalizing_engine
+from in_process_bus import scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -65,7 +65,7 @@ class FailingOnce(EventPublisher):
 async def deliver(redis: Redis, publisher: EventPublisher) -> None:
     message = UserMessageReceived(message_id=MESSAGE_ID, content="hi there")
     event = Envelope(user_id="ana", thread_id="t1", payload=message)
-    await finalizing_engine(redis, publisher).on_user_message(event, message, b"framed")
+    await scripted_engine(redis, publisher).on_user_message(event, message, b"framed")
 
 
 async def test_a_user_message_is_echoed_even_when_decision_died_right_after_starting_its_cycle(
@@ -157,14 +157,14 @@ async def test_a_step_timeout_is_not_lost_when_decision_dies_while_ending_the_cy
 
     dying = DiesAtCycleEndMark(redis)
     with pytest.raises(Died):
-        await finalizing_engine(cast(Redis, dying), publisher).sweep_deadlines()
+        await scripted_engine(cast(Redis, dying), publisher).sweep_deadlines()
 
     # Another replica (or the restarted one) sweeps a while later, past any claim a dead
     # sweeper may have held on the deadline.
     later = SimpleNamespace(time=lambda: time.time() + LATER_S)
     monkeypatch.setattr(deadlines, "time", later)
     survivor = FailingOnce(fail_at=None)
-    await finalizing_engine(redis, survivor).sweep_deadlines()
+    await scripted_engine(redis, survivor).sweep_deadlines()
     ended = [e.payload for _, e in survivor.sent if isinstance(e.payload, CycleEnded)]
     assert [e.reason for e in ended] == ["step_timeout"], (
         "the overdue step's deadline died with the sweeper: the cycle waits for a step that "
@@ -193,10 +193,10 @@ async def test_a_final_step_ends_its_cycle_once_when_decision_died_after_recordi
 
     dying = DiesAtCycleEndMark(redis)  # recorded the step, died marking the cycle ended
     with pytest.raises(Died):
-        await finalizing_engine(cast(Redis, dying), publisher).on_action_completed(completion, done)
+        await scripted_engine(cast(Redis, dying), publisher).on_action_completed(completion, done)
 
     survivor = FailingOnce(fail_at=None)  # the reclaimed completion, in a new process
-    await finalizing_engine(redis, survivor).on_action_completed(completion, done)
+    await scripted_engine(redis, survivor).on_action_completed(completion, done)
     asked = [e.payload.action for _, e in survivor.sent if isinstance(e.payload, ActionRequested)]
     ended = [e.payload for _, e in survivor.sent if isinstance(e.payload, CycleEnded)]
     assert asked == [], f"the redelivery decided again after the final step: {asked}"

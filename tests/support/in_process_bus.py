@@ -1,6 +1,6 @@
 """The bus as decision and the workers see it, kept in the process: a publisher that records
 what would be appended to the streams, a memory client whose threads have no history, and a
-decision engine on them that always finalizes (its Redis state is real)."""
+decision engine on them with the scripted model (its Redis state is real)."""
 
 from __future__ import annotations
 
@@ -56,15 +56,25 @@ class EmptyHistory(MemoryClient):
         return HistoryPage(messages=[])
 
 
-def finalizing_engine(redis: Any, publisher: EventPublisher) -> CycleEngine:
-    """Decision whose model always answers Finalize, with no history, on ``redis``."""
+def scripted_engine(
+    redis: Any,
+    publisher: EventPublisher,
+    *,
+    rules: list[ScriptRule] | None = None,
+    memory: MemoryClient | None = None,
+    settings: Settings | None = None,
+) -> CycleEngine:
+    """Decision on ``redis`` whose scripted model follows ``rules`` (default: always
+    Finalize), asking ``memory`` (default: threads without history)."""
     return CycleEngine(
-        settings=Settings(_env_file=None),
+        settings=settings if settings is not None else Settings(_env_file=None),
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
         store=CycleStore(redis),
         deadlines=Deadlines(redis),
-        memory=EmptyHistory(),
-        llm=ScriptedModel(Script(rules=[ScriptRule(decide=["Finalize"])])),
+        memory=memory if memory is not None else EmptyHistory(),
+        llm=ScriptedModel(
+            Script(rules=rules if rules is not None else [ScriptRule(decide=["Finalize"])])
+        ),
     )

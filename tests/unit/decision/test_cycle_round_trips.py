@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from in_process_bus import RecordingPublisher, finalizing_engine
+from in_process_bus import RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
@@ -51,7 +51,7 @@ async def test_a_finalize_cycle_waits_for_redis_six_times(
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
     publisher = RecordingPublisher()
-    engine = finalizing_engine(redis, publisher)
+    engine = scripted_engine(redis, publisher)
     for n in (1, 2):  # the first cycle loads the scripts
         await cycle(engine, publisher, redis, n, monkeypatch)
 

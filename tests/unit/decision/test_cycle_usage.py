@@ -4,7 +4,7 @@ usage and cost when it ends; on a real Redis, with the scripted provider."""
 from __future__ import annotations
 
 import pytest
-from in_process_bus import EmptyHistory, RecordingPublisher
+from in_process_bus import RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
@@ -19,14 +19,11 @@ from memoria_contracts.events import (
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
 from memoria_decision.cycle import CycleEngine, cycle_id_for
-from memoria_decision.deadlines import Deadlines
-from memoria_decision.state import CycleStore
 from memoria_llm import accounting
-from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_llm.scripted import ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import catalog, keys, metrics
 from memoria_runtime.envelopes import follow
-from memoria_runtime.gate import ThreadGate
 from memoria_runtime.settings import Settings
 
 SCRIPTED_PRICE = (1000.0, 2000.0)  # USD per million words: visible costs for tiny prompts
@@ -38,16 +35,11 @@ FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycl
 def engine_for(
     redis: Redis, publisher: RecordingPublisher, decide: list[str | list[str]] | None = None
 ) -> CycleEngine:
-    settings = Settings(_env_file=None, llm_prices={"scripted": SCRIPTED_PRICE})
-    return CycleEngine(
-        settings=settings,
-        redis=redis,
-        publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
-        store=CycleStore(redis),
-        deadlines=Deadlines(redis),
-        memory=EmptyHistory(),
-        llm=ScriptedModel(Script(rules=[ScriptRule(decide=decide or ["Finalize"])])),
+    return scripted_engine(
+        redis,
+        publisher,
+        rules=[ScriptRule(decide=decide or ["Finalize"])],
+        settings=Settings(_env_file=None, llm_prices={"scripted": SCRIPTED_PRICE}),
     )
 
 

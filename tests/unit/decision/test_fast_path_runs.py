@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from in_process_bus import RecordingPublisher
+from in_process_bus import RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
@@ -28,16 +28,12 @@ from memoria_contracts.memory import (
     MemoryPage,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import CycleEngine, cycle_id_for
-from memoria_decision.deadlines import Deadlines
+from memoria_decision.cycle import cycle_id_for
 from memoria_decision.fast_paths import LIST_SHOWN
-from memoria_decision.state import CycleStore
-from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
-from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError
-from memoria_runtime.settings import Settings
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
@@ -100,16 +96,7 @@ class InProcessMemories(MemoryClient):
 class Chat:
     def __init__(self, redis: Redis, memories: InProcessMemories, rules: list[ScriptRule]) -> None:
         self.publisher = RecordingPublisher()
-        self.engine = CycleEngine(
-            settings=Settings(_env_file=None),
-            redis=redis,
-            publisher=self.publisher,
-            gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
-            store=CycleStore(redis),
-            deadlines=Deadlines(redis),
-            memory=memories,
-            llm=ScriptedModel(Script(rules=rules)),
-        )
+        self.engine = scripted_engine(redis, self.publisher, rules=rules, memory=memories)
         self.count = 0
 
     async def say(self, text: str, *, user: str = "ana", thread: str = "t1") -> str:

@@ -3,7 +3,7 @@ puts the thread's summary into prompts within its bound; on a real Redis, script
 
 from __future__ import annotations
 
-from in_process_bus import RecordingPublisher
+from in_process_bus import RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -23,14 +23,12 @@ from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_contracts.streams import Stream
 from memoria_decision import tool_history
 from memoria_decision.cycle import CycleEngine
-from memoria_decision.deadlines import Deadlines
 from memoria_decision.prompt import decision_prompt
-from memoria_decision.state import CycleState, CycleStore
+from memoria_decision.state import CycleState
 from memoria_llm.conversation import TURNS_HEADING
-from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog
 from memoria_runtime.envelopes import follow
-from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
@@ -56,16 +54,12 @@ class SummarizedHistory(MemoryClient):
 
 
 def engine_for(redis: Redis, publisher: RecordingPublisher, memory: MemoryClient) -> CycleEngine:
-    settings = Settings(_env_file=None, history_summary_prompt_chars=PROMPT_CHARS)
-    return CycleEngine(
-        settings=settings,
-        redis=redis,
-        publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
-        store=CycleStore(redis),
-        deadlines=Deadlines(redis),
+    return scripted_engine(
+        redis,
+        publisher,
+        rules=[ScriptRule(decide=["MemorySearch", "Finalize"])],
         memory=memory,
-        llm=ScriptedModel(Script(rules=[ScriptRule(decide=["MemorySearch", "Finalize"])])),
+        settings=Settings(_env_file=None, history_summary_prompt_chars=PROMPT_CHARS),
     )
 
 
