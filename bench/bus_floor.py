@@ -70,8 +70,8 @@ MAX_HOPS = len(BUS_STREAMS)
 RAW_STREAM_PREFIX = "bench:raw:hop"  # apart from the bus streams, so the phases never meet
 RAW_GROUP = "bench-raw"
 RAW_CONSUMER = "bench-raw-consumer"
-# FastStream's StreamSub blocks 100 ms per XREADGROUP by default; the raw readers match it.
-# Either way a blocked read returns as soon as an entry arrives.
+# How long an idle raw reader's XREADGROUP blocks. It does not bear on the latency measured:
+# a blocked read returns as soon as an entry arrives (the bus' readers block 2 s).
 READ_BLOCK_MS = 100
 KEY_FIELD = b"key"  # raw entries carry the sample key beside the envelope, unparsed
 DATA_FIELD = b"data"

@@ -13,11 +13,11 @@ reads them from its own thread, which is why the state is a few plain floats.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("memoria.health")
 
@@ -117,7 +117,13 @@ async def heartbeat(
         await asyncio.sleep(beat_s)
 
 
-async def stop_task(task: asyncio.Task[None]) -> None:
+async def stop_task(task: asyncio.Task[Any]) -> None:
+    """Cancel a background loop and wait for it. One that had already died of an error is
+    logged, not raised: stopping the rest of the process must go on."""
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("%s had failed before it was stopped", task.get_name())

@@ -9,15 +9,12 @@ than the delivery itself (ADR 0013).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from faststream.redis import StreamSub
-from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
@@ -25,8 +22,9 @@ from memoria_gateway.resume import EntryId
 from memoria_runtime import metrics
 from memoria_runtime.bus import MemoriaBroker
 from memoria_runtime.bus.broker import ReaderDocs
-from memoria_runtime.bus.entries import read_entry
+from memoria_runtime.bus.entries import opened, read_entry
 from memoria_runtime.bus.signing import Signer
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.gateway.fan_out")
 
@@ -66,9 +64,7 @@ class ChatOutFanOut:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await stop_task(self._task)
             self._task = None
 
     async def _read_forever(self, last_id: str) -> None:
@@ -96,15 +92,9 @@ class ChatOutFanOut:
 
     def _deliver(self, raw_id: bytes, fields: dict[bytes, bytes]) -> None:
         entry = read_entry(raw_id, fields, self._broker.message_format)
-        problem = self._signer.problem(Stream.CHAT_OUT.value, entry.body, dict(entry.headers))
-        if problem is not None:  # a forged frame must never reach a user's socket
-            log.error("dropped chat.out entry %s: %s", entry.entry_id, problem)
-            self._metrics.dead_lettered.inc()
-            return
-        try:
-            event = Envelope.model_validate_json(entry.body)
-        except ValidationError as exc:
-            log.error("dropped chat.out entry %s: not an envelope: %s", entry.entry_id, exc)
+        event = opened(Stream.CHAT_OUT.value, entry, self._signer)
+        if isinstance(event, str):  # a forged frame must never reach a user's socket
+            log.error("dropped chat.out entry %s: %s", entry.entry_id, event)
             self._metrics.dead_lettered.inc()
             return
         # The entry id is the frame's event_id, which a client resumes from (?since=).

@@ -10,7 +10,6 @@ from enum import Enum
 from typing import Any, Final
 
 from faststream.redis.parser.message import MessageFormat
-from pydantic import ValidationError
 from redis.exceptions import RedisError, ResponseError
 
 from memoria_contracts.events import Envelope
@@ -19,6 +18,7 @@ from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
 from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.entries import DATA_FIELD, opened, read_entry
 from memoria_runtime.bus.signing import Signer
 
 log = logging.getLogger("memoria.gateway.replay")
@@ -26,7 +26,6 @@ log = logging.getLogger("memoria.gateway.replay")
 REPLAY_CAP: Final = 5000
 """Most frames one resume replays; past it, ``complete`` is false and the client reloads."""
 PAGE: Final = 500  # entries per XRANGE: every user's entries are read, this one's are kept
-_DATA_FIELD: Final = b"__data__"  # where FastStream keeps the framed message in an entry
 
 
 class Position(Enum):
@@ -57,7 +56,7 @@ class ChatOutLog:
             entries = await self._redis.xrange(self._stream, min=f"({cursor}", max="+", count=PAGE)
             for raw_id, fields in entries:
                 entry_id = EntryId.parse(raw_id)
-                event = self._envelope(fields)
+                event = self._envelope(raw_id, fields)
                 if entry_id is None or event is None or event.user_id != user_id:
                     continue
                 frame = frame_for(event, str(entry_id))
@@ -88,20 +87,14 @@ class ChatOutLog:
             kept = False  # an entry after it was deleted one by one (XDEL)
         return Position.KEPT if kept else Position.TRIMMED
 
-    def _envelope(self, fields: dict[bytes, bytes]) -> Envelope | None:
-        data = fields.get(_DATA_FIELD)
-        if data is None:
+    def _envelope(self, raw_id: bytes, fields: dict[bytes, bytes]) -> Envelope | None:
+        if DATA_FIELD not in fields:
             return None
-        try:
-            body, headers = self._format.parse(data)
-            problem = self._signer.problem(self._stream, body, headers)
-            if problem is not None:
-                log.error("skipping a chat.out entry: %s", problem)
-                return None
-            return Envelope.model_validate_json(body)
-        except (ValidationError, ValueError) as exc:
-            log.debug("skipping an unreadable chat.out entry: %s", exc)
+        event = opened(self._stream, read_entry(raw_id, fields, self._format), self._signer)
+        if isinstance(event, str):
+            log.error("skipping a chat.out entry: %s", event)
             return None
+        return event
 
 
 async def resume(

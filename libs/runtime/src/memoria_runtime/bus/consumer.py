@@ -40,8 +40,7 @@ from typing import Any
 
 from faststream.redis import StreamSub
 from opentelemetry import propagate, trace
-from opentelemetry.trace import SpanKind, Tracer
-from pydantic import ValidationError
+from opentelemetry.trace import SpanKind
 from redis.exceptions import BusyLoadingError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -51,8 +50,9 @@ from memoria_contracts.streams import Group, Stream
 from memoria_runtime import metrics
 from memoria_runtime.bus.broker import MemoriaBroker, ReaderDocs
 from memoria_runtime.bus.deadletter import dead_letter
-from memoria_runtime.bus.entries import Entry, read_entry
-from memoria_runtime.bus.signing import Signer, reply_channel, signer_for
+from memoria_runtime.bus.entries import Entry, opened, read_entry
+from memoria_runtime.bus.signing import reply_channel, signer_for
+from memoria_runtime.health import stop_task
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.bus")
@@ -133,17 +133,14 @@ class GroupConsumer:
         group: Group,
         handler: EventHandler,
         description: str,
-        signer: Signer,
-        tracer: Tracer,
-        service: str,
     ) -> None:
         self.stream = stream
         self.group = group
         self.description = description
         self._broker = broker
         self._handler = handler
-        self._signer = signer
-        self._tracer = tracer
+        self._signer = signer_for(settings)
+        self._tracer = broker.tracer
         self._consumer = settings.consumer
         self._idle_ms = settings.reclaim_idle_ms
         self._max_deliveries = settings.max_deliveries
@@ -151,7 +148,7 @@ class GroupConsumer:
         self._grace_s = settings.shutdown_grace_seconds
         self._slots = max(1, settings.consumer_concurrency)
         self._outages_key = _OUTAGES_KEY.format(stream=stream.value, group=group.value)
-        self._metrics = metrics.group_consumer_metrics(service, stream.value, group.value)
+        self._metrics = metrics.group_consumer_metrics(broker.service, stream.value, group.value)
         self._held: set[str] = set()  # entries read and not yet acknowledged or given up
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -175,11 +172,9 @@ class GroupConsumer:
     async def stop(self) -> None:
         """Stop taking entries, let running handlers finish within the grace period, then
         cancel them (their entries stay pending for another consumer)."""
-        for task in self._loops[:2]:
-            task.cancel()
-        for task in self._loops[:2]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        reading, keep_alive = self._loops[:2], self._loops[2:]
+        for task in reading:
+            await stop_task(task)
         if self._running:
             _, late = await asyncio.wait(set(self._running), timeout=self._grace_s)
             for task in late:
@@ -187,11 +182,8 @@ class GroupConsumer:
             if late:
                 await asyncio.wait(late)
                 log.warning("%s: %d handlers cut short by the stop", self._name, len(late))
-        keepalive = self._loops[2:]
-        for task in keepalive:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in keep_alive:
+            await stop_task(task)
         self._loops = []
 
     @property
@@ -336,19 +328,15 @@ class GroupConsumer:
             self._held.discard(entry_id)
 
     async def _settle_entry(self, entry: Entry, *, redelivered: bool) -> None:
-        problem = self._signer.problem(self.stream.value, entry.body, dict(entry.headers))
-        if problem is None and redelivered:
-            problem = await self._refusal(entry.entry_id)
-        event: Envelope | None = None
-        if problem is None:
-            try:
-                event = Envelope.model_validate_json(entry.body)
-            except ValidationError as exc:
-                problem = f"unparseable envelope: {exc.errors(include_input=False)[:3]}"
-        if event is None:
-            await self._refuse(entry, problem or "unknown")
+        event = opened(self.stream.value, entry, self._signer)
+        if isinstance(event, str):
+            await self._refuse(entry, event)
             return
         if redelivered:
+            refusal = await self._refusal(entry.entry_id)
+            if refusal is not None:
+                await self._refuse(entry, refusal)
+                return
             log.warning("reclaimed %s %s", self.stream.value, event.event_id)
         delivery = Delivery(
             stream=self.stream.value,
@@ -360,7 +348,7 @@ class GroupConsumer:
         started = time.perf_counter()
         with self._tracer.start_as_current_span(
             f"{self.stream.value} process",
-            context=propagate.extract(dict(entry.headers)),
+            context=propagate.extract(entry.headers),
             kind=SpanKind.CONSUMER,
             attributes={
                 "messaging.system": "redis",
@@ -476,15 +464,7 @@ def subscribe_group(
 ) -> GroupConsumer:
     """Read ``stream`` in ``group`` while ``broker`` runs (started and stopped with it)."""
     consumer = GroupConsumer(
-        broker,
-        settings,
-        stream=stream,
-        group=group,
-        handler=handler,
-        description=description,
-        signer=signer_for(settings),
-        tracer=broker.tracer,
-        service=broker.service,
+        broker, settings, stream=stream, group=group, handler=handler, description=description
     )
     docs = ReaderDocs(
         stream=StreamSub(stream.value, group=group.value, consumer=settings.consumer),

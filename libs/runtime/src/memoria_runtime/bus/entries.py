@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from faststream.redis.parser.message import MessageFormat
+from pydantic import ValidationError
+
+from memoria_contracts.events import Envelope
+from memoria_runtime.bus.signing import Signer
 
 DATA_FIELD = b"__data__"  # where FastStream stores the framed message in a stream entry
 
@@ -52,3 +56,16 @@ def read_entry(
         return Entry(entry_id=ident, data=b"", body=b"", headers={})
     body, headers = message_format.parse(data)
     return Entry(entry_id=ident, data=data, body=body, headers=headers)
+
+
+def opened(stream: str, entry: Entry, signer: Signer) -> Envelope | str:
+    """The entry's envelope, or why nothing may act on it: unsigned, signed wrongly (forged,
+    altered, moved from another stream) or not an envelope. Parsing starts only once the
+    signature holds."""
+    problem = signer.problem(stream, entry.body, entry.headers)
+    if problem is not None:
+        return problem
+    try:
+        return Envelope.model_validate_json(entry.body)
+    except ValidationError as exc:
+        return f"unparseable envelope: {exc.errors(include_input=False)[:3]}"

@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from memoria_runtime.bus.entries import DATA_FIELD
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.bus.replies")
 
@@ -86,9 +87,7 @@ class ReplyInbox:
 
     async def close(self) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._listener
+            await stop_task(self._listener)
             self._listener = None
         for waiting in self._waiting.values():
             waiting.cancel()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from memoria_runtime.local_secrets import load_or_create_secret
@@ -53,7 +54,7 @@ class Signer:
     def headers(self, channel: str, body: bytes) -> dict[str, str]:
         return {SIGNATURE_HEADER: self.signature(channel, body)}
 
-    def problem(self, channel: str, body: bytes, headers: dict[str, Any] | None) -> str | None:
+    def problem(self, channel: str, body: bytes, headers: Mapping[str, Any] | None) -> str | None:
         """Why the entry must not be trusted, or None when its signature holds."""
         given = (headers or {}).get(SIGNATURE_HEADER)
         if not given:
