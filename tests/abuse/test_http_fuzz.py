@@ -22,6 +22,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from stack import Stack
 
+from memoria_contracts.session import SESSION_FIELDS
 from tests.abuse.helpers import (
     FUZZ,
     a_user,
@@ -265,15 +266,6 @@ def test_thread_bodies_are_answered_without_a_server_error(
         assert thread["title"].strip() == title.strip()
 
 
-CONFIG_FIELDS: Final = (
-    "system_prompt",
-    "chat_model",
-    "memory_limit",
-    "memory_min_relevance",
-    "memory_type_descriptions",
-    "proactive_retrieval",
-    "persona",
-)
 config_values = st.one_of(
     json_values,
     st.sampled_from(["tutor", "coach", "memoria", "pirate", "Tutor", "tutor\n"]),  # personas
@@ -288,7 +280,7 @@ config_values = st.one_of(
 @settings(FUZZ, max_examples=50)
 @given(
     body=st.dictionaries(
-        st.sampled_from((*CONFIG_FIELDS, *THREAD_EXTRAS)), config_values, max_size=4
+        st.sampled_from((*SESSION_FIELDS, *THREAD_EXTRAS)), config_values, max_size=4
     )
 )
 @example(body={"system_prompt": "\ud800"})
@@ -303,7 +295,7 @@ def test_session_config_bodies_are_answered_without_a_server_error(
     if response.status_code != 200:  # a refused change changes nothing, not even in part
         assert answered(api.http.get(route), 200) == before
     else:
-        assert set(body) <= set(CONFIG_FIELDS)  # user_id and the like are refused
+        assert set(body) <= set(SESSION_FIELDS)  # user_id and the like are refused
         assert answered(api.http.get(route), 200) == changed
         assert 1 <= changed["config"]["memory_limit"] <= 100
         assert changed["config"]["persona"] in {"memoria", "tutor", "coach"}

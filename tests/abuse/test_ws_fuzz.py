@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from stack import Stack
 from ws_client import ChatClient, Frame, chat
 
+from memoria_contracts.session import SESSION_FIELDS
 from tests.abuse.helpers import (
     DOCUMENTED_ERROR_CODES,
     FUZZ,
@@ -494,15 +495,6 @@ async def test_the_fuzz_stack_itself_does_not_throttle(fuzzing: Fuzzing) -> None
 
 # -- session_config frames --------------------------------------------------------------------
 
-CONFIG_FIELDS: Final = (
-    "system_prompt",
-    "chat_model",
-    "memory_limit",
-    "memory_min_relevance",
-    "memory_type_descriptions",
-    "proactive_retrieval",
-    "persona",
-)
 PERSONAS: Final = frozenset({"memoria", "tutor", "coach"})  # the shipped examples
 lone_surrogates = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "a\ud83d"])
 config_values = st.one_of(
@@ -514,7 +506,7 @@ config_values = st.one_of(
     st.dictionaries(st.sampled_from(["goal", "hobby", "preference"]), json_values, max_size=3),
 )
 config_patches = st.none() | st.dictionaries(
-    st.sampled_from(CONFIG_FIELDS) | st.sampled_from(TEMPTING_FIELDS), config_values, max_size=4
+    st.sampled_from(SESSION_FIELDS) | st.sampled_from(TEMPTING_FIELDS), config_values, max_size=4
 )
 
 
@@ -568,7 +560,9 @@ async def test_session_config_frames_are_answered_and_a_refusal_changes_nothing(
     before = configs.read()
     async with chat(fuzzing.url()) as client:
         reply = await config_reply(client, json.dumps(frame, ensure_ascii=True))
-        smuggled = bool(extra) or (isinstance(config, dict) and not set(config) <= {*CONFIG_FIELDS})
+        smuggled = bool(extra) or (
+            isinstance(config, dict) and not set(config) <= {*SESSION_FIELDS}
+        )
         if reply["type"] == "session_config":
             assert not smuggled and thread_id == configs.thread_id, (frame, reply)
             assert (reply["user_id"], reply["thread_id"]) == (fuzzing.user, thread_id)
