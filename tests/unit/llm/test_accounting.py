@@ -166,24 +166,22 @@ async def test_recorded_usage_is_counted_in_the_metrics(redis: Redis) -> None:
 # -- collecting a block's calls ----------------------------------------------------------------
 
 
-async def test_a_block_and_the_tasks_it_starts_are_accounted(redis: Redis) -> None:
+async def test_a_block_and_the_tasks_it_starts_are_collected(redis: Redis) -> None:
     async def call(model: str) -> None:
         await asyncio.sleep(0)
         usage.report(Usage(model, 10, 1))
 
-    async with accounting.accounted(redis, CYCLE, service=SERVICE, prices=PRICES) as used:
+    async with accounting.charged_on_failure(redis, CYCLE, service=SERVICE, prices=PRICES) as used:
         usage.report(Usage("big-model", 5, 5))
         await asyncio.ensure_future(call("small-model"))  # like a worker running its action
     assert len(used) == 2
-    assert await accounting.read_cycle(redis, CYCLE) == [
-        Usage("big-model", 5, 5),
-        Usage("small-model", 10, 1),
-    ]
+    assert accounting.by_model(used) == {"big-model": (5, 5), "small-model": (10, 1)}
+    assert await accounting.read_cycle(redis, CYCLE) == []  # the caller writes a success
 
 
-async def test_a_failing_block_is_accounted_too(redis: Redis) -> None:
+async def test_a_failing_block_is_added_to_the_cycle_at_once(redis: Redis) -> None:
     async def failing_step() -> None:
-        async with accounting.accounted(redis, CYCLE, service=SERVICE, prices=PRICES):
+        async with accounting.charged_on_failure(redis, CYCLE, service=SERVICE, prices=PRICES):
             usage.report(Usage("big-model", 7, 0))
             raise RuntimeError("the step failed after calling the model")
 

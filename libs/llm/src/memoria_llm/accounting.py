@@ -148,14 +148,16 @@ def parse_cycle(raw: Mapping[bytes, bytes]) -> list[Usage]:
 
 
 @asynccontextmanager
-async def accounted(
+async def charged_on_failure(
     redis: Any, cycle_id: str, *, service: str, prices: Prices
 ) -> AsyncIterator[list[Usage]]:
-    """Collect the usage of the LLM calls made in the block (and in tasks it starts), then
-    add it to the cycle; also when the block fails, since a failed call's tokens were spent
-    as well."""
+    """Collect the usage of the LLM calls made in the block (and in tasks it starts). When the
+    block fails, add it to the cycle at once: a failed call's tokens were spent as well. When
+    it succeeds, the caller adds it with the write it makes next anyway (``count_usage`` +
+    ``queue_add`` in that write's pipeline), which saves a round trip per step."""
     with usage.collecting() as used:
         try:
             yield used
-        finally:
+        except BaseException:  # cancelled (a shutdown) too: what was spent counts
             await add_to_cycle(redis, cycle_id, used, service=service, prices=prices)
+            raise

@@ -21,7 +21,7 @@ from memoria_action_worker.context import ActionContext, ChatSink
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
-from memoria_llm import accounting, usage
+from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
@@ -68,18 +68,10 @@ class StepRunner:
         # The step's tokens count for its cycle, a failed step's too (they were spent), and a
         # step run again after a crash counts again (they were spent again). They are written
         # with the step's completion, in its round trip.
-        with usage.collecting() as used:
-            try:
-                outcome = await self._run(event, request)
-            except BaseException:  # cancelled (shutdown): count what was spent, as always
-                await accounting.add_to_cycle(
-                    self.redis,
-                    event.cycle_id,
-                    used,
-                    service=SERVICE_NAME,
-                    prices=self.settings.llm_prices,
-                )
-                raise
+        async with accounting.charged_on_failure(
+            self.redis, event.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+        ) as used:
+            outcome = await self._run(event, request)
         completed = follow(
             event,
             ActionCompleted(

@@ -39,7 +39,7 @@ from memoria_decision.pending import PendingActions, Prefetched, UpdateCandidate
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
-from memoria_llm import accounting, usage
+from memoria_llm import accounting
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_llm.usage import Usage
@@ -401,21 +401,13 @@ class CycleEngine:
         """The model's choice, and the tokens it took by model: counted in the metrics, for
         the caller to add to the cycle with the step. A decision that fails adds its tokens
         at once (they were spent); one made again after a crash counts again (so were those)."""
-        with usage.collecting() as used:
-            try:
-                async with asyncio.timeout(self.settings.step_timeout_seconds):
-                    action = await choose_action(
-                        self.llm, state, catalog, self.settings.decision_retries
-                    )
-            except BaseException:
-                await accounting.add_to_cycle(
-                    self.redis,
-                    state.cycle_id,
-                    used,
-                    service=SERVICE_NAME,
-                    prices=self.settings.llm_prices,
-                )
-                raise
+        async with (
+            accounting.charged_on_failure(
+                self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+            ) as used,
+            asyncio.timeout(self.settings.step_timeout_seconds),
+        ):
+            action = await choose_action(self.llm, state, catalog, self.settings.decision_retries)
         return action, accounting.count_usage(
             used, service=SERVICE_NAME, prices=self.settings.llm_prices
         )
