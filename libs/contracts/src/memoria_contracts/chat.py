@@ -84,3 +84,16 @@ class ChatRecord(ChatMessage):
     def transient(self) -> bool:
         """Status lines are shown once and never stored."""
         return self.modal == "textForReplace"
+
+    @classmethod
+    def memory_card(cls, record_id: str, cycle_id: str, memory: BaseModel) -> ChatRecord:
+        """A memory shown in the chat as a card, kept in the history so that a later turn
+        can refer to it ("the second one")."""
+        return cls(
+            id=record_id,
+            cycle_id=cycle_id,
+            chat_history=True,
+            modal="memory",
+            role="system",
+            content=memory.model_dump(mode="json"),
+        )

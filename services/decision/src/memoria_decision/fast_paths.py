@@ -210,17 +210,8 @@ class FastPaths:
         for n, memory in enumerate(page.memories):
             # Cards as MemorySearch shows them (same shape, chat-history true), so the next
             # cycle's model can act on "the second one" like on a search result.
-            await self.post(
-                state,
-                ChatRecord(
-                    id=f"{state.cycle_id}.{STEP}.{n}",
-                    cycle_id=state.cycle_id,
-                    chat_history=True,
-                    modal="memory",
-                    role="system",
-                    content=memory.model_dump(mode="json"),
-                ),
-            )
+            card = ChatRecord.memory_card(f"{state.cycle_id}.{STEP}.{n}", state.cycle_id, memory)
+            await self.post(state, card)
         count = len(page.memories)
         if count == 0:
             reply = i18n.text("list_all_none", state.language)
@@ -339,17 +330,10 @@ class FastPaths:
         )
         old, new = excerpt(chosen.content), excerpt(route.choice.content)
         if isinstance(reply, MemoryUpdated):
-            await self.post(
-                state,
-                ChatRecord(
-                    id=f"{state.cycle_id}.{STEP}.0",
-                    cycle_id=state.cycle_id,
-                    chat_history=True,
-                    modal="memory",
-                    role="system",
-                    content=reply.memory.model_dump(mode="json"),
-                ),
+            card = ChatRecord.memory_card(
+                f"{state.cycle_id}.{STEP}.0", state.cycle_id, reply.memory
             )
+            await self.post(state, card)
             await self._reply(
                 state, i18n.text("update_chosen_done", state.language, old=old, new=new)
             )

@@ -82,14 +82,7 @@ async def recall(
         log.error("cycle %s: proactive retrieval failed: %s", cycle_id, found.error_message)
         return []
     return [
-        ChatRecord(
-            id=f"{cycle_id}.{RECALL_STEP}.{n}",
-            cycle_id=cycle_id,
-            chat_history=True,
-            modal="memory",
-            role="system",
-            content=found_memory.model_dump(mode="json"),
-        )
+        ChatRecord.memory_card(f"{cycle_id}.{RECALL_STEP}.{n}", cycle_id, found_memory)
         for n, found_memory in enumerate(found.memories, start=1)
     ]
 
