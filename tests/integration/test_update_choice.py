@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from stack import Stack, running_stack
-from ws_client import Frame, chat
+from ws_client import Frame, one_cycle
 
 pytestmark = pytest.mark.integration
 
@@ -53,9 +53,7 @@ def stack(
 
 
 async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
-    async with chat(stack.ws_url(user)) as client:
-        accepted = await client.send(thread, text)
-        return await client.cycle(accepted["id"], timeout=60)
+    return await one_cycle(stack.ws_url(user), thread, text)
 
 
 def ended(frames: list[Frame]) -> Frame:

@@ -73,3 +73,10 @@ async def chat(url: str) -> AsyncIterator[ChatClient]:
             yield client
         finally:
             client._reader.cancel()
+
+
+async def one_cycle(url: str, thread_id: str, content: str, timeout: float = 60.0) -> list[Frame]:
+    """On a socket of its own: send one message and return its cycle's frames."""
+    async with chat(url) as client:
+        accepted = await client.send(thread_id, content)
+        return await client.cycle(accepted["id"], timeout=timeout)
