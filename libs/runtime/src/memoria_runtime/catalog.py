@@ -32,15 +32,10 @@ async def withdraw(redis: Any, worker: str) -> None:
     await redis.hdel(keys.ACTION_CATALOG, worker)
 
 
-async def read_catalog(redis: Any) -> list[ActionSpec]:
-    """Actions any live worker runs, in the order workers list them; expired adverts are
-    removed on the way."""
-    return await from_entries(redis, await redis.hgetall(keys.ACTION_CATALOG))
-
-
-async def from_entries(redis: Any, entries: Mapping[bytes, bytes]) -> list[ActionSpec]:
-    """:func:`read_catalog` of the hash as read already (HGETALL of ``ACTION_CATALOG``, sent
-    with other commands)."""
+async def live_actions(redis: Any, entries: Mapping[bytes, bytes]) -> list[ActionSpec]:
+    """Actions any live worker runs, in the order workers list them, from the catalog hash
+    as read (HGETALL of ``ACTION_CATALOG``, sent with the cycle's other commands); expired
+    adverts are removed on the way."""
     now = time.time()
     specs: dict[str, ActionSpec] = {}
     expired: list[bytes] = []

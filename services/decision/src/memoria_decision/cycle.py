@@ -45,7 +45,7 @@ from memoria_llm.port import LanguageModel, LLMError
 from memoria_llm.usage import Usage
 from memoria_runtime import i18n, keys, metrics
 from memoria_runtime.bus import EventPublisher
-from memoria_runtime.catalog import from_entries as read_entries
+from memoria_runtime.catalog import live_actions
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
@@ -393,7 +393,7 @@ class CycleEngine:
             for result in (*results, entries):
                 if isinstance(result, Exception):
                     raise result
-        return await read_entries(self.redis, entries)
+        return await live_actions(self.redis, entries)
 
     async def _choose(
         self, state: CycleState, catalog: list[ActionSpec]
