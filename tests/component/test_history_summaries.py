@@ -14,6 +14,7 @@ import pytest
 
 from memoria_contracts.chat import ChatRecord, ToolCall
 from memoria_contracts.events import ChatPosted, Envelope, HistoryPage, HistoryQuery
+from memoria_contracts.session import SessionConfigOverrides, SessionConfigPatch
 from memoria_contracts.streams import Stream
 from memoria_memory.cycle_log import CycleLog
 from memoria_memory.docstore import DocumentStore
@@ -26,6 +27,7 @@ from memoria_memory.summarizer import COLLECTION as SUMMARIES
 from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 USER, THREAD = "ana", "t1"
 BOUNDS = SummaryBounds(verbatim=20, structured=80, archive_chars=4000)
@@ -71,10 +73,11 @@ class Service:
         await self.history.save(USER, THREAD, record, seq)
         await self.threads.record_message(USER, THREAD, record.created_at)
 
-    async def page(self, limit: int = 50) -> HistoryPage:
-        request = Envelope(
-            user_id=USER, thread_id=THREAD, payload=HistoryQuery(limit=limit, summary=True)
-        )
+    async def page(
+        self, limit: int = 50, *, session: bool = False, thread_id: str = THREAD
+    ) -> HistoryPage:
+        query = HistoryQuery(limit=limit, summary=True, session=session)
+        request = Envelope(user_id=USER, thread_id=thread_id, payload=query)
         reply = await self.handlers.on_request(request, cast(Delivery, None))
         assert isinstance(reply.payload, HistoryPage)
         return reply.payload
@@ -239,6 +242,31 @@ async def test_a_short_thread_has_no_summary(service: Service) -> None:
     page = await service.page()
     assert page.summary is None
     assert len(page.messages) == 20
+
+
+async def test_a_cycle_gets_its_history_and_its_session_config_in_one_request(
+    service: Service,
+) -> None:
+    await post_turns(service, range(2))
+    await service.threads.update_session_config(
+        USER,
+        SessionConfigPatch.model_validate({"memory_limit": 3}).as_update(THREAD),
+        default_persona=None,
+    )
+
+    page = await service.page(session=True)
+    assert len(page.messages) == 10
+    assert page.session is not None
+    assert page.session.config.memory_limit == 3
+    assert page.session.overrides.memory_limit == 3
+    # A thread not stored yet (a cycle's first message) has the defaults.
+    fresh = await service.page(session=True, thread_id="new-thread")
+    assert fresh.messages == []
+    assert fresh.session is not None
+    assert fresh.session.overrides == SessionConfigOverrides()
+    assert fresh.session.config.memory_limit == Settings(_env_file=None).memory_limit
+    # Not asked, not read.
+    assert (await service.page()).session is None
 
 
 class CountingSummarizer(HistorySummarizer):

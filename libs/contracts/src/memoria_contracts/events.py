@@ -243,6 +243,11 @@ class HistoryQuery(ContractModel):
         description="Also return the thread's stored summary (R-6); the messages are then "
         "those newer than the summary, at most ``limit``.",
     )
+    session: bool = Field(
+        default=False,
+        description="Also return the thread's effective session config (the defaults for a "
+        "thread not stored yet): what a cycle reads as it starts, in one request.",
+    )
 
 
 class HistoryPage(ContractModel):
@@ -252,6 +257,11 @@ class HistoryPage(ContractModel):
         default=None,
         description="The summary of the messages before ``messages``, when asked for and "
         "there is one.",
+    )
+    session: SessionConfigState | None = Field(
+        default=None,
+        description="The thread's session config, when asked for; null from a memory service "
+        "that could not read it (or predates the field): ask with session.get then.",
     )
 
 

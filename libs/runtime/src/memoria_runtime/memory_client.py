@@ -121,15 +121,15 @@ class MemoryClient:
         limit: int,
         exclude_cycle_id: str | None = None,
         cycle_id: str | None = None,
+        with_session: bool = False,
     ) -> HistoryPage:
         """The thread's stored summary and the chat-history messages it does not cover, at
-        most ``limit`` of them (R-6)."""
-        reply = await self._call(
-            user_id,
-            thread_id,
-            cycle_id,
-            HistoryQuery(limit=limit, exclude_cycle_id=exclude_cycle_id, summary=True),
+        most ``limit`` of them (R-6); ``with_session``: its session config too (a memory
+        service older than that field leaves ``session`` null)."""
+        query = HistoryQuery(
+            limit=limit, exclude_cycle_id=exclude_cycle_id, summary=True, session=with_session
         )
+        reply = await self._call(user_id, thread_id, cycle_id, query)
         if not isinstance(reply, HistoryPage):
             raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
         return reply

@@ -30,6 +30,7 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.history import HistorySummary
+from memoria_contracts.session import SessionConfigState
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
@@ -37,7 +38,7 @@ from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
 from memoria_decision.pending import PendingActions, Prefetched, UpdateCandidate
 from memoria_decision.persona import persona_for_cycle, record_applied
-from memoria_decision.session import read_session, recall, recalled
+from memoria_decision.session import default_session, read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
 from memoria_llm import accounting
 from memoria_llm.conversation import bounded_summary
@@ -78,6 +79,17 @@ class Known:
     """The thread's pending action (the route of a new cycle needs it)."""
     catalog: Mapping[bytes, bytes] | None = None
     """The action catalog's hash (read at every step; here, read with the new state)."""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a new cycle reads from the memory service before its first decision."""
+
+    history: list[ChatRecord]
+    summary: HistorySummary | None
+    history_error: bool
+    """The history could not be read: the cycle says so in the chat."""
+    session: SessionConfigState
 
 
 def cycle_id_for(message_id: str) -> str:
@@ -246,11 +258,8 @@ class CycleEngine:
         first decision: one round trip for both)."""
         original = payload.record(cycle_id, event.time)
         language = i18n.detect_language(payload.content)
-        # Two independent requests to the memory service: asked at once, not one after the other.
-        (history, summary, history_error), stored = await asyncio.gather(
-            self._earlier_messages(event, cycle_id),
-            read_session(self.memory, self.settings, event.user_id, event.thread_id, cycle_id),
-        )
+        opening = await self._opening(event, cycle_id)
+        stored = opening.session
         session = stored.config
         persona, to_record = persona_for_cycle(load_personas(self.settings), stored, cycle_id)
         cards = await recall(self.memory, session, event.user_id, original)
@@ -262,8 +271,8 @@ class CycleEngine:
             trace=current_trace_carrier() or dict(event.trace),
             language=language,
             original=original,
-            history=history,
-            history_summary=summary,
+            history=opening.history,
+            history_summary=opening.summary,
             transcript=[original, *cards],
             session=session,
             persona=persona,
@@ -277,7 +286,7 @@ class CycleEngine:
         await self._echo(state)
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
             await self._post(state, ChatPosted(message=card))
-        if history_error:
+        if opening.history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
         return state, catalog
@@ -289,25 +298,36 @@ class CycleEngine:
         await self._post(state, ChatPosted(message=state.original))
         state.echoed = True
 
-    async def _earlier_messages(
-        self, event: Envelope, cycle_id: str
-    ) -> tuple[list[ChatRecord], HistorySummary | None, bool]:
+    async def _opening(self, event: Envelope, cycle_id: str) -> Opening:
         """The thread's earlier chat-history messages and the summary of those before them
-        (R-6), cut to the prompt's bound; when the memory service does not answer, the cycle
-        goes on without them (and says so) rather than hang."""
+        (R-6), cut to the prompt's bound, and its session config: one request to the memory
+        service. When it does not answer, the cycle goes on without the history (and says so)
+        and with the default config, rather than hang."""
+        user_id, thread_id = event.user_id, event.thread_id
         try:
             page = await self.memory.history_page(
-                event.user_id,
-                event.thread_id,
+                user_id,
+                thread_id,
                 limit=self.settings.history_limit,
                 exclude_cycle_id=cycle_id,
                 cycle_id=cycle_id,
+                with_session=True,
             )
-        except (TimeoutError, RpcError) as exc:
+        except TimeoutError as exc:
+            # Silent: asking again for the config alone would only wait as long again.
+            log.error("cycle %s: no history nor session config, using defaults: %r", cycle_id, exc)
+            return Opening([], None, True, default_session(self.settings, thread_id))
+        except RpcError as exc:
             log.error("cycle %s: no history from the memory service: %r", cycle_id, exc)
-            return [], None, True
+            stored = await read_session(self.memory, self.settings, user_id, thread_id, cycle_id)
+            return Opening([], None, True, stored)
         summary = bounded_summary(page.summary, self.settings.history_summary_prompt_chars)
-        return page.messages, summary, False
+        # No config in the page: a memory service from before the field, or one that could
+        # not read it; the request of its own says which.
+        stored = page.session or await read_session(
+            self.memory, self.settings, user_id, thread_id, cycle_id
+        )
+        return Opening(page.messages, summary, False, stored)
 
     async def _decide_next(
         self,

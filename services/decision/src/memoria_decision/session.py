@@ -46,9 +46,15 @@ async def read_session(
         log.error("cycle %s: no session config, using the defaults: %r", cycle_id, exc)
         reply = None
     if reply is None or isinstance(reply, ThreadFailure):
-        defaults = session_defaults(settings, thread_id)
-        return SessionConfigState(config=defaults, overrides=SessionConfigOverrides())
+        return default_session(settings, thread_id)
     return reply
+
+
+def default_session(settings: Settings, thread_id: str) -> SessionConfigState:
+    """A thread's session config when none can be read: the settings' defaults, no persona
+    log (as for a thread not stored yet)."""
+    defaults = session_defaults(settings, thread_id)
+    return SessionConfigState(config=defaults, overrides=SessionConfigOverrides())
 
 
 def recall_query(message: str) -> str:

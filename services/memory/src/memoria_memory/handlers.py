@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
+from memoria_contracts.chat import ChatRecord
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.events import (
     ChatPosted,
@@ -24,7 +26,12 @@ from memoria_contracts.memory import (
     MemorySearch,
     MemoryUpdate,
 )
-from memoria_contracts.session import SessionConfigGet, SessionConfigUpdate, SessionPersonaApplied
+from memoria_contracts.session import (
+    SessionConfigGet,
+    SessionConfigState,
+    SessionConfigUpdate,
+    SessionPersonaApplied,
+)
 from memoria_contracts.threads import (
     ThreadCreate,
     ThreadFailure,
@@ -38,6 +45,7 @@ from memoria_memory.embedding.port import EmbeddingError
 from memoria_memory.history import stream_sequence
 from memoria_memory.session_configs import answer_session
 from memoria_memory.storage import MemoryStorage
+from memoria_memory.summarizer import StoredSummary
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.bus import Delivery
@@ -162,6 +170,18 @@ class MemoryHandlers:
     async def _history_page(self, user_id: str, thread_id: str, query: HistoryQuery) -> HistoryPage:
         """The stored summary is read, never computed here (the summarizer keeps it); the
         messages are those it does not cover, newest ``limit``."""
+        if query.session:  # a cycle starting: its history and its session config at once
+            (stored, messages), session = await asyncio.gather(
+                self._history(user_id, thread_id, query), self._session(user_id, thread_id)
+            )
+        else:
+            (stored, messages), session = await self._history(user_id, thread_id, query), None
+        summary = stored.summary if stored and not stored.summary.empty else None
+        return HistoryPage(messages=messages, summary=summary, session=session)
+
+    async def _history(
+        self, user_id: str, thread_id: str, query: HistoryQuery
+    ) -> tuple[StoredSummary | None, list[ChatRecord]]:
         storage = self.storage
         stored = await storage.summaries.get(user_id, thread_id) if query.summary else None
         messages = await storage.history.recent(
@@ -173,8 +193,12 @@ class MemoryHandlers:
             after_seq=stored.until_seq if stored else None,
             tool_records=query.tool_records,
         )
-        summary = stored.summary if stored and not stored.summary.empty else None
-        return HistoryPage(messages=messages, summary=summary)
+        return stored, messages
+
+    async def _session(self, user_id: str, thread_id: str) -> SessionConfigState | None:
+        request = SessionConfigGet(thread_id=thread_id, defaults_if_missing=True)
+        answer = await answer_session(self.threads, self._settings, user_id, request)
+        return answer if isinstance(answer, SessionConfigState) else None
 
     async def _answer_thread(
         self, user_id: str, request: ThreadList | ThreadCreate | ThreadRename
