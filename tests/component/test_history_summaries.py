@@ -70,8 +70,8 @@ class Service:
         """Stored as chat.out's handler stores it (no summary scheduled)."""
         self.entry += 1
         seq = stream_sequence(f"{1_700_000_000_000 + self.entry}-0")
-        await self.history.save(USER, THREAD, record, seq)
-        await self.threads.record_message(USER, THREAD, record.created_at)
+        new = await self.history.save(USER, THREAD, record, seq)
+        await self.threads.record_message(USER, THREAD, record, seq, fresh=new)
 
     async def page(
         self, limit: int = 50, *, session: bool = False, thread_id: str = THREAD

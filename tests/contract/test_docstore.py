@@ -488,6 +488,92 @@ async def test_invalid_updates_are_refused(
     assert await things.find({}) == [{"_id": "a", "a": {"b": 0}}]
 
 
+async def test_increment_adds_to_an_existing_number(things: Collection) -> None:
+    await things.insert_one({"_id": "a", "n": 5, "x": 1.5, "meta": {"hits": 2}})
+
+    assert await things.update_one({"_id": "a"}, inc={"n": 3, "x": 1, "meta.hits": -2}) is True
+    document = await things.find_one({"_id": "a"})
+    assert document == {"_id": "a", "n": 8, "x": 2.5, "meta": {"hits": 0}}
+    assert document is not None and type(document["n"]) is int
+
+
+async def test_increment_of_a_missing_field_starts_from_zero(things: Collection) -> None:
+    await things.insert_one({"_id": "a"})
+
+    assert await things.update_one({"_id": "a"}, inc={"n": 1, "deep.count": 2}) is True
+    assert await things.find_one({"_id": "a"}) == {"_id": "a", "n": 1, "deep": {"count": 2}}
+
+
+async def test_increment_with_set_and_unset_in_one_update(things: Collection) -> None:
+    await things.insert_one({"_id": "a", "n": 1, "seq": 3, "old": True})
+
+    assert await things.update_one(
+        {"_id": "a", "seq": {"$lt": 4}}, set={"seq": 4, "last": "x"}, unset=["old"], inc={"n": 1}
+    )
+    assert await things.find_one({"_id": "a"}) == {"_id": "a", "n": 2, "seq": 4, "last": "x"}
+    # The filter no longer matches: neither the increment nor the assignment is applied.
+    assert not await things.update_one(
+        {"_id": "a", "seq": {"$lt": 4}}, set={"seq": 5}, inc={"n": 1}
+    )
+    assert await things.find_one({"_id": "a"}) == {"_id": "a", "n": 2, "seq": 4, "last": "x"}
+
+
+async def test_increment_without_a_match_changes_nothing(things: Collection) -> None:
+    await things.insert_one({"_id": "a", "n": 1})
+
+    assert await things.update_one({"_id": "b"}, inc={"n": 1}) is False
+    assert await things.update_one({"_id": "a", "n": 2}, inc={"n": 1}) is False
+    assert await things.find({}) == [{"_id": "a", "n": 1}]
+
+
+async def test_increment_of_a_value_that_is_no_number_is_refused(things: Collection) -> None:
+    await things.insert_one({"_id": "a", "n": "five", "flag": True, "nothing": None, "m": 1})
+
+    for field in ("n", "flag", "nothing"):
+        with pytest.raises(DocumentStoreError):
+            await things.update_one({"_id": "a"}, inc={field: 1, "m": 1})
+    assert await things.find_one({"_id": "a"}) == {
+        "_id": "a",
+        "n": "five",
+        "flag": True,
+        "nothing": None,
+        "m": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("set", "inc"),
+    [
+        pytest.param({}, {"n": "1"}, id="string-amount"),
+        pytest.param({}, {"n": True}, id="bool-amount"),
+        pytest.param({}, {"n": float("nan")}, id="nan-amount"),
+        pytest.param({}, {"n": None}, id="no-amount"),
+        pytest.param({}, {"_id": 1}, id="increment-id"),
+        pytest.param({"n": 1}, {"n": 1}, id="set-and-increment"),
+        pytest.param({}, {"a": 1, "a.b": 1}, id="parent-and-child"),
+    ],
+)
+async def test_invalid_increments_are_refused(
+    things: Collection, set: dict[str, Any], inc: dict[str, Any]
+) -> None:
+    await things.insert_one({"_id": "a", "n": 0})
+
+    with pytest.raises((ValueError, TypeError)):
+        await things.update_one({"_id": "a"}, set=set, inc=inc)
+    assert await things.find({}) == [{"_id": "a", "n": 0}]
+
+
+async def test_concurrent_increments_all_count(things: Collection) -> None:
+    await things.insert_one({"_id": "a", "n": 0})
+
+    matched = await asyncio.gather(
+        *(things.update_one({"_id": "a"}, inc={"n": 1}) for _ in range(CONCURRENT_UPDATES))
+    )
+
+    assert all(matched)
+    assert await things.find_one({"_id": "a"}) == {"_id": "a", "n": CONCURRENT_UPDATES}
+
+
 async def test_update_many(things: Collection) -> None:
     await _insert_all(
         things, [{"_id": str(n), "n": n, "state": "new", "x": {"y": 0}} for n in range(5)]

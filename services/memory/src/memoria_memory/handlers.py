@@ -94,15 +94,17 @@ class MemoryHandlers:
         payload = event.payload
         if not isinstance(payload, ChatPosted) or payload.message.transient:
             return  # deltas, status lines and cycle ends are not history
-        await self.storage.history.save(
-            event.user_id, event.thread_id, payload.message, stream_sequence(delivery.entry_id)
-        )
-        # After the message is stored: the thread's statistics are computed from the history.
+        seq = stream_sequence(delivery.entry_id)
+        new = await self.storage.history.save(event.user_id, event.thread_id, payload.message, seq)
+        # After the message is stored, so that a crash in between is healed: the entry stays
+        # pending, and its redelivery (or the message stored again) recounts the thread from
+        # the history rather than counting up a message that may have been counted already.
         await self.threads.record_message(
             event.user_id,
             event.thread_id,
-            payload.message.created_at,
-            shown=not payload.message.tool_record,
+            payload.message,
+            seq,
+            fresh=new and not delivery.redelivered,
         )
         if payload.message.chat_history:
             # In the background, later: never on the path of this handler or of a query.

@@ -13,6 +13,13 @@ SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
 _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this within one ms
 
 
+def is_shown(record: ChatRecord) -> bool:
+    """Whether :data:`SHOWN` matches ``record`` once stored. Said the filter's way rather
+    than by :attr:`ChatRecord.tool_record` (which differs on an empty ``tool_calls``), so a
+    message counted one at a time is counted exactly when a recount would count it."""
+    return record.role != "tool" and record.tool_calls is None
+
+
 def stream_sequence(entry_id: str) -> int:
     """A sortable number from a Redis stream entry id (publication order)."""
     millis, _, counter = entry_id.partition("-")

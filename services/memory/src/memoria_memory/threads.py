@@ -2,12 +2,15 @@
 
 A thread comes into being when it is created by name (``thread.create``) or when its first
 message is stored, whichever happens first. Its statistics — message count, newest message,
-the title made from the first user message — are recomputed from the stored messages each
-time one that counts is stored (a step's tool call or result counts in none of them), never
-counted up, so a redelivered message cannot count twice. Message
-handlers run concurrently (and on several replicas), so a recomputation is written only over
-one it is at least as new as on both counts — the message count and the newest message's
-position, which only ever grow.
+the title made from the first user message (a step's tool call or result counts in none of
+them) — are counted up as messages are first stored: one atomic update per message, whatever
+the thread's length. Counting up is only right when each message is counted exactly once, so
+whenever that is in doubt — the message was stored before (it replaced itself) or its entry
+is a redelivery (the handler that stored it may have died before it counted it) — they are
+recomputed from the stored messages instead. Message handlers run concurrently (and on
+several replicas), so neither ever moves the newest message backwards, and a recomputation is
+written only over one it is at least as new as on both counts — the message count and the
+newest message's position, which only ever grow.
 
 Every query names the user, as in the history and the memories: another user's thread of the
 same id is a different document.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from memoria_contracts.chat import ChatRecord
 from memoria_contracts.memory import MEMORY_TYPES
 from memoria_contracts.personas import (
     DEFAULT_PERSONA_ID,
@@ -38,7 +42,7 @@ from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, Se
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
 from memoria_memory.history import COLLECTION as MESSAGES
-from memoria_memory.history import SHOWN
+from memoria_memory.history import SHOWN, is_shown
 from memoria_memory.memories import clock
 from memoria_memory.thread_titles import default_title, preview
 
@@ -57,6 +61,11 @@ _PERSONA: Final = "persona"
 _HISTORY: Final = "agent_history"
 _HISTORY_SEQ: Final = "agent_history_seq"
 _APPLIED: Final = "persona_applied"
+_TITLE_SEQ: Final = "auto_title_seq"
+"""The position of the user message ``auto_title`` was made from: a user message stored
+later but published earlier (concurrent handlers) takes the title over."""
+_RECOUNT_ATTEMPTS: Final = 4
+"""Recounts of a thread while its new messages keep being counted up, before giving way."""
 _SWITCH_ATTEMPTS: Final = 8
 """Compare-and-set rounds of a persona switch racing other switches of the same thread."""
 
@@ -90,6 +99,22 @@ def _as_overrides(document: Document) -> SessionConfigOverrides:
     }
     types = {t: document[_type_field(t)] for t in MEMORY_TYPES if _type_field(t) in document}
     return SessionConfigOverrides.model_validate({**scalars, _TYPE_DESCRIPTIONS: types or None})
+
+
+def _title_open(seq: int) -> dict[str, Any]:
+    """Matches a thread whose title comes from no user message published before ``seq``.
+    One without a title position and with a title was titled before positions were kept:
+    its title stays."""
+    return {"$or": [{_TITLE_SEQ: {"$gt": seq}}, {_TITLE_SEQ: None, "auto_title": None}]}
+
+
+def _title_open_in(thread: Document, seq: int) -> bool:
+    """:func:`_title_open` on the document as read: a title position only ever moves
+    earlier, so when the read one is already before ``seq`` the update can be skipped."""
+    title_seq = thread.get(_TITLE_SEQ)
+    if title_seq is None:
+        return thread.get("auto_title") is None
+    return bool(title_seq > seq)
 
 
 def thread_key(user_id: str, thread_id: str) -> str:
@@ -254,13 +279,21 @@ class ThreadRepository:
         raise SwitchConflict(f"persona switch of {thread_id}: too many concurrent switches")
 
     async def record_message(
-        self, user_id: str, thread_id: str, written_at: datetime, *, shown: bool = True
+        self, user_id: str, thread_id: str, record: ChatRecord, seq: int, *, fresh: bool
     ) -> None:
-        """A message of the thread was stored: create the thread if it is new, and bring its
-        statistics up to date. Idempotent. A message that is not ``shown`` (a step's tool
-        call or result) counts in none of them, so they are left alone."""
-        thread = await self._ensure(user_id, thread_id, written_at)
-        if shown:
+        """``record`` was stored at position ``seq``: create the thread if it is new, and
+        bring its statistics up to date. ``fresh``: the message was not stored before and
+        this is its entry's first delivery, so it is counted up; otherwise the statistics
+        are recomputed, which is idempotent. A message that is not shown (a step's tool call
+        or result) counts in none of them, so they are left alone."""
+        thread = await self._ensure(user_id, thread_id, record.created_at)
+        if not is_shown(record):
+            return
+        if fresh:
+            await self._count(user_id, thread, record, seq)
+        else:
+            # Whether an earlier delivery counted this message is unknown (it may have died
+            # between storing it and counting it): a recount is right either way.
             await self._refresh(user_id, thread_id, thread)
 
     # -- internals --------------------------------------------------------------------------
@@ -279,6 +312,7 @@ class ThreadRepository:
             "thread_id": thread_id,
             "title": title,  # chosen by someone; None: made from the first user message
             "auto_title": None,
+            _TITLE_SEQ: None,
             "created_at": stamp,
             "updated_at": stamp,
             "message_count": 0,
@@ -301,39 +335,87 @@ class ThreadRepository:
             return found
         return document
 
+    async def _count(self, user_id: str, thread: Document, record: ChatRecord, seq: int) -> None:
+        """Count a new shown message up; ``thread`` is its document as read before."""
+        key = thread_key(user_id, thread["thread_id"])
+        # The stored form, so the preview and the time are those a recount would make.
+        stored = record.model_dump(mode="json", include={"modal", "content", "created_at"})
+        written = clock.stamp(clock.parse(stored["created_at"]))
+        newest = {
+            "last_seq": seq,
+            "last_message": preview(stored["modal"], stored.get("content")),
+            "updated_at": max(thread["created_at"], written),
+        }
+        # Nearly always the message is the newest: one update counts it and shows it. One
+        # handled after a newer one (concurrent handlers) is only counted.
+        one_more = {"message_count": 1}
+        if not await self._threads.update_one(
+            {"_id": key, "last_seq": {"$lt": seq}}, set=newest, inc=one_more
+        ):
+            await self._threads.update_one({"_id": key}, inc=one_more)
+        if record.role == "user" and _title_open_in(thread, seq):
+            # Titled after it is counted: a recount that read before this message was stored
+            # then fails its guard (the count has grown past its own) instead of writing an
+            # older first user message's title back over this one.
+            await self._threads.update_one(
+                {"_id": key, **_title_open(seq)},
+                set={"auto_title": default_title(stored.get("content")), _TITLE_SEQ: seq},
+            )
+
     async def _refresh(self, user_id: str, thread_id: str, thread: Document) -> None:
-        """Recompute the statistics; ``thread`` is the thread's document as read before
-        (only its ``created_at`` is used, which never changes)."""
+        """Recount the statistics from the stored messages; ``thread`` is the thread's
+        document as read before the recount starts."""
+        key = thread_key(user_id, thread_id)
+        for attempt in range(1, _RECOUNT_ATTEMPTS + 1):
+            changes = await self._recount(user_id, thread_id, thread)
+            if changes is None:
+                return
+            newer = {"$lte": changes["last_seq"]}  # the newest message never moves backwards
+            if attempt < _RECOUNT_ATTEMPTS:
+                # Compare and set on the count read before recounting: a message counted up
+                # meanwhile (a concurrent handler) makes it read and count again, so a
+                # recount never writes an older count over a newer one, and yet may lower
+                # one that is too high. Too high it can be: a recount that sees a message
+                # whose handler has stored it but not yet counted it up counts it once more
+                # than that handler does; the thread's next recount puts it right.
+                guard = {"_id": key, "message_count": thread["message_count"], "last_seq": newer}
+            else:
+                # Messages keep being counted up faster than a recount can finish: written
+                # only where it is at least as new on both counts (which only grow), so it
+                # never undoes one of them, and still brings back a message whose handler
+                # died before counting it.
+                count = {"$lte": changes["message_count"]}
+                guard = {"_id": key, "message_count": count, "last_seq": newer}
+            if await self._threads.update_one(guard, set=changes) or attempt == _RECOUNT_ATTEMPTS:
+                return
+            found = await self._find(user_id, thread_id)
+            if found is None:  # pragma: no cover - documents are never deleted
+                return
+            thread = found
+
+    async def _recount(
+        self, user_id: str, thread_id: str, thread: Document
+    ) -> dict[str, Any] | None:
+        """The statistics as the stored messages make them; None when none is shown."""
         in_thread = {"user_id": user_id, "thread_id": thread_id}
         shown = {**in_thread, **SHOWN}  # a step's tool call and result are not messages
         count = await self._messages.count(shown)
         newest = await self._messages.find(shown, sort=[("seq", -1)], limit=1)
         if not count or not newest:
-            return
+            return None
         first_user = await self._messages.find(
             {**in_thread, "role": "user"}, sort=[("seq", 1)], limit=1
         )
         latest = newest[0]
-        seq = latest["seq"]
         written = clock.stamp(clock.parse(latest["created_at"]))
-        changes: dict[str, Any] = {
+        return {
             "message_count": count,
-            "last_seq": seq,
+            "last_seq": latest["seq"],
             "last_message": preview(latest["modal"], latest.get("content")),
             "auto_title": default_title(first_user[0].get("content")) if first_user else None,
+            _TITLE_SEQ: first_user[0]["seq"] if first_user else None,
             "updated_at": max(thread["created_at"], written),
         }
-        # Written only over an older or equal recomputation: one that read before another
-        # message was stored (a concurrent handler) changes nothing. The recomputation that
-        # starts after the last message was stored sees the most on both counts, so it wins.
-        await self._threads.update_one(
-            {
-                "_id": thread_key(user_id, thread_id),
-                "message_count": {"$lte": count},
-                "last_seq": {"$lte": seq},
-            },
-            set=changes,
-        )
 
     async def _backfill(self) -> None:
         """Once: a thread for every (user, thread) of the history stored before threads

@@ -1,5 +1,5 @@
-"""What a write may contain, checked the same way for both adapters, and ``$set``/``$unset``
-applied in Python for the adapter that has no server to do it.
+"""What a write may contain, checked the same way for both adapters, and ``$set``/``$unset``/
+``$inc`` applied in Python for the adapter that has no server to do it.
 
 Bad input is a programming error, so it raises ``TypeError``/``ValueError`` before the store
 is touched; paths outside the subset raise :class:`UnsupportedFilter` like filter paths do.
@@ -34,46 +34,65 @@ def check_document(document: Mapping[str, Any], *, require_id: bool) -> Document
 
 
 def check_update(
-    set: Mapping[str, Any] | None, unset: Sequence[str]
-) -> tuple[dict[str, Any], list[str]]:
-    """Validated ``$set`` and ``$unset`` paths. Like MongoDB, refuses to touch ``_id`` and
-    to name one path twice or a path together with one of its parents."""
+    set: Mapping[str, Any] | None,
+    unset: Sequence[str],
+    inc: Mapping[str, int | float] | None = None,
+) -> tuple[dict[str, Any], list[str], dict[str, int | float]]:
+    """Validated ``$set``, ``$unset`` and ``$inc`` paths. Like MongoDB, refuses to touch
+    ``_id``, to name one path twice or a path together with one of its parents, and to add
+    anything but a number."""
     if set is not None and not isinstance(set, Mapping):
         raise TypeError(f"set is a mapping of paths to values, not {type(set).__name__}")
+    if inc is not None and not isinstance(inc, Mapping):
+        raise TypeError(f"inc is a mapping of paths to numbers, not {type(inc).__name__}")
     if isinstance(unset, str) or not isinstance(unset, Sequence):
         raise TypeError("unset is a sequence of paths")
     assignments = dict(set or {})
     removals = list(unset)
-    paths = [check_field(path) for path in [*assignments, *removals]]
+    increments = dict(inc or {})
+    paths = [check_field(path) for path in [*assignments, *removals, *increments]]
     if not paths:
-        raise ValueError("an update needs at least one path to set or unset")
+        raise ValueError("an update needs at least one path to set, unset or increment")
     for path in paths:
         if path == ID_FIELD or path.startswith(ID_FIELD + _PATH_SEPARATOR):
             raise ValueError("_id cannot be updated")
     for path, value in assignments.items():
         _check_value(value, path=path, depth=path.count(_PATH_SEPARATOR) + 1)
+    for path, amount in increments.items():
+        if not _is_number(amount) or not is_scalar(amount):
+            raise TypeError(f"{path} can only be incremented by a finite number, not {amount!r}")
     _check_no_overlap(paths)
-    return assignments, removals
+    return assignments, removals, increments
 
 
-def apply_update(document: Document, set: Mapping[str, Any], unset: Sequence[str]) -> None:
-    """``$set`` then ``$unset`` on ``document`` in place; missing parents are created.
+def apply_update(
+    document: Document,
+    set: Mapping[str, Any],
+    unset: Sequence[str],
+    inc: Mapping[str, int | float] | None = None,
+) -> None:
+    """``$set``, ``$unset`` and ``$inc`` on ``document`` in place; missing parents are
+    created, and a missing field is incremented from 0, as MongoDB does.
 
-    Raises :class:`DocumentStoreError` when a parent on the path is not an object, as
-    MongoDB does (PathNotViable); the caller then discards the half-updated copy.
+    Raises :class:`DocumentStoreError` when a parent on the path is not an object
+    (MongoDB's PathNotViable), or when the field to increment holds no number or the sum
+    leaves the 64-bit range (TypeMismatch, Overflow); the caller then discards the
+    half-updated copy.
     """
     for path, value in set.items():
-        *parents, leaf = path.split(_PATH_SEPARATOR)
-        target = document
-        for depth, name in enumerate(parents):
-            child = target.setdefault(name, {})
-            if not isinstance(child, dict):
-                parent = _PATH_SEPARATOR.join(parents[: depth + 1])
-                raise DocumentStoreError(
-                    f"cannot set {path!r}: {parent!r} holds a {type(child).__name__}, not an object"
-                )
-            target = child
+        target, leaf = _parent_of(document, path)
         target[leaf] = value
+    for path, amount in (inc or {}).items():
+        target, leaf = _parent_of(document, path)
+        current = target.get(leaf, 0)
+        if not _is_number(current):
+            raise DocumentStoreError(
+                f"cannot increment {path!r}: it holds a {type(current).__name__}, not a number"
+            )
+        total = current + amount
+        if not is_scalar(total):
+            raise DocumentStoreError(f"incrementing {path!r} overflows")
+        target[leaf] = total
     for path in unset:
         *parents, leaf = path.split(_PATH_SEPARATOR)
         target = document
@@ -84,6 +103,26 @@ def apply_update(document: Document, set: Mapping[str, Any], unset: Sequence[str
             target = child
         else:
             target.pop(leaf, None)
+
+
+def _parent_of(document: Document, path: str) -> tuple[Document, str]:
+    """The object holding ``path``'s last name (created where missing), and that name."""
+    *parents, leaf = path.split(_PATH_SEPARATOR)
+    target = document
+    for depth, name in enumerate(parents):
+        child = target.setdefault(name, {})
+        if not isinstance(child, dict):
+            parent = _PATH_SEPARATOR.join(parents[: depth + 1])
+            raise DocumentStoreError(
+                f"cannot update {path!r}: {parent!r} holds a {type(child).__name__}, not an object"
+            )
+        target = child
+    return target, leaf
+
+
+def _is_number(value: object) -> bool:
+    # bool is an int to Python, but never a number to MongoDB.
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_no_overlap(paths: list[str]) -> None:

@@ -35,10 +35,20 @@ if TYPE_CHECKING:
 DEFAULT_DATABASE = "memoria"
 _DATABASE_NAME = re.compile(r"[A-Za-z0-9_-]{1,63}")
 # Server error codes that mean "this request cannot be applied", as opposed to an outage.
+_OVERFLOW = 15
+_TYPE_MISMATCH = 14  # $inc of a field that holds no number
 _PATH_NOT_VIABLE = 28
 _INDEX_OPTIONS_CONFLICT = 85
 _INDEX_KEY_SPECS_CONFLICT = 86
-_REQUEST_ERRORS = frozenset({_PATH_NOT_VIABLE, _INDEX_OPTIONS_CONFLICT, _INDEX_KEY_SPECS_CONFLICT})
+_REQUEST_ERRORS = frozenset(
+    {
+        _TYPE_MISMATCH,
+        _OVERFLOW,
+        _PATH_NOT_VIABLE,
+        _INDEX_OPTIONS_CONFLICT,
+        _INDEX_KEY_SPECS_CONFLICT,
+    }
+)
 # An upsert whose filter does not pin the _id is a replace, then an insert; the insert loses
 # a race when another writer creates a match in between, and then the replace is retried.
 _UPSERT_ATTEMPTS = 3
@@ -104,16 +114,18 @@ class MongoCollection(Collection):
         *,
         set: Mapping[str, Any] | None = None,
         unset: Sequence[str] = (),
+        inc: Mapping[str, int | float] | None = None,
     ) -> bool:
         parse_filter(filter)
-        assignments, removals = check_update(set, unset)
+        assignments, removals, increments = check_update(set, unset, inc)
+        update = _update(assignments, removals, increments)
         with _translated_errors():
-            result = await self._collection.update_one(filter, _update(assignments, removals))
+            result = await self._collection.update_one(filter, update)
         return result.matched_count > 0
 
     async def update_many(self, filter: Filter, *, set: Mapping[str, Any]) -> int:
         parse_filter(filter)
-        assignments, removals = check_update(set, ())
+        assignments, removals, _ = check_update(set, ())
         with _translated_errors():
             result = await self._collection.update_many(filter, _update(assignments, removals))
         return result.matched_count
@@ -161,12 +173,18 @@ class MongoCollection(Collection):
         return result.deleted_count
 
 
-def _update(assignments: Mapping[str, Any], removals: Sequence[str]) -> dict[str, Any]:
+def _update(
+    assignments: Mapping[str, Any],
+    removals: Sequence[str],
+    increments: Mapping[str, int | float] | None = None,
+) -> dict[str, Any]:
     update: dict[str, Any] = {}
     if assignments:
         update["$set"] = dict(assignments)
     if removals:
         update["$unset"] = dict.fromkeys(removals, "")
+    if increments:
+        update["$inc"] = dict(increments)
     return update
 
 

@@ -74,8 +74,11 @@ class Collection(ABC):
         *,
         set: Mapping[str, Any] | None = None,
         unset: Sequence[str] = (),
+        inc: Mapping[str, int | float] | None = None,
     ) -> bool:
-        """``$set``/``$unset`` on the first match; True when a document matched."""
+        """``$set``/``$unset``/``$inc`` on the first match, all or nothing; True when a
+        document matched. ``inc`` adds to a number (a missing field counts as 0) in the
+        same atomic write, so concurrent increments never lose one another."""
 
     @abstractmethod
     async def update_many(self, filter: Filter, *, set: Mapping[str, Any]) -> int:

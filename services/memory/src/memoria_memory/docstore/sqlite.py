@@ -187,13 +187,15 @@ class SqliteCollection(Collection):
         *,
         set: Mapping[str, Any] | None = None,
         unset: Sequence[str] = (),
+        inc: Mapping[str, int | float] | None = None,
     ) -> bool:
-        assignments, removals = check_update(set, unset)
-        return await self._update(filter, assignments, removals, first_only=True) > 0
+        assignments, removals, increments = check_update(set, unset, inc)
+        updated = await self._update(filter, assignments, removals, increments, first_only=True)
+        return updated > 0
 
     async def update_many(self, filter: Filter, *, set: Mapping[str, Any]) -> int:
-        assignments, removals = check_update(set, ())
-        return await self._update(filter, assignments, removals, first_only=False)
+        assignments, removals, _ = check_update(set, ())
+        return await self._update(filter, assignments, removals, {}, first_only=False)
 
     async def replace_one(
         self, filter: Filter, document: Document, *, upsert: bool = False
@@ -244,8 +246,17 @@ class SqliteCollection(Collection):
         return await self._store._run(self.name, run)
 
     async def _update(
-        self, filter: Filter, set: Mapping[str, Any], unset: Sequence[str], *, first_only: bool
+        self,
+        filter: Filter,
+        set: Mapping[str, Any],
+        unset: Sequence[str],
+        inc: Mapping[str, int | float],
+        *,
+        first_only: bool,
     ) -> int:
+        """Read, change in Python and write back in one transaction under the store's lock:
+        no other write can come between the read and the write, which is what makes an
+        increment atomic here."""
         where = WhereClause()
         select = f"SELECT id, doc FROM {self._table} WHERE {where.compile(parse_filter(filter))}"
         if first_only:
@@ -257,7 +268,7 @@ class SqliteCollection(Collection):
                 changed: list[tuple[str, str]] = []
                 for row in rows:
                     document = _decode(row)
-                    apply_update(document, set, unset)
+                    apply_update(document, set, unset, inc)
                     identifier, body = _encode(document)
                     changed.append((body, identifier))
                 db.executemany(f"UPDATE {self._table} SET doc = ? WHERE id = ?", changed)
