@@ -251,7 +251,7 @@ async def test_a_cycle_gets_its_history_and_its_session_config_in_one_request(
     await service.threads.update_session_config(
         USER,
         SessionConfigPatch.model_validate({"memory_limit": 3}).as_update(THREAD),
-        default_persona=None,
+        default_persona=Settings(_env_file=None).default_persona,
     )
 
     page = await service.page(session=True)

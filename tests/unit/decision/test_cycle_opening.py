@@ -71,7 +71,7 @@ async def start_cycle(redis: Redis, memory: OpeningMemory) -> tuple[CycleState, 
         Envelope(user_id="ana", thread_id="t1", payload=message), message, b"framed"
     )
     state = await CycleStore(redis).load(cycle_id_for(message.message_id))
-    assert state is not None
+    assert state is not None and state.session is not None
     return state, publisher
 
 
@@ -79,7 +79,7 @@ async def test_history_and_session_config_come_in_one_request(redis: Redis) -> N
     memory = OpeningMemory(in_page=config_with_limit(3))
     state, _ = await start_cycle(redis, memory)
     assert memory.asked == ["history.query"]
-    assert state.session.memory_limit == 3
+    assert state.session is not None and state.session.memory_limit == 3
 
 
 async def test_an_answer_without_the_config_asks_for_it_on_its_own(redis: Redis) -> None:
@@ -87,7 +87,7 @@ async def test_an_answer_without_the_config_asks_for_it_on_its_own(redis: Redis)
     memory = OpeningMemory(in_page=None, on_its_own=config_with_limit(7))
     state, _ = await start_cycle(redis, memory)
     assert memory.asked == ["history.query", "session.get"]
-    assert state.session.memory_limit == 7
+    assert state.session is not None and state.session.memory_limit == 7
 
 
 async def test_a_failed_history_still_reads_the_config(redis: Redis) -> None:
@@ -98,7 +98,7 @@ async def test_a_failed_history_still_reads_the_config(redis: Redis) -> None:
     )
     state, publisher = await start_cycle(redis, memory)
     assert memory.asked == ["history.query", "session.get"]
-    assert state.session.memory_limit == 5
+    assert state.session is not None and state.session.memory_limit == 5
     notice = i18n.text("history_unavailable", "en")
     assert notice in [record.content for record in publisher.chat()]
 
