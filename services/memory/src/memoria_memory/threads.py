@@ -117,6 +117,17 @@ def _title_open_in(thread: Document, seq: int) -> bool:
     return bool(title_seq > seq)
 
 
+def _as_newest(thread: Document, message: Document) -> dict[str, Any]:
+    """The thread's fields that show ``message`` (as stored: ``seq``, ``modal``,
+    ``content``, ``created_at``) as its newest."""
+    written = clock.stamp(clock.parse(message["created_at"]))
+    return {
+        "last_seq": message["seq"],
+        "last_message": preview(message["modal"], message.get("content")),
+        "updated_at": max(thread["created_at"], written),
+    }
+
+
 def thread_key(user_id: str, thread_id: str) -> str:
     # '/' is in neither a user id's nor a thread id's alphabet: no two pairs share a key.
     return f"{user_id}/{thread_id}"
@@ -340,12 +351,7 @@ class ThreadRepository:
         key = thread_key(user_id, thread["thread_id"])
         # The stored form, so the preview and the time are those a recount would make.
         stored = record.model_dump(mode="json", include={"modal", "content", "created_at"})
-        written = clock.stamp(clock.parse(stored["created_at"]))
-        newest = {
-            "last_seq": seq,
-            "last_message": preview(stored["modal"], stored.get("content")),
-            "updated_at": max(thread["created_at"], written),
-        }
+        newest = _as_newest(thread, {**stored, "seq": seq})
         # Nearly always the message is the newest: one update counts it and shows it. One
         # handled after a newer one (concurrent handlers) is only counted.
         one_more = {"message_count": 1}
@@ -406,15 +412,11 @@ class ThreadRepository:
         first_user = await self._messages.find(
             {**in_thread, "role": "user"}, sort=[("seq", 1)], limit=1
         )
-        latest = newest[0]
-        written = clock.stamp(clock.parse(latest["created_at"]))
         return {
             "message_count": count,
-            "last_seq": latest["seq"],
-            "last_message": preview(latest["modal"], latest.get("content")),
+            **_as_newest(thread, newest[0]),
             "auto_title": default_title(first_user[0].get("content")) if first_user else None,
             _TITLE_SEQ: first_user[0]["seq"] if first_user else None,
-            "updated_at": max(thread["created_at"], written),
         }
 
     async def _backfill(self) -> None:
