@@ -74,14 +74,7 @@ def memory(
 
 def card(found: Memory, record_id: str = "cyc_test1.1.1") -> ChatRecord:
     """A memory card as an earlier step posted it."""
-    return ChatRecord(
-        id=record_id,
-        cycle_id=CYCLE_ID,
-        chat_history=True,
-        modal="memory",
-        role="system",
-        content=found.model_dump(mode="json"),
-    )
+    return ChatRecord.memory_card(record_id, CYCLE_ID, found)
 
 
 class RecordingPublisher(in_process_bus.RecordingPublisher):
