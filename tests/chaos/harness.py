@@ -883,7 +883,27 @@ def report(
     ]
     if services is not None:
         lines += ["kills: " + json.dumps(dict(services.kills))]
+        if problems:  # what the services said, to explain the problems (bug 7 lacked it)
+            lines += log_digest(services.stack)
     return "\n".join(lines)
+
+
+LOG_DIGEST_LINES = 80  # per service
+
+
+def log_digest(stack: Stack) -> list[str]:
+    """Each service's warnings and errors, one line each (a traceback's first line), the
+    newest ``LOG_DIGEST_LINES``."""
+    lines: list[str] = []
+    for name in SERVICE_NAMES:
+        said = [
+            line
+            for line in stack.logs(name).splitlines()
+            if " WARNING " in line or " ERROR " in line or " CRITICAL " in line
+        ]
+        lines.append(f"{name} log: {len(said)} warnings and errors, the newest:")
+        lines += [f"  {line}" for line in said[-LOG_DIGEST_LINES:]]
+    return lines
 
 
 async def gather_all(*coroutines: Awaitable[None]) -> None:

@@ -19,11 +19,10 @@ from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
+from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.action_worker")
-
-_ADVERTS_PER_TTL = 3  # refresh the advert three times per lifetime: one lost write is fine
 
 
 def build_broker(
@@ -58,14 +57,13 @@ def build_broker(
 
 async def _advertise_forever(runner: StepRunner, settings: Settings) -> None:
     specs = [registered.spec for registered in runner.actions.values()]
-    while True:
-        try:
-            await catalog.advertise(
-                runner.redis, settings.consumer, specs, settings.catalog_ttl_seconds
-            )
-        except Exception:  # the broker may be restarting; try again next round
-            log.exception("could not advertise actions")
-        await asyncio.sleep(settings.catalog_ttl_seconds / _ADVERTS_PER_TTL)
+    await keep_refreshed(
+        lambda: catalog.advertise(
+            runner.redis, settings.consumer, specs, settings.catalog_ttl_seconds
+        ),
+        ttl_s=settings.catalog_ttl_seconds,
+        what="the action catalog advert",
+    )
 
 
 def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:

@@ -22,12 +22,12 @@ from memoria_memory.threads import ThreadRepository
 from memoria_runtime import presence, redis_clients
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.personas import load_personas
+from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.memory")
 
 SERVICE = "memory"
-ANNOUNCES_PER_TTL = 3  # refresh three times per lifetime: one lost write is fine
 
 
 def build_broker(
@@ -69,21 +69,21 @@ def build_broker(
 
 
 async def _announce_forever(redis: Redis, settings: Settings, serving_since: float) -> None:
-    while True:
-        try:
-            await presence.announce(
-                redis,
-                presence.Presence(
-                    service=SERVICE,
-                    consumer=settings.consumer,
-                    pid=os.getpid(),
-                    serving_since=serving_since,
-                    expires_at=time.time() + settings.catalog_ttl_seconds,
-                ),
-            )
-        except Exception:  # the broker may be restarting; try again next round
-            log.exception("could not announce the memory service")
-        await asyncio.sleep(settings.catalog_ttl_seconds / ANNOUNCES_PER_TTL)
+    async def announce() -> None:
+        await presence.announce(
+            redis,
+            presence.Presence(
+                service=SERVICE,
+                consumer=settings.consumer,
+                pid=os.getpid(),
+                serving_since=serving_since,
+                expires_at=time.time() + settings.catalog_ttl_seconds,
+            ),
+        )
+
+    await keep_refreshed(
+        announce, ttl_s=settings.catalog_ttl_seconds, what="the memory service's presence"
+    )
 
 
 async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None:
