@@ -10,9 +10,19 @@ uses the same explicit policy: a few quick reconnects with jittered backoff.
 Retrying a command whose connection broke can run it twice when the broker received it
 before the break; the bus tolerates that (consumers are idempotent by event id and the
 thread gate's admission is keyed by the client's message id).
+
+A broker that vanishes without closing its connections (its node lost, a network cut: no
+reset ever arrives) is the other danger: a blocked read (``XREADGROUP BLOCK``, the reply
+inbox) would wait on a silent socket for good. TCP keepalive makes the kernel notice within
+``KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S * KEEPALIVE_PROBES`` seconds and fail the read;
+the usual reconnect follows. A connect to a vanished address gives up after
+``CONNECT_TIMEOUT_S`` instead of the kernel's two minutes of SYN retries.
 """
 
 from __future__ import annotations
+
+import socket
+from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -24,6 +34,30 @@ from memoria_runtime.settings import Settings
 RETRIES = 3
 BACKOFF_BASE_S = 0.05
 BACKOFF_CAP_S = 1.0
+CONNECT_TIMEOUT_S = 5.0
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 3
+KEEPALIVE_PROBES = 3
+
+
+def _keepalive_options() -> dict[int, int]:
+    """Linux names (the images and the dev machines); elsewhere the system's defaults."""
+    wanted = {
+        "TCP_KEEPIDLE": KEEPALIVE_IDLE_S,
+        "TCP_KEEPINTVL": KEEPALIVE_INTERVAL_S,
+        "TCP_KEEPCNT": KEEPALIVE_PROBES,
+    }
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
+
+
+def connection_options() -> dict[str, Any]:
+    """What every service connection to the broker uses besides its URL."""
+    return {
+        "retry": reconnecting(),
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_keepalive": True,
+        "socket_keepalive_options": _keepalive_options(),
+    }
 
 
 def reconnecting() -> Retry:
@@ -37,7 +71,7 @@ def reconnecting() -> Retry:
 
 def connect(settings: Settings) -> Redis:
     """A client with its own pool (redis-py's default size)."""
-    return Redis.from_url(settings.effective_redis_url, retry=reconnecting())
+    return Redis.from_url(settings.effective_redis_url, **connection_options())
 
 
 def connect_bounded(settings: Settings, *, max_connections: int, wait_s: float) -> Redis:
@@ -47,6 +81,6 @@ def connect_bounded(settings: Settings, *, max_connections: int, wait_s: float) 
         settings.effective_redis_url,
         max_connections=max_connections,
         timeout=wait_s,
-        retry=reconnecting(),
+        **connection_options(),
     )
     return Redis.from_pool(pool)
