@@ -40,8 +40,8 @@ async def keep_refreshed(write: Callable[[], Awaitable[None]], *, ttl_s: float, 
     while True:
         async for attempt in retrying:
             with attempt:
-                # A connection whose peer vanished without a reset can hang a command for
-                # good (no socket timeout is set); give up on it in time to retry.
+                # On a connection whose peer vanished without a reset, a command waits until
+                # TCP keepalive gives up (redis_clients.py, ~19 s); a round may be sooner.
                 async with asyncio.timeout(period):
                     await write()
         failed = retrying.statistics["attempt_number"] - 1
