@@ -77,8 +77,8 @@ async def test_a_run_of_failures_is_logged_once_with_its_cause_and_the_recovery_
 
 
 async def test_a_write_that_hangs_is_given_up_after_a_round_and_tried_again() -> None:
-    """A command on a connection whose peer vanished may never return; the record must not
-    stay unwritten for good because of it."""
+    """A command on a connection whose peer vanished may not return for long; the record
+    must not stay unwritten while it waits."""
     calls = 0
     written = asyncio.Event()
 
