@@ -20,7 +20,7 @@ from memoria_contracts.events import ChatDelta, ChatPosted, CycleEnded, Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
-from memoria_gateway.replay import ChatOutLog, resume
+from memoria_gateway.replay import ChatOutLog, ReplayScan, resume
 from memoria_gateway.resume import EntryId
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
@@ -134,6 +134,52 @@ async def test_the_frames_after_since_are_replayed_in_order_with_their_event_ids
     assert (answer.replayed, answer.complete) == (2, True)
 
 
+async def test_a_resume_reads_at_most_its_scan_cap_of_entries_and_says_it_is_incomplete(
+    redis: Redis, chat_out: ChatOut, socket: tuple[Connection, RecordingSocket]
+) -> None:
+    """chat.out holds every user's frames: a resume from far back must not read them all
+    (each reconnect would cost the gateway seconds of CPU); past its cap the client is told
+    to reload instead."""
+    connection, recording = socket
+    since = await chat_out.delta("ana", 0)
+    early = await chat_out.delta("ana", 1)
+    for n in range(6):
+        await chat_out.delta("bob", n)  # other users' traffic
+    await chat_out.delta("ana", 2)  # beyond the cap: not read
+
+    answer = await resume(
+        connection,
+        ChatOutLog(redis, RedisBroker().message_format, SIGNER),
+        str(since),
+        scan_cap=5,
+    )
+
+    frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
+    assert event_ids(frames) == [str(early)]
+    assert resumed(frames)["complete"] is False
+    assert (answer.replayed, answer.complete) == (1, False)
+
+
+async def test_a_resume_that_reads_the_stream_to_its_end_within_the_cap_is_complete(
+    redis: Redis, chat_out: ChatOut, socket: tuple[Connection, RecordingSocket]
+) -> None:
+    connection, recording = socket
+    since = await chat_out.delta("ana", 0)
+    await chat_out.delta("bob", 1)
+    last = await chat_out.delta("ana", 2)
+
+    answer = await resume(
+        connection,
+        ChatOutLog(redis, RedisBroker().message_format, SIGNER),
+        str(since),
+        scan_cap=2,  # exactly the entries after since
+    )
+
+    frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
+    assert event_ids(frames) == [str(last)]
+    assert (answer.replayed, answer.complete) == (1, True)
+
+
 async def test_a_forged_entry_is_never_replayed(
     redis: Redis, chat_out: ChatOut, socket: tuple[Connection, RecordingSocket]
 ) -> None:
@@ -167,10 +213,10 @@ class RacingLog(ChatOutLog):
         self.new: list[EntryId] = []
 
     async def frames_after(
-        self, user_id: str, after: EntryId
+        self, user_id: str, after: EntryId, scan: ReplayScan | None = None
     ) -> AsyncGenerator[tuple[EntryId, OutboundFrame], None]:
         raced = False
-        async for item in super().frames_after(user_id, after):
+        async for item in super().frames_after(user_id, after, scan):
             yield item
             if not raced:
                 raced = True
