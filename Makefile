@@ -72,6 +72,7 @@ bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (
 	$(PY) bench/load.py
 	$(PY) bench/memory_search.py
 	$(PY) bench/thread_stats.py
+	$(PY) bench/replay_scan.py
 
 docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
 	$(VENV)/bin/memoria docs
