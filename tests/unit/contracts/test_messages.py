@@ -18,6 +18,7 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.frames import ClientMessage, MessageFrame
 from memoria_contracts.ids import new_id
+from memoria_memory.history import is_shown
 
 
 def test_chat_message_uses_the_seed_keys_exactly() -> None:
@@ -137,3 +138,22 @@ def test_ids_sort_by_creation_time() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == 50
     assert all(i.startswith("msg_") and len(i) == 30 for i in ids)
+
+
+def test_a_record_calling_no_tools_is_a_message_people_see_everywhere() -> None:
+    """An empty ``tool_calls`` list calls nothing: the gateway shows the record and the
+    history counts it as shown (they used to disagree on it)."""
+    record = ChatRecord.model_validate(
+        {
+            "id": "m1",
+            "chat-history": True,
+            "modal": "text",
+            "role": "assistant",
+            "content": "hello",
+            "tool_calls": [],
+        }
+    )
+    assert record.tool_calls is None
+    assert not record.tool_record
+    assert is_shown(record)
+    assert json.loads(record.model_dump_json(by_alias=True))["tool_calls"] is None

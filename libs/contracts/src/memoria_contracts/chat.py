@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Modal = Literal["text", "textForReplace", "memory"]
 Role = Literal["user", "system", "assistant"]
@@ -74,6 +74,13 @@ class ChatRecord(ChatMessage):
         default=None, description="A tool record: the id of the call it answers."
     )
     name: str | None = Field(default=None, description="A tool record: the action's name.")
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _no_calls_is_none(cls, calls: list[ToolCall] | None) -> list[ToolCall] | None:
+        # An empty list calls nothing: stored as null, so the history's filter of shown
+        # messages (tool_calls null) and :attr:`tool_record` agree on it.
+        return calls or None
 
     @property
     def tool_record(self) -> bool:

@@ -14,9 +14,9 @@ _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this with
 
 
 def is_shown(record: ChatRecord) -> bool:
-    """Whether :data:`SHOWN` matches ``record`` once stored. Said the filter's way rather
-    than by :attr:`ChatRecord.tool_record` (which differs on an empty ``tool_calls``), so a
-    message counted one at a time is counted exactly when a recount would count it."""
+    """Whether :data:`SHOWN` matches ``record`` once stored: said the filter's way, so a
+    message counted one at a time is counted exactly when a recount would count it (a
+    record never holds an empty ``tool_calls``, so this is ``not record.tool_record``)."""
     return record.role != "tool" and record.tool_calls is None
 
 
