@@ -9,15 +9,10 @@ from memoria_memory.docstore import Collection, DuplicateKeyError
 
 COLLECTION = "chat_messages"
 SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
-"""The messages people see: not a step's tool call or result (R-6), which are for the LLM."""
+"""The messages people see: not a step's tool call or result (R-6), which are for the LLM.
+A stored record matches it exactly when it is not :attr:`ChatRecord.tool_record` (a record
+stores an empty ``tool_calls`` as null), which is how a message is judged one at a time."""
 _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this within one ms
-
-
-def is_shown(record: ChatRecord) -> bool:
-    """Whether :data:`SHOWN` matches ``record`` once stored: said the filter's way, so a
-    message counted one at a time is counted exactly when a recount would count it (a
-    record never holds an empty ``tool_calls``, so this is ``not record.tool_record``)."""
-    return record.role != "tool" and record.tool_calls is None
 
 
 def stream_sequence(entry_id: str) -> int:

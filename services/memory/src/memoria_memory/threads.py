@@ -42,7 +42,7 @@ from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, Se
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
 from memoria_memory.history import COLLECTION as MESSAGES
-from memoria_memory.history import SHOWN, is_shown
+from memoria_memory.history import SHOWN
 from memoria_memory.memories import clock
 from memoria_memory.thread_titles import default_title, preview
 
@@ -298,7 +298,7 @@ class ThreadRepository:
         are recomputed, which is idempotent. A message that is not shown (a step's tool call
         or result) counts in none of them, so they are left alone."""
         thread = await self._ensure(user_id, thread_id, record.created_at)
-        if not is_shown(record):
+        if record.tool_record:  # what SHOWN leaves out, so a recount would not count it
             return
         if fresh:
             await self._count(user_id, thread, record, seq)
