@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from memoria_runtime import redis_clients
+from memoria_runtime.bus import create_broker
 from memoria_runtime.settings import Settings
 
 
@@ -24,17 +27,32 @@ async def _socket_of(client: Redis) -> socket.socket:
         await pool.release(connection)
 
 
-@pytest.mark.parametrize("kind", ["own pool", "bounded pool"])
+@contextlib.asynccontextmanager
+async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
+    if kind == "own pool":
+        client = redis_clients.connect(settings)
+    elif kind == "bounded pool":
+        client = redis_clients.connect_bounded(settings, max_connections=2, wait_s=1.0)
+    else:  # FastStream's own, which it opens when the broker connects
+        broker = create_broker(settings)
+        await broker.connect()
+        try:
+            assert broker._connection is not None
+            yield broker._connection
+        finally:
+            await broker.stop()
+        return
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize("kind", ["own pool", "bounded pool", "the broker's FastStream pool"])
 async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
     redis_url: str, kind: str
 ) -> None:
-    settings = Settings(redis_url=redis_url)
-    client = (
-        redis_clients.connect(settings)
-        if kind == "own pool"
-        else redis_clients.connect_bounded(settings, max_connections=2, wait_s=1.0)
-    )
-    try:
+    async with client_of(kind, Settings(redis_url=redis_url)) as client:
         sock = await _socket_of(client)
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         probing = {
@@ -46,5 +64,3 @@ async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
         assert {opt: sock.getsockopt(socket.IPPROTO_TCP, opt) for opt in probing} == probing
         kwargs = client.connection_pool.connection_kwargs
         assert kwargs["socket_connect_timeout"] == redis_clients.CONNECT_TIMEOUT_S
-    finally:
-        await client.aclose()

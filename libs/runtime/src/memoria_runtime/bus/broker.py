@@ -133,5 +133,7 @@ def create_broker(
         tracer=provider.get_tracer("memoria.bus"),
         graceful_timeout=settings.shutdown_grace_seconds,
         logger=broker_logger,
-        retry=redis_clients.reconnecting(),  # FastStream's own pool would never retry
+        # FastStream's own pool: the retries and keepalive of every other client, which it
+        # would not have by default.
+        **redis_clients.connection_options(),
     )
