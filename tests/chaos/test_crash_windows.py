@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from in_process_bus import scripted_engine
+from in_process_bus import FINALIZE, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -17,7 +17,6 @@ from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
     ActionRequested,
-    ActionSpec,
     ChatPosted,
     CycleEnded,
     Envelope,
@@ -32,7 +31,6 @@ pytestmark = pytest.mark.chaos
 
 MESSAGE_ID = "msg_crashwindow1"
 LATER_S = 600.0  # "a while later": past any claim on a deadline
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 
 
 class Died(Exception):

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import ChatPosted, CycleEnded, Envelope, HistoryPage, Payload
+from memoria_contracts.events import (
+    ActionSpec,
+    ChatPosted,
+    CycleEnded,
+    Envelope,
+    HistoryPage,
+    Payload,
+)
 from memoria_contracts.streams import Stream
 from memoria_decision.cycle import CycleEngine
 from memoria_decision.deadlines import Deadlines
@@ -17,6 +24,9 @@ from memoria_runtime.bus import EventPublisher
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
+
+FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
+"""The action a test's worker advertises when the cycle should simply answer."""
 
 
 class RecordingPublisher(EventPublisher):

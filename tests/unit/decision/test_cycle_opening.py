@@ -5,11 +5,10 @@ On a real Redis, scripted LLM."""
 
 from __future__ import annotations
 
-from in_process_bus import RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
-    ActionSpec,
     Envelope,
     HistoryPage,
     HistoryQuery,
@@ -25,7 +24,6 @@ from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 SETTINGS = Settings(_env_file=None)
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from in_process_bus import RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
@@ -17,7 +17,6 @@ from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
     ActionRequested,
-    ActionSpec,
     CycleEnded,
     Envelope,
     UserMessageReceived,
@@ -26,7 +25,6 @@ from memoria_decision.cycle import CycleEngine
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
 
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 START_ROUND_TRIPS = 3  # open (state, lock, pending) · new state + catalog · decision's writes
 END_ROUND_TRIPS = 3  # the state · end mark, state, usage · announced state + release
 

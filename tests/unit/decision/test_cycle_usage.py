@@ -4,14 +4,13 @@ usage and cost when it ends; on a real Redis, with the scripted provider."""
 from __future__ import annotations
 
 import pytest
-from in_process_bus import RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
     ActionRequested,
-    ActionSpec,
     CycleEnded,
     Envelope,
     UserMessageReceived,
@@ -29,7 +28,6 @@ from memoria_runtime.settings import Settings
 SCRIPTED_PRICE = (1000.0, 2000.0)  # USD per million words: visible costs for tiny prompts
 WORKER_MODEL = "gemini-2.5-flash"
 MESSAGE_ID = "msg_usage1"
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 
 
 def engine_for(

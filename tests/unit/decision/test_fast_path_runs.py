@@ -7,12 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from in_process_bus import RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.events import (
     ActionRequested,
-    ActionSpec,
     Envelope,
     HistoryPage,
     HistoryQuery,
@@ -36,7 +35,6 @@ from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 
 
 def memory(memory_id: str) -> Memory:

