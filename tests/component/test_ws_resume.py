@@ -213,7 +213,7 @@ class RacingLog(ChatOutLog):
         self.new: list[EntryId] = []
 
     async def frames_after(
-        self, user_id: str, after: EntryId, scan: ReplayScan | None = None
+        self, user_id: str, after: EntryId, scan: ReplayScan
     ) -> AsyncGenerator[tuple[EntryId, OutboundFrame], None]:
         raced = False
         async for item in super().frames_after(user_id, after, scan):

@@ -66,12 +66,11 @@ class ChatOutLog:
         self._stream = Stream.CHAT_OUT.value
 
     async def frames_after(
-        self, user_id: str, after: EntryId, scan: ReplayScan | None = None
+        self, user_id: str, after: EntryId, scan: ReplayScan
     ) -> AsyncGenerator[tuple[EntryId, OutboundFrame], None]:
         """The user's frames of entries strictly after ``after``, in stream order, each with
         its entry id as ``event_id``, reading at most ``scan.cap`` entries (``scan.stopped``
         tells whether it stopped there)."""
-        scan = scan if scan is not None else ReplayScan()
         cursor = str(after)
         while True:
             count = min(PAGE, scan.cap - scan.read)
