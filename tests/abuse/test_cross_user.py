@@ -31,6 +31,7 @@ import jwt
 import pytest
 import websockets
 from stack import Stack
+from traces import ended_trace
 from ws_client import ChatClient, Frame, chat
 
 from tests.abuse.helpers import (
@@ -180,8 +181,12 @@ class User:
         return [change["kind"] for change in response.json()["changes"]]
 
     async def say(self, text: str, thread_id: str = "main") -> list[Frame]:
+        """One cycle over a socket of its own; returns its frames once the memory service has
+        recorded all of it (history and trace), so what is read next is settled."""
         async with chat(self.ws_url) as client:
-            return await cycle_of(client, text, thread_id)
+            frames = await cycle_of(client, text, thread_id)
+        await ended_trace(self.http, frames[-1]["cycle_id"])
+        return frames
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -468,9 +473,8 @@ async def test_another_users_cycle_trace_is_not_found(stack: Stack) -> None:
         frames = await ana.say(f"remember {BOB_SECRET}", thread_id="ana-trace")
         cycle_id = frames[-1]["cycle_id"]
         assert {f["cycle_id"] for f in frames if "cycle_id" in f} == {cycle_id}
-        own = await ana.http.get(f"/api/cycles/{cycle_id}")
-        assert own.status_code == 200, own.text
-        assert BOB_SECRET in own.text  # the trace is real, and has the content to protect
+        own = await ended_trace(ana.http, cycle_id)
+        assert BOB_SECRET in json.dumps(own)  # the trace is real, and has the content to protect
 
         unknown = await bob.http.get(f"/api/cycles/cyc_{uuid.uuid4().hex}")
         assert (unknown.status_code, unknown.json()) == (404, {"detail": "cycle not found"})
@@ -488,7 +492,7 @@ async def test_another_users_cycle_trace_is_not_found(stack: Stack) -> None:
             f"/api/cycles/{cycle_id}", headers={"Authorization": f"Bearer {bob.token}x"}
         )
         assert forged.status_code == 401 and BOB_SECRET not in forged.text
-        assert (await ana.http.get(f"/api/cycles/{cycle_id}")).json() == own.json()
+        assert (await ana.http.get(f"/api/cycles/{cycle_id}")).json() == own
 
 
 async def test_the_same_client_message_id_never_joins_another_users_cycle(stack: Stack) -> None:
@@ -506,8 +510,8 @@ async def test_the_same_client_message_id_never_joins_another_users_cycle(stack:
             bob_frames = await socket.cycle(second["id"], CYCLE_TIMEOUT_S)
         assert bob_frames[-1]["cycle_id"] != ana_frames[-1]["cycle_id"]
         assert BOB_SECRET not in json.dumps(bob_frames)
-        trace = await bob.http.get(f"/api/cycles/{bob_frames[-1]['cycle_id']}")
-        assert trace.status_code == 200 and BOB_SECRET not in trace.text
+        trace = await ended_trace(bob.http, bob_frames[-1]["cycle_id"])
+        assert BOB_SECRET not in json.dumps(trace)
         stolen = await bob.http.get(f"/api/cycles/{ana_frames[-1]['cycle_id']}")
         assert (stolen.status_code, stolen.json()) == (404, {"detail": "cycle not found"})
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from faststream.redis.parser.binary import BinaryMessageFormatV1
 from redis.asyncio import Redis
 from stack import Stack, running_stack
+from traces import ended_trace as trace_when_ended
 from ws_client import chat
 
 from memoria_contracts.events import Envelope
@@ -36,7 +36,6 @@ SCRIPT: dict[str, Any] = {
     ],
     "chat_chunk_words": 1,
 }
-TRACE_WAIT_S = 10.0
 CLI_WAIT_S = 60.0
 MEMORIA = Path(sys.executable).parent / "memoria"
 CYCLE_STREAMS = (Stream.CHAT_IN, Stream.ACTIONS, Stream.ACTIONS_DONE, Stream.CHAT_OUT)
@@ -64,14 +63,9 @@ async def trace_of(stack: Stack, user_id: str, cycle_id: str) -> httpx.Response:
 
 
 async def ended_trace(stack: Stack, user_id: str, cycle_id: str) -> dict[str, Any]:
-    """The trace once the memory service has recorded the cycle's end (it reads the streams
-    on its own, so it may be a moment behind the socket)."""
-    async with asyncio.timeout(TRACE_WAIT_S):
-        while True:
-            response = await trace_of(stack, user_id, cycle_id)
-            if response.status_code == 200 and response.json()["ended_at"] is not None:
-                return cast(dict[str, Any], response.json())
-            await asyncio.sleep(0.1)
+    headers = {"Authorization": f"Bearer {stack.token(user_id)}"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=headers) as http:
+        return await trace_when_ended(http, cycle_id)
 
 
 async def envelopes_of(stack: Stack, cycle_id: str, message_id: str) -> list[Envelope]:
