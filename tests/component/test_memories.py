@@ -40,6 +40,12 @@ PEANUTS = "I am allergic to peanuts"
 PEANUT_BINDINGS = ["food allergy", "peanut allergy", "alergia alimentar"]
 
 
+@pytest.fixture(autouse=True)
+def broker(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory service's storage publishes vector versions to the broker (a real one)."""
+    monkeypatch.setenv("MEMORIA_REDIS_URL", redis_url)
+
+
 @pytest.fixture
 async def storage(tmp_path: Path, milvus_uri: str) -> AsyncIterator[MemoryStorage]:
     settings = Settings(

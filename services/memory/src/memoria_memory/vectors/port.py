@@ -20,6 +20,17 @@ from dataclasses import dataclass
 
 _NOT_NAME_CHARS = re.compile(r"[^a-z0-9]+")
 COLLECTION_PREFIX = "memoria_bindings"
+USER_ID_MAX_CHARS = 64
+# User ids end up in filter expressions and broker keys: only characters that never need
+# escaping there.
+USER_ID_PATTERN = re.compile(rf"^[A-Za-z0-9._@-]{{1,{USER_ID_MAX_CHARS}}}$")
+MAX_SEARCH_LIMIT = 16_384  # Milvus' limit on a search's topk; the port's for every adapter
+
+
+def valid_user_id(user_id: str) -> str:
+    if not USER_ID_PATTERN.fullmatch(user_id):
+        raise ValueError(f"invalid user id {user_id!r}: expected {USER_ID_PATTERN.pattern}")
+    return user_id
 
 
 def collection_name(embedder_id: str, dim: int) -> str:
@@ -80,6 +91,10 @@ class VectorStore(ABC):
     @abstractmethod
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
         """Every ``(row id, memory id)`` of the user (for the reconciler)."""
+
+    @abstractmethod
+    async def vectors_of(self, user_id: str) -> list[VectorRow]:
+        """Every row of the user, vector included (to hold them closer: ``cached``)."""
 
     @abstractmethod
     async def close(self) -> None: ...

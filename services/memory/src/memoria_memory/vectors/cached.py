@@ -1,0 +1,339 @@
+"""A vector store that holds recently searched users' vectors in process.
+
+Milvus stays the store of record; this adapter wraps it. A user's search is exact either
+way (inner product over every row of the user, the same as the FLAT index), but from a
+held copy it is one matrix product in numpy instead of a Milvus request. On milvus-lite
+that request costs about ten times the product, because its search walks the partition's
+rows in Python (docs/benchmarks.md, memory search).
+
+Coherence across replicas (and the ``memoria`` CLI) comes from ``versions``: every write
+of a user's rows replaces the user's version token in the broker, and a held copy is used
+only while the broker still holds the token it was made at, checked on every search (one
+round trip). A writer that finds the token it replaced was its own copy's applies its write
+to the copy; any other writer's change drops the copy, and the next searches go to Milvus
+while the copy is made again in the background. So a miss is never slower than no cache,
+and a search never answers from rows older than the last acknowledged write.
+
+Writes of one user in this process are serialised (a lock per user), so the order in which
+they reach Milvus is the order they are applied to the copy. A write whose version could
+not be replaced (the broker unreachable) fails: its memory stays pending and the reconciler
+writes it again, replacing the version then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from redis.exceptions import RedisError
+
+from memoria_memory.vectors.port import (
+    MAX_SEARCH_LIMIT,
+    VectorHit,
+    VectorRow,
+    VectorStore,
+    VectorStoreError,
+    valid_user_id,
+)
+from memoria_memory.vectors.versions import VectorVersions, new_token
+
+log = logging.getLogger("memoria.memory.vectors")
+
+Matrix = npt.NDArray[np.float32]
+# What a held row costs besides its vector: two short strings and a dict entry.
+ROW_OVERHEAD_BYTES = 300
+WRITE_LOCKS = 64  # striped by user: bounded, and two users rarely share one
+
+
+@dataclass
+class HeldRows:
+    """One user's rows at one version: a float32 matrix (grown by doubling) and its ids."""
+
+    version: str
+    dim: int
+    ids: list[str] = field(default_factory=list)
+    memory_ids: list[str] = field(default_factory=list)
+    positions: dict[str, int] = field(default_factory=dict)
+    matrix: Matrix = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.matrix = np.empty((0, self.dim), dtype=np.float32)
+
+    @classmethod
+    def of(cls, version: str, dim: int, rows: Iterable[VectorRow]) -> HeldRows:
+        held = cls(version, dim)
+        held.put(list(rows))
+        return held
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes) + ROW_OVERHEAD_BYTES * self.count
+
+    def put(self, rows: Sequence[VectorRow]) -> None:
+        """Upsert: an id already held gets the new vector and memory id."""
+        if not rows:
+            return
+        vectors = np.asarray([row.vector for row in rows], dtype=np.float32)
+        for row, vector in zip(rows, vectors, strict=True):
+            position = self.positions.get(row.id)
+            if position is None:
+                position = self.count
+                self._reserve(position + 1)
+                self.ids.append(row.id)
+                self.memory_ids.append(row.memory_id)
+                self.positions[row.id] = position
+            else:
+                self.memory_ids[position] = row.memory_id
+            self.matrix[position] = vector
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Delete: the last row moves into the freed place, so the matrix stays dense."""
+        for row_id in ids:
+            position = self.positions.pop(row_id, None)
+            if position is None:
+                continue
+            last = self.count - 1
+            if position != last:
+                moved = self.ids[last]
+                self.ids[position] = moved
+                self.memory_ids[position] = self.memory_ids[last]
+                self.matrix[position] = self.matrix[last]
+                self.positions[moved] = position
+            self.ids.pop()
+            self.memory_ids.pop()
+
+    def search(self, queries: Matrix, limit: int) -> list[list[VectorHit]]:
+        if self.count == 0:
+            return [[] for _ in range(len(queries))]
+        scores = queries @ self.matrix[: self.count].T  # (queries, rows)
+        take = min(limit, self.count)
+        results: list[list[VectorHit]] = []
+        for row_scores in scores:
+            if take < self.count:
+                best = np.argpartition(-row_scores, take - 1)[:take]
+            else:
+                best = np.arange(self.count)
+            best = best[np.argsort(-row_scores[best], kind="stable")]
+            results.append(
+                [
+                    VectorHit(self.ids[i], self.memory_ids[i], float(row_scores[i]))
+                    for i in best.tolist()
+                ]
+            )
+        return results
+
+    def _reserve(self, rows: int) -> None:
+        if rows <= len(self.matrix):
+            return
+        grown = np.empty((max(rows, 2 * len(self.matrix), 16), self.dim), dtype=np.float32)
+        grown[: self.count] = self.matrix[: self.count]
+        self.matrix = grown
+
+
+class CachedVectorStore(VectorStore):
+    """``inner`` with the vectors of recently searched users held in process, within
+    ``budget_bytes`` (least recently searched users dropped first).
+
+    ``load_in_background``: on a miss, answer from ``inner`` and make the copy in the
+    background, one user at a time (the service); False makes the copy first and answers
+    from it (tests, so that every search exercises the copy)."""
+
+    def __init__(
+        self,
+        inner: VectorStore,
+        versions: VectorVersions,
+        budget_bytes: int,
+        *,
+        load_in_background: bool = True,
+    ) -> None:
+        self._inner = inner
+        self._versions = versions
+        self._budget = budget_bytes
+        self._background = load_in_background
+        self._held: OrderedDict[str, HeldRows] = OrderedDict()
+        self._bytes = 0
+        self._loads: dict[str, asyncio.Task[None]] = {}
+        self._locks = [asyncio.Lock() for _ in range(WRITE_LOCKS)]
+        self._versions_failing = False
+
+    @property
+    def collection(self) -> str:
+        return self._inner.collection
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    @property
+    def held_users(self) -> list[str]:
+        """Users whose rows are held, least recently searched first."""
+        return list(self._held)
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
+    async def settled(self) -> None:
+        """Wait until the copy being made, if any, is made (benches and tests)."""
+        while self._loads:
+            await asyncio.gather(*self._loads.values(), return_exceptions=True)
+
+    async def open(self) -> None:
+        await self._inner.open()
+
+    async def close(self) -> None:
+        loads = list(self._loads.values())
+        for task in loads:
+            task.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
+        self._held.clear()
+        self._bytes = 0
+        await self._inner.close()
+
+    # -- port --------------------------------------------------------------------------------
+
+    async def upsert(self, user_id: str, rows: Sequence[VectorRow]) -> None:
+        async with self._lock(user_id):
+            await self._inner.upsert(user_id, rows)
+            await self._changed(user_id, lambda held: held.put(rows))
+
+    async def delete(self, user_id: str, ids: Sequence[str]) -> None:
+        async with self._lock(user_id):
+            await self._inner.delete(user_id, ids)
+            await self._changed(user_id, lambda held: held.remove(ids))
+
+    async def search(
+        self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
+    ) -> list[list[VectorHit]]:
+        valid_user_id(user_id)
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"limit must be within 1..{MAX_SEARCH_LIMIT}, got {limit}")
+        if not vectors:
+            return []
+        if self._budget <= 0:  # holding nothing: versions are only published, never read
+            return await self._inner.search(user_id, vectors, limit)
+        queries = self._queries(vectors)
+        try:
+            version = await self._versions.current(user_id)
+        except RedisError as exc:
+            self._versions_down(exc)
+            return await self._inner.search(user_id, vectors, limit)
+        self._versions_up()
+        held = self._held.get(user_id)
+        if held is not None and held.version == version:
+            self._held.move_to_end(user_id)
+            return held.search(queries, limit)
+        self._drop(user_id)
+        if self._background:
+            self._load_soon(user_id)
+            return await self._inner.search(user_id, vectors, limit)
+        await self._load(user_id)
+        held = self._held.get(user_id)
+        if held is None or held.version != version:  # too big to hold, or changed meanwhile
+            return await self._inner.search(user_id, vectors, limit)
+        return held.search(queries, limit)
+
+    async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
+        return await self._inner.rows_of(user_id)
+
+    async def vectors_of(self, user_id: str) -> list[VectorRow]:
+        return await self._inner.vectors_of(user_id)
+
+    # -- keeping copies in step --------------------------------------------------------------
+
+    async def _changed(self, user_id: str, apply: Callable[[HeldRows], None]) -> None:
+        """After a write reached ``inner``: a new version for the user, and this process's
+        copy brought along when nobody else wrote since it was made."""
+        token = new_token()
+        try:
+            replaced = await self._versions.replace(user_id, token)
+        except RedisError as exc:
+            self._drop(user_id)
+            raise VectorStoreError(
+                f"wrote vectors of {self.collection} but could not publish their new version "
+                f"(the broker: {exc}); the write will be retried"
+            ) from exc
+        held = self._held.get(user_id)
+        if held is None:
+            return
+        if held.version != replaced:
+            self._drop(user_id)
+            return
+        before = held.nbytes
+        apply(held)
+        held.version = token
+        self._bytes += held.nbytes - before
+        self._evict()
+
+    def _load_soon(self, user_id: str) -> None:
+        # One copy made at a time: a copy costs far more than the search it saves (about
+        # half a second of CPU for 6,000 rows from milvus-lite), so when more users are
+        # searched than the budget holds, the misses go to Milvus rather than each one
+        # starting a load that competes for the same cores.
+        if self._loads:
+            return
+        task = asyncio.create_task(self._load(user_id), name=f"hold vectors of {user_id}")
+        self._loads[user_id] = task
+        task.add_done_callback(lambda _: self._loads.pop(user_id, None))
+
+    async def _load(self, user_id: str) -> None:
+        """Make the user's copy: version first, then the rows, so a write landing in
+        between leaves the copy at an older version (and it is made again), never a copy
+        that claims a write it lacks."""
+        try:
+            version = await self._versions.current(user_id)
+            rows = await self._inner.vectors_of(user_id)
+        except (RedisError, VectorStoreError) as exc:
+            log.warning("could not hold the vectors of a user in process: %s", exc)
+            return
+        held = HeldRows.of(version, self.dim, rows)
+        if held.nbytes > self._budget:
+            log.debug("a user's %d vector rows exceed the cache budget", held.count)
+            return
+        self._drop(user_id)
+        self._held[user_id] = held
+        self._bytes += held.nbytes
+        self._evict(keep=user_id)
+
+    def _drop(self, user_id: str) -> None:
+        held = self._held.pop(user_id, None)
+        if held is not None:
+            self._bytes -= held.nbytes
+
+    def _evict(self, keep: str | None = None) -> None:
+        """Drop the least recently searched copies (``keep``'s last) until within budget."""
+        for user_id in [*(u for u in self._held if u != keep), *([keep] if keep else [])]:
+            if self._bytes <= self._budget:
+                return
+            self._drop(user_id)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _queries(self, vectors: Sequence[Sequence[float]]) -> Matrix:
+        for vector in vectors:
+            if len(vector) != self.dim:
+                raise ValueError(f"expected a {self.dim}-dimensional vector, got {len(vector)}")
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _lock(self, user_id: str) -> asyncio.Lock:
+        return self._locks[zlib.crc32(user_id.encode()) % WRITE_LOCKS]
+
+    def _versions_down(self, exc: RedisError) -> None:
+        if not self._versions_failing:
+            self._versions_failing = True
+            log.warning("vector versions unreadable, searching Milvus directly: %s", exc)
+
+    def _versions_up(self) -> None:
+        if self._versions_failing:
+            self._versions_failing = False
+            log.info("vector versions readable again: searching held copies")
