@@ -91,13 +91,16 @@ def test_several_queries_give_one_nearest_first_list_each() -> None:
     assert HeldRows("v1", 2).search(np.asarray([[1.0, 0.0]], dtype=np.float32), 3) == [[]]
 
 
-def test_the_matrix_grows_by_doubling_and_keeps_its_capacity_after_deletes() -> None:
-    """Appends are amortised; a user whose rows come and go does not reallocate."""
-    held = HeldRows("v1", DIM)
-    empty = held.nbytes
-    held.put([VectorRow(f"r{index}", "mem", [0.5] * DIM) for index in range(40)])
-    grown = held.nbytes
-    held.remove([f"r{index}" for index in range(40)])
+def test_a_copy_made_in_one_go_has_no_slack_and_appends_after_it_are_amortised() -> None:
+    """A copy from Milvus is sized exactly (the budget counts real rows); a held copy that
+    grows doubles, and keeps its capacity when rows go."""
+    made = HeldRows.of("v1", DIM, [VectorRow(f"r{i}", "mem", [0.5] * DIM) for i in range(100)])
+    assert len(made.matrix) == 100
 
-    assert empty < grown and held.count == 0
-    assert len(held.matrix) >= 40
+    made.put([VectorRow("r100", "mem", [0.1] * DIM)])
+    assert len(made.matrix) == 200
+    made.put([VectorRow(f"s{i}", "mem", [0.1] * DIM) for i in range(99)])
+    assert len(made.matrix) == 200 and made.count == 200
+    made.remove([f"s{i}" for i in range(99)])
+    assert len(made.matrix) == 200 and made.count == 101
+    assert made.matrix[100].tolist() == pytest.approx([0.1] * DIM)  # r100 kept its place

@@ -84,11 +84,11 @@ class HeldRows:
         if not rows:
             return
         vectors = np.asarray([row.vector for row in rows], dtype=np.float32)
+        self._reserve(self.count + len(rows))  # at most: some rows may replace held ones
         for row, vector in zip(rows, vectors, strict=True):
             position = self.positions.get(row.id)
             if position is None:
                 position = self.count
-                self._reserve(position + 1)
                 self.ids.append(row.id)
                 self.memory_ids.append(row.memory_id)
                 self.positions[row.id] = position
@@ -133,9 +133,11 @@ class HeldRows:
         return results
 
     def _reserve(self, rows: int) -> None:
+        """Room for ``rows``: exactly, when filled in one go (a copy made from Milvus), and
+        at least doubled when a held matrix grows (appends amortised)."""
         if rows <= len(self.matrix):
             return
-        grown = np.empty((max(rows, 2 * len(self.matrix), 16), self.dim), dtype=np.float32)
+        grown = np.empty((max(rows, 2 * len(self.matrix)), self.dim), dtype=np.float32)
         grown[: self.count] = self.matrix[: self.count]
         self.matrix = grown
 
