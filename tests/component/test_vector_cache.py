@@ -22,6 +22,7 @@ from memoria_memory.vectors.milvus import MilvusVectorStore, async_client
 from memoria_memory.vectors.port import VectorHit, VectorRow, VectorStoreError, collection_name
 from memoria_memory.vectors.versions import VectorVersions
 from memoria_runtime import redis_clients
+from memoria_runtime.metrics import REGISTRY, VECTOR_SEARCHES_TOTAL, VECTORS_HELD_BYTES
 from memoria_runtime.settings import Settings
 
 DIM = 8
@@ -94,6 +95,14 @@ async def close(*made: Replica) -> None:
         await replica.store.close()
 
 
+def searches(source: str) -> float:
+    return REGISTRY.get_sample_value(VECTOR_SEARCHES_TOTAL, {"source": source}) or 0.0
+
+
+def held_bytes() -> float:
+    return REGISTRY.get_sample_value(VECTORS_HELD_BYTES) or 0.0
+
+
 def rows(*items: tuple[str, list[float]]) -> list[VectorRow]:
     return [VectorRow(row_id, f"mem_{row_id}", vector) for row_id, vector in items]
 
@@ -106,11 +115,15 @@ async def test_a_held_copy_answers_searches_and_milvus_is_asked_once(
         await replica.store.upsert(ALICE, rows(("a", axis(0)), ("b", axis(1)), ("c", axis(2))))
         from_milvus = await replica.milvus.search(ALICE, [axis(1, 0.3)], 3)
         replica.milvus.searches = 0
+        counted = searches("held"), searches("milvus"), held_bytes()
 
         await replica.held(ALICE)  # the first search: from Milvus, the copy made meanwhile
         held = [await replica.store.search(ALICE, [axis(1, 0.3)], 3) for _ in range(5)]
 
         assert replica.milvus.searches == 1
+        # What an operator sizes the budget by: the metrics say the same.
+        assert (searches("held"), searches("milvus")) == (counted[0] + 5, counted[1] + 1)
+        assert held_bytes() == counted[2] + replica.store.held_bytes > counted[2]
         for [hits] in held:
             assert [(h.id, h.memory_id) for h in hits] == [
                 (h.id, h.memory_id) for h in from_milvus[0]
@@ -118,6 +131,7 @@ async def test_a_held_copy_answers_searches_and_milvus_is_asked_once(
             assert [h.score for h in hits] == pytest.approx([h.score for h in from_milvus[0]])
     finally:
         await close(replica)
+    assert held_bytes() == counted[2]  # a closed store holds nothing
 
 
 async def test_own_writes_are_applied_to_the_copy_and_searchable_at_once(

@@ -14,6 +14,10 @@ Every name is a constant here, so dashboards and alerts have one place to look:
   ``dead_lettered``), and how long their handlers ran; the gateway's chat.out fan-out counts
   as group ``fan-out`` (``dead_lettered``: a dropped forgery);
 * ``memoria_bus_published_total{service, stream}``: entries a service appended to a stream;
+* ``memoria_vector_searches_total{source}``: the memory service's vector searches, answered
+  from a user's vectors held in process (``held``) or by Milvus (``milvus``: a miss, holding
+  off, or the broker unreachable); ``memoria_vectors_held_bytes``: what the held vectors take
+  (``MEMORIA_VECTOR_CACHE_MB`` bounds it; ADR 14);
 * ``process_*``, ``python_*``: the process itself.
 
 The gateway serves them at ``/metrics`` on its own port; the other services on their ops
@@ -31,6 +35,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     PlatformCollector,
@@ -49,6 +54,8 @@ CYCLE_DURATION_SECONDS: Final = "memoria_cycle_duration_seconds"
 BUS_ENTRIES_TOTAL: Final = "memoria_bus_entries_total"
 BUS_HANDLING_SECONDS: Final = "memoria_bus_handling_seconds"
 BUS_PUBLISHED_TOTAL: Final = "memoria_bus_published_total"
+VECTOR_SEARCHES_TOTAL: Final = "memoria_vector_searches_total"
+VECTORS_HELD_BYTES: Final = "memoria_vectors_held_bytes"
 
 LABEL_MODEL: Final = "model"
 LABEL_DIRECTION: Final = "direction"
@@ -57,6 +64,9 @@ LABEL_REASON: Final = "reason"
 LABEL_STREAM: Final = "stream"
 LABEL_GROUP: Final = "group"
 LABEL_OUTCOME: Final = "outcome"
+LABEL_SOURCE: Final = "source"
+HELD: Final = "held"
+MILVUS: Final = "milvus"
 HANDLED: Final = "handled"
 FAILED: Final = "failed"
 DEAD_LETTERED: Final = "dead_lettered"
@@ -118,6 +128,16 @@ _bus_published = Counter(
     registry=REGISTRY,
 )
 
+_vector_searches = Counter(
+    VECTOR_SEARCHES_TOTAL,
+    "Vector searches of the memory service, by what answered them.",
+    [LABEL_SOURCE],
+    registry=REGISTRY,
+)
+_vectors_held = Gauge(
+    VECTORS_HELD_BYTES, "Bytes of users' vectors held in process.", registry=REGISTRY
+)
+
 
 # -- recording ---------------------------------------------------------------------------------
 
@@ -158,6 +178,21 @@ def group_consumer_metrics(service: str, stream: str, group: str) -> GroupConsum
 
 def published_counter(service: str, stream: str) -> Counter:
     return _bus_published.labels(service, stream)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorCacheMetrics:
+    held: Counter
+    milvus: Counter
+    held_bytes: Gauge
+
+
+def vector_cache_metrics() -> VectorCacheMetrics:
+    return VectorCacheMetrics(
+        held=_vector_searches.labels(HELD),
+        milvus=_vector_searches.labels(MILVUS),
+        held_bytes=_vectors_held,
+    )
 
 
 # -- exposing ----------------------------------------------------------------------------------

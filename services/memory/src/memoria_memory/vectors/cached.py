@@ -42,6 +42,7 @@ from memoria_memory.vectors.port import (
     valid_user_id,
 )
 from memoria_memory.vectors.versions import VectorVersions, new_token
+from memoria_runtime.metrics import vector_cache_metrics
 
 log = logging.getLogger("memoria.memory.vectors")
 
@@ -167,6 +168,7 @@ class CachedVectorStore(VectorStore):
         self._loads: dict[str, asyncio.Task[None]] = {}
         self._locks = [asyncio.Lock() for _ in range(WRITE_LOCKS)]
         self._versions_failing = False
+        self._metrics = vector_cache_metrics()
 
     @property
     def collection(self) -> str:
@@ -198,8 +200,8 @@ class CachedVectorStore(VectorStore):
         for task in loads:
             task.cancel()
         await asyncio.gather(*loads, return_exceptions=True)
-        self._held.clear()
-        self._bytes = 0
+        for user_id in list(self._held):
+            self._drop(user_id)
         await self._inner.close()
 
     # -- port --------------------------------------------------------------------------------
@@ -223,26 +225,26 @@ class CachedVectorStore(VectorStore):
         if not vectors:
             return []
         if self._budget <= 0:  # holding nothing: versions are only published, never read
-            return await self._inner.search(user_id, vectors, limit)
+            return await self._from_milvus(user_id, vectors, limit)
         queries = self._queries(vectors)
         try:
             version = await self._versions.current(user_id)
         except RedisError as exc:
             self._versions_down(exc)
-            return await self._inner.search(user_id, vectors, limit)
+            return await self._from_milvus(user_id, vectors, limit)
         self._versions_up()
         held = self._held.get(user_id)
-        if held is not None and held.version == version:
-            self._held.move_to_end(user_id)
-            return held.search(queries, limit)
-        self._drop(user_id)
-        if self._background:
-            self._load_soon(user_id)
-            return await self._inner.search(user_id, vectors, limit)
-        await self._load(user_id)
-        held = self._held.get(user_id)
-        if held is None or held.version != version:  # too big to hold, or changed meanwhile
-            return await self._inner.search(user_id, vectors, limit)
+        if held is None or held.version != version:
+            self._drop(user_id)
+            if self._background:
+                self._load_soon(user_id)
+                return await self._from_milvus(user_id, vectors, limit)
+            await self._load(user_id)
+            held = self._held.get(user_id)
+            if held is None or held.version != version:  # too big to hold, or changed since
+                return await self._from_milvus(user_id, vectors, limit)
+        self._held.move_to_end(user_id)
+        self._metrics.held.inc()
         return held.search(queries, limit)
 
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
@@ -250,6 +252,12 @@ class CachedVectorStore(VectorStore):
 
     async def vectors_of(self, user_id: str) -> list[VectorRow]:
         return await self._inner.vectors_of(user_id)
+
+    async def _from_milvus(
+        self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
+    ) -> list[list[VectorHit]]:
+        self._metrics.milvus.inc()
+        return await self._inner.search(user_id, vectors, limit)
 
     # -- keeping copies in step --------------------------------------------------------------
 
@@ -274,7 +282,7 @@ class CachedVectorStore(VectorStore):
         before = held.nbytes
         apply(held)
         held.version = token
-        self._bytes += held.nbytes - before
+        self._account(held.nbytes - before)
         self._evict()
 
     def _load_soon(self, user_id: str) -> None:
@@ -304,13 +312,17 @@ class CachedVectorStore(VectorStore):
             return
         self._drop(user_id)
         self._held[user_id] = held
-        self._bytes += held.nbytes
+        self._account(held.nbytes)
         self._evict(keep=user_id)
 
     def _drop(self, user_id: str) -> None:
         held = self._held.pop(user_id, None)
         if held is not None:
-            self._bytes -= held.nbytes
+            self._account(-held.nbytes)
+
+    def _account(self, delta: int) -> None:
+        self._bytes += delta
+        self._metrics.held_bytes.inc(delta)
 
     def _evict(self, keep: str | None = None) -> None:
         """Drop the least recently searched copies (``keep``'s last) until within budget."""
