@@ -69,10 +69,11 @@ class MemoryStorage:
         access = AccessLog(memories)
         access.start()
         log.info(
-            "memories: embedder %s (%d-dim), vectors in %s",
+            "memories: embedder %s (%d-dim), vectors in %s, up to %g MB of them held in process",
             embedder.id,
             embedder.dim,
             vectors.collection,
+            settings.vector_cache_mb,
         )
         return cls(
             documents=documents,
