@@ -871,6 +871,40 @@ async def test_sqlite_cancelled_callers_leave_the_connection_consistent(tmp_path
         await store.close()
 
 
+def size(path: Path) -> int:
+    return path.stat().st_size
+
+
+async def test_sqlite_checkpoints_on_its_own_thread_never_inside_a_write(tmp_path: Path) -> None:
+    """Writes by _id run on the event loop: one that crossed SQLite's automatic checkpoint
+    threshold would copy the write-ahead log into the file right there, stalling the loop.
+    The store checkpoints on its own thread instead, so the log still reaches the file."""
+    documents = [{"_id": f"d{n:05d}", "text": "x" * 400} for n in range(2_000)]  # ~1 MB
+
+    path = tmp_path / "quiet.db"
+    store = await SqliteDocumentStore.open(path, checkpoint_interval_s=3600.0)
+    try:
+        for document in documents:
+            await store.collection("things").insert_one(document)
+        # Everything is in the log; nothing was copied into the file by a commit.
+        assert size(path) < 64 * 1024
+        assert size(Path(f"{path}-wal")) > 800 * 1024
+    finally:
+        await store.close()
+
+    path = tmp_path / "busy.db"
+    store = await SqliteDocumentStore.open(path, checkpoint_interval_s=0.05)
+    try:
+        for document in documents:
+            await store.collection("things").insert_one(document)
+        async with asyncio.timeout(10):
+            while size(path) < 800 * 1024:  # the store's own checkpoint
+                await asyncio.sleep(0.05)
+        assert await store.collection("things").count({}) == len(documents)
+    finally:
+        await store.close()
+
+
 async def test_sqlite_queries_use_the_expression_indexes(tmp_path: Path) -> None:
     import sqlite3
 
