@@ -64,7 +64,7 @@ fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~12 min on 2 cores)
+bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~13 min on 2 cores)
 	$(PY) bench/bus_floor.py
 	$(PY) bench/cycle_overhead.py
 	$(PY) bench/throughput.py
@@ -73,6 +73,7 @@ bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (
 	$(PY) bench/memory_search.py
 	$(PY) bench/thread_stats.py
 	$(PY) bench/replay_scan.py
+	$(PY) bench/sqlite_writes.py
 
 docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
 	$(VENV)/bin/memoria docs

@@ -15,7 +15,8 @@ The file belongs to one process (ADR 0004); WAL mode still lets tools read it me
 Checkpoints (copying the write-ahead log back into the database file) are the store's own
 job, on its thread, about once a second after writes: SQLite's automatic checkpoint would
 run inside whichever commit crosses its threshold, and an insert on the event loop would
-then stall the loop for milliseconds (measured: about one insert in 430, up to 10 ms).
+then stall the loop for milliseconds (``bench/sqlite_writes.py``: 19–24 stalls over 1 ms in
+6,000 inserts, up to 6.5 ms; none of them with the store's own checkpoints).
 """
 
 from __future__ import annotations
