@@ -13,10 +13,11 @@ one never stalls the loop. Either way an operation makes at most one hand-over.
 The file belongs to one process (ADR 0004); WAL mode still lets tools read it meanwhile.
 
 Checkpoints (copying the write-ahead log back into the database file) are the store's own
-job, on its thread, about once a second after writes: SQLite's automatic checkpoint would
-run inside whichever commit crosses its threshold, and an insert on the event loop would
-then stall the loop for milliseconds (``bench/sqlite_writes.py``: 19–24 stalls over 1 ms in
-6,000 inserts, up to 6.5 ms; none of them with the store's own checkpoints).
+job, about once a second after writes, on a connection and thread of their own: SQLite's
+automatic checkpoint would run inside whichever commit crosses its threshold, and an insert
+on the event loop would then stall the loop for milliseconds (``bench/sqlite_writes.py``:
+13–14 stalls over 1 ms in 6,000 inserts, up to 10 ms), and one on the store's own thread
+would hold every operation behind it.
 """
 
 from __future__ import annotations
@@ -117,8 +118,34 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def _checkpoint(db: sqlite3.Connection) -> None:
-    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+class _Checkpointer:
+    """Folds the log into the database file from a connection and thread of its own, so that
+    neither the event loop nor the store's connection waits for it: a PASSIVE checkpoint runs
+    beside readers and writers, copying what no reader (another process, a backup) still
+    needs, and never waits for them; the next round takes the rest."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoria-sqlite-ckpt")
+        self._db: sqlite3.Connection | None = None
+
+    async def run(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._checkpoint)
+
+    async def close(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
+        finally:
+            self._thread.shutdown(wait=False)
+
+    def _checkpoint(self) -> None:
+        if self._db is None:
+            self._db = _connect(self._path)
+        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -299,6 +326,7 @@ class SqliteCollection(Collection):
 class SqliteDocumentStore(DocumentStore):
     def __init__(
         self,
+        path: Path,
         connection: sqlite3.Connection,
         thread: ThreadPoolExecutor,
         checkpoint_interval_s: float = CHECKPOINT_INTERVAL_S,
@@ -307,6 +335,7 @@ class SqliteDocumentStore(DocumentStore):
         self._thread = thread  # one: the operations that may take long run there
         self._lock = asyncio.Lock()
         self._tables: set[str] = set()
+        self._checkpointer = _Checkpointer(path)
         # Counted from here, not from when the task first runs: writes that never yield
         # to the loop may come before it.
         unchanged_since = connection.total_changes
@@ -327,7 +356,7 @@ class SqliteDocumentStore(DocumentStore):
         except BaseException:
             thread.shutdown(wait=False)
             raise
-        return cls(connection, thread, checkpoint_interval_s)
+        return cls(path, connection, thread, checkpoint_interval_s)
 
     def collection(self, name: str) -> SqliteCollection:
         return SqliteCollection(self, name)
@@ -339,6 +368,10 @@ class SqliteDocumentStore(DocumentStore):
         self._checkpoints.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._checkpoints
+        try:
+            await self._checkpointer.close()
+        except sqlite3.Error as exc:
+            log.warning("could not close the SQLite checkpoint connection: %s", exc)
         try:
             # Closing the last connection checkpoints what is left in the log.
             await self._run(None, lambda db: db.close())
@@ -352,9 +385,7 @@ class SqliteDocumentStore(DocumentStore):
             if changes == checkpointed_at:
                 continue
             try:
-                # PASSIVE: copies what no reader (another process, a backup) still needs,
-                # and never waits for them; the next round takes the rest.
-                await self._run(None, _checkpoint)
+                await self._checkpointer.run()
             except sqlite3.Error as exc:
                 log.warning("could not checkpoint the SQLite write-ahead log: %s", exc)
                 continue
