@@ -176,6 +176,24 @@ async def test_another_replicas_writes_are_seen_by_the_next_search(
         await close(one, two)
 
 
+async def test_a_process_that_holds_nothing_still_tells_the_others_it_wrote(
+    milvus_uri: str, collection: str, redis: Redis
+) -> None:
+    """``MEMORIA_VECTOR_CACHE_MB=0`` (or the CLI's settings) turns holding off, never the
+    versions: its writes must still make other replicas' copies stale."""
+    [holder] = await replicas(milvus_uri, collection, redis, count=1)
+    [writer] = await replicas(milvus_uri, collection, redis, count=1, budget=0)
+    try:
+        await holder.store.upsert(ALICE, rows(("a", axis(0))))
+        await holder.held(ALICE)
+
+        await writer.store.upsert(ALICE, rows(("from-the-cli", axis(3))))
+        assert await holder.nearest(ALICE, axis(3), 1) == ["from-the-cli"]
+        assert writer.store.held_users == []
+    finally:
+        await close(holder, writer)
+
+
 async def test_a_broker_that_lost_its_versions_never_validates_an_old_copy(
     milvus_uri: str, collection: str, redis: Redis
 ) -> None:
