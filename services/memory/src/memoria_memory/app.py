@@ -19,7 +19,7 @@ from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
-from memoria_runtime import presence, redis_clients
+from memoria_runtime import presence
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.personas import load_personas
 from memoria_runtime.refresh import keep_refreshed
@@ -97,7 +97,6 @@ async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None
 
 def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
     broker, handlers = build_broker(settings, provider)
-    redis = redis_clients.connect(settings)
     app = FastStream(broker)
     tasks: list[asyncio.Task[None]] = []
 
@@ -118,6 +117,8 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     @app.after_startup
     async def start_serving() -> None:
         tasks.append(asyncio.create_task(_reconcile_forever(handlers.storage.reconciler, settings)))
+        # The storage's client (it publishes vector versions): one pool for both.
+        redis = handlers.storage.broker
         tasks.append(asyncio.create_task(_announce_forever(redis, settings, time.time())))
         retention = settings.cycle_trace_retention_days
         tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
@@ -129,8 +130,7 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         with contextlib.suppress(Exception):
-            await presence.withdraw(redis, settings.consumer)
-        await redis.aclose()
+            await presence.withdraw(handlers.storage.broker, settings.consumer)
         await handlers.storage.close()
 
     return app

@@ -34,8 +34,8 @@ from memoria_memory.vectors.port import (
     VectorRow,
     VectorStore,
     VectorStoreError,
+    valid_user_id,
 )
-from memoria_memory.vectors.port import valid_user_id as _valid_user
 from memoria_runtime.settings import VectorIsolation
 
 ID_FIELD = "id"
@@ -65,7 +65,6 @@ DEFAULT_INDEX_TYPE = "FLAT"
 # port's "searchable when upsert returns". milvus-lite applies writes synchronously anyway.
 DEFAULT_CONSISTENCY_LEVEL = "Strong"
 
-MAX_TOP_K = MAX_SEARCH_LIMIT  # Milvus' limit on a search's topk and a query's result window
 ROWS_PAGE_SIZE = 4_096  # rows_of reads the user's rows in pages of this size
 WRITE_BATCH_ROWS = 1_000  # rows per upsert request: well below gRPC message limits
 DELETE_BATCH_IDS = 1_000  # ids per delete expression
@@ -104,7 +103,7 @@ _T = TypeVar("_T")
 
 def partition_name(user_id: str) -> str:
     """The user's partition in ``partition`` mode."""
-    digest = hashlib.sha256(_valid_user(user_id).encode()).hexdigest()
+    digest = hashlib.sha256(valid_user_id(user_id).encode()).hexdigest()
     return PARTITION_PREFIX + digest[:PARTITION_HASH_HEX_CHARS]
 
 
@@ -164,8 +163,8 @@ class MilvusVectorStore(VectorStore):
     ) -> None:
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
-        if not 1 <= page_size <= MAX_TOP_K:
-            raise ValueError(f"page_size must be within 1..{MAX_TOP_K}, got {page_size}")
+        if not 1 <= page_size <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"page_size must be within 1..{MAX_SEARCH_LIMIT}, got {page_size}")
         self._uri = uri
         self._token = token
         self._collection = collection
@@ -220,7 +219,7 @@ class MilvusVectorStore(VectorStore):
     # -- port --------------------------------------------------------------------------------
 
     async def upsert(self, user_id: str, rows: Sequence[VectorRow]) -> None:
-        _valid_user(user_id)
+        valid_user_id(user_id)
         # One entry per id, the last one winning (Milvus rejects a batch with repeated keys).
         latest = {self._key(user_id, row.id): row for row in rows}
         records = [self._record(user_id, key, row) for key, row in latest.items()]
@@ -237,9 +236,9 @@ class MilvusVectorStore(VectorStore):
     async def search(
         self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
     ) -> list[list[VectorHit]]:
-        _valid_user(user_id)
-        if not 1 <= limit <= MAX_TOP_K:
-            raise ValueError(f"limit must be within 1..{MAX_TOP_K}, got {limit}")
+        valid_user_id(user_id)
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise ValueError(f"limit must be within 1..{MAX_SEARCH_LIMIT}, got {limit}")
         queries = [self._vector(vector) for vector in vectors]
         if not queries:
             return []
@@ -274,7 +273,7 @@ class MilvusVectorStore(VectorStore):
         ]
 
     async def delete(self, user_id: str, ids: Sequence[str]) -> None:
-        _valid_user(user_id)
+        valid_user_id(user_id)
         keys = list(dict.fromkeys(self._key(user_id, row_id) for row_id in ids))
         if not keys:
             return
@@ -318,7 +317,7 @@ class MilvusVectorStore(VectorStore):
         self, user_id: str, fields: list[str]
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Every row of the user as ``(row id, record with fields)``, in pages."""
-        _valid_user(user_id)
+        valid_user_id(user_id)
         client = self._require_client()
         partition = await self._user_partition(user_id, create=False)
         if self._isolation == "partition" and partition is None:
@@ -516,7 +515,7 @@ class MilvusVectorStore(VectorStore):
 
     @staticmethod
     def _user_filter(user_id: str) -> str:
-        return f'{USER_FIELD} == "{_valid_user(user_id)}"'
+        return f'{USER_FIELD} == "{valid_user_id(user_id)}"'
 
     @contextmanager
     def _translate(self, action: str) -> Iterator[None]:

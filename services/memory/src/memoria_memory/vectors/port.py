@@ -24,7 +24,8 @@ USER_ID_MAX_CHARS = 64
 # User ids end up in filter expressions and broker keys: only characters that never need
 # escaping there.
 USER_ID_PATTERN = re.compile(rf"^[A-Za-z0-9._@-]{{1,{USER_ID_MAX_CHARS}}}$")
-MAX_SEARCH_LIMIT = 16_384  # Milvus' limit on a search's topk; the port's for every adapter
+# Milvus' limit on a search's topk and a query's result window; the port's for every adapter.
+MAX_SEARCH_LIMIT = 16_384
 
 
 def valid_user_id(user_id: str) -> str:

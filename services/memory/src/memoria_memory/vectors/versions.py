@@ -34,6 +34,10 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 class VectorVersions:
     """The per-user version tokens of one collection, kept in the broker."""
 
@@ -47,13 +51,10 @@ class VectorVersions:
 
     async def current(self, user_id: str) -> str:
         """The user's version now (a new one if the broker had none)."""
-        version = await self._current(keys=[self._key(user_id)], args=[new_token(), TTL_S])
-        return version.decode() if isinstance(version, bytes) else str(version)
+        return _text(await self._current(keys=[self._key(user_id)], args=[new_token(), TTL_S]))
 
     async def replace(self, user_id: str, token: str) -> str | None:
         """Make ``token`` the user's version; returns the version it replaced (None if
         there was none), atomically, so a writer knows whether anyone wrote in between."""
         previous = await self._redis.set(self._key(user_id), token, ex=TTL_S, get=True)
-        if previous is None:
-            return None
-        return previous.decode() if isinstance(previous, bytes) else str(previous)
+        return None if previous is None else _text(previous)
