@@ -3,8 +3,8 @@
 Milvus stays the store of record; this adapter wraps it. A user's search is exact either
 way (inner product over every row of the user, the same as the FLAT index), but from a
 held copy it is one matrix product in numpy instead of a Milvus request. On milvus-lite
-that request costs about ten times the product, because its search walks the partition's
-rows in Python (docs/benchmarks.md, memory search).
+that request cost 12.8x the product at 6,000 rows, because its search walks the
+partition's rows in Python (docs/benchmarks.md, memory search).
 
 Coherence across replicas (and the ``memoria`` CLI) comes from ``versions``: every write
 of a user's rows replaces the user's version token in the broker, and a held copy is used
@@ -164,7 +164,6 @@ class CachedVectorStore(VectorStore):
         self._budget = budget_bytes
         self._background = load_in_background
         self._held: OrderedDict[str, HeldRows] = OrderedDict()
-        self._bytes = 0
         self._loads: dict[str, asyncio.Task[None]] = {}
         self._locks = [asyncio.Lock() for _ in range(WRITE_LOCKS)]
         self._versions_failing = False
@@ -185,7 +184,7 @@ class CachedVectorStore(VectorStore):
 
     @property
     def held_bytes(self) -> int:
-        return self._bytes
+        return sum(held.nbytes for held in self._held.values())
 
     async def settled(self) -> None:
         """Wait until the copy being made, if any, is made (benches and tests)."""
@@ -226,7 +225,6 @@ class CachedVectorStore(VectorStore):
             return []
         if self._budget <= 0:  # holding nothing: versions are only published, never read
             return await self._from_milvus(user_id, vectors, limit)
-        queries = self._queries(vectors)
         try:
             version = await self._versions.current(user_id)
         except RedisError as exc:
@@ -245,7 +243,7 @@ class CachedVectorStore(VectorStore):
                 return await self._from_milvus(user_id, vectors, limit)
         self._held.move_to_end(user_id)
         self._metrics.held.inc()
-        return held.search(queries, limit)
+        return held.search(self._queries(vectors), limit)
 
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
         return await self._inner.rows_of(user_id)
@@ -282,12 +280,12 @@ class CachedVectorStore(VectorStore):
         before = held.nbytes
         apply(held)
         held.version = token
-        self._account(held.nbytes - before)
+        self._metrics.held_bytes.inc(held.nbytes - before)
         self._evict()
 
     def _load_soon(self, user_id: str) -> None:
-        # One copy made at a time: a copy costs far more than the search it saves (about
-        # half a second of CPU for 6,000 rows from milvus-lite), so when more users are
+        # One copy made at a time: a copy costs far more than the search it saves (0.53 s
+        # for 6,000 rows from milvus-lite in bench/memory_search.py), so when more users are
         # searched than the budget holds, the misses go to Milvus rather than each one
         # starting a load that competes for the same cores.
         if self._loads:
@@ -312,22 +310,18 @@ class CachedVectorStore(VectorStore):
             return
         self._drop(user_id)
         self._held[user_id] = held
-        self._account(held.nbytes)
+        self._metrics.held_bytes.inc(held.nbytes)
         self._evict(keep=user_id)
 
     def _drop(self, user_id: str) -> None:
         held = self._held.pop(user_id, None)
         if held is not None:
-            self._account(-held.nbytes)
-
-    def _account(self, delta: int) -> None:
-        self._bytes += delta
-        self._metrics.held_bytes.inc(delta)
+            self._metrics.held_bytes.dec(held.nbytes)
 
     def _evict(self, keep: str | None = None) -> None:
         """Drop the least recently searched copies (``keep``'s last) until within budget."""
         for user_id in [*(u for u in self._held if u != keep), *([keep] if keep else [])]:
-            if self._bytes <= self._budget:
+            if self.held_bytes <= self._budget:
                 return
             self._drop(user_id)
 
