@@ -49,6 +49,13 @@ def redis_url(valkey_server: ValkeyServer) -> str:
 
 
 @pytest.fixture
+def storage_broker(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings read from the environment name the test broker: ``MemoryStorage`` (and the
+    memory CLI a test starts) publishes vector versions there."""
+    monkeypatch.setenv("MEMORIA_REDIS_URL", redis_url)
+
+
+@pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[Redis]:
     client = Redis.from_url(redis_url)
     await client.flushall()

