@@ -21,9 +21,9 @@ latency, CPU per process (% of one core), and what waits in each consumer group 
 entries not yet read, ``lag``, and read but not acknowledged, ``pending``), which shows
 where the queue builds up.
 
-Configurations (``--worker-concurrency``): the product's ``MEMORIA_CONSUMER_CONCURRENCY``
-(16: a worker runs up to 16 steps at once) and 1 (a worker runs one step at a time, as a
-worker bound to one model slot would), decision always at the default.
+Configurations (``--worker-concurrency``): the product's default (16: a worker runs up to 16
+steps at once) and 1 (a worker runs one step at a time, as a worker bound to one model slot
+would); decision at its own default (64 per stream) unless ``--decision-concurrency`` says.
 
     .venv/bin/python bench/throughput.py [--workers 1,2,4] [--worker-concurrency 16,1]
         [--seconds 5] [--warmup 2] [--llm-ms 200] [--cycle finalize|search] [--users N]
@@ -59,10 +59,12 @@ from bench.live_stack import (
     timed_client,
 )
 from memoria_contracts.streams import Group, Stream
+from memoria_decision.app import DECISION_SLOTS
+from memoria_runtime.bus.consumer import DEFAULT_SLOTS
 
 GOAL_SCALING = 3.5
 DEFAULT_WORKERS = (1, 2, 4)
-DEFAULT_CONCURRENCIES = (16, 1)
+DEFAULT_CONCURRENCIES = (DEFAULT_SLOTS, 1)
 MAX_USERS = 64
 USERS_PER_SLOT = 4  # users per step a worker can run at once, at the most workers measured
 LAG_POLL_S = 0.5
@@ -267,9 +269,10 @@ def mean_waiting(phase: Phase, stream: Stream) -> str:
 
 
 def configuration_lines(concurrency: int, phases: list[Phase], options: Options) -> list[str]:
-    default = " (the product's default)" if concurrency == 16 else ""
+    default = " (the product's default)" if concurrency == DEFAULT_SLOTS else ""
+    decision = options.decision_concurrency or DECISION_SLOTS
     lines = [
-        f"== worker consumer_concurrency {concurrency}{default}; "
+        f"== worker consumer_concurrency {concurrency}{default}, decision {decision}; "
         f"{phases[0].users} users, one thread each",
         f"{'workers':>7}{'cycles/s':>10}{'p50 s':>8}{'p95 s':>8}   "
         "CPU % of a core: gateway decision workers memory valkey bench  total"
@@ -341,7 +344,10 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--cycle", choices=("finalize", "search"), default="finalize")
     parser.add_argument("--users", type=int, default=None, help="default: enough to saturate")
     parser.add_argument(
-        "--decision-concurrency", type=int, default=None, help="default: the product's (16)"
+        "--decision-concurrency",
+        type=int,
+        default=None,
+        help=f"default: the product's ({DECISION_SLOTS})",
     )
     namespace = parser.parse_args(argv)
     return Options(

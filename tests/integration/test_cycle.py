@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
+from scraped_metrics import metrics_url, scrape, total
 from stack import Stack, free_port, running_stack
 from ws_client import Frame, chat
 
@@ -49,7 +49,6 @@ SUMMARY_SETTLE_S = 1.0  # the memory service summarizes 0.1 s after a thread's l
 
 # USD per million tokens for the scripted model (which counts words): costs big enough to see.
 SCRIPTED_PRICE = (1000.0, 2000.0)
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -161,28 +160,6 @@ async def test_cycle_end_reports_the_cycles_token_usage_and_cost(stack: Stack) -
     assert span["attributes"]["gen_ai.usage.input_tokens"] == usage["input_tokens"]
     assert span["attributes"]["gen_ai.usage.output_tokens"] == usage["output_tokens"]
     assert span["attributes"]["memoria.cycle.cost_usd"] == pytest.approx(usage["cost_usd"])
-
-
-async def scrape(url: str) -> Samples:
-    """A /metrics page as (sample name, labels) → value."""
-    async with httpx.AsyncClient() as http:
-        response = await http.get(url)
-    response.raise_for_status()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-    }
-
-
-def metrics_url(stack: Stack, service: str) -> str:
-    return f"http://127.0.0.1:{stack.service_env[service]['MEMORIA_METRICS_PORT']}/metrics"
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of the samples of ``name`` that have these labels (and maybe others)."""
-    wanted = set(labels.items())
-    return sum(v for (n, found), v in samples.items() if n == name and wanted <= found)
 
 
 async def test_metrics_count_messages_cycles_and_tokens(stack: Stack) -> None:

@@ -26,6 +26,8 @@ import yaml
 
 from memoria_cli.run import SERVICES as RUN_SERVICES
 from memoria_contracts.streams import Group, Stream
+from memoria_decision.app import DECISION_SLOTS
+from memoria_runtime.bus.consumer import DEFAULT_SLOTS
 from memoria_runtime.settings import Settings, env_names
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -305,12 +307,14 @@ def test_the_gateway_is_spread_and_autoscaled_on_cpu(docs: tuple[Manifest, ...])
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
     assert [m["resource"]["name"] for m in hpa["spec"]["metrics"]] == ["cpu"]
     assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
-    # KEDA owns the worker's HPA: a second one would fight it.
-    assert not [h for h in hpas if h["spec"]["scaleTargetRef"]["name"] == "action-worker"]
+    # KEDA owns the worker's and decision's HPAs: a second one would fight it.
+    for keda_scaled in ("action-worker", "decision"):
+        assert not [h for h in hpas if h["spec"]["scaleTargetRef"]["name"] == keda_scaled]
+        assert "replicas" not in named(docs, "Deployment", keda_scaled)["spec"]
 
 
 def test_keda_scales_the_worker_on_the_action_stream_lag(docs: tuple[Manifest, ...]) -> None:
-    (scaled,) = of_kind(docs, "ScaledObject")
+    scaled = named(docs, "ScaledObject", "action-worker")
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
     target = scaled["spec"]["scaleTargetRef"]
     assert target.get("kind", "Deployment") == "Deployment"
@@ -325,33 +329,58 @@ def test_keda_scales_the_worker_on_the_action_stream_lag(docs: tuple[Manifest, .
         assert trigger["metadata"]["consumerGroup"] == Group.ACTION_WORKER.value
     lag = [t["metadata"] for t in triggers if "lagCount" in t["metadata"]]
     assert len(lag) == 1
-    assert int(lag[0]["lagCount"]) >= 1
+    # One replica per what one worker runs at once.
+    assert int(lag[0]["lagCount"]) == DEFAULT_SLOTS
     # KEDA 2.16 refuses lagCount without a non-zero activationLagCount.
     assert int(lag[0]["activationLagCount"]) >= 1
 
 
+def test_keda_scales_decision_on_the_decisions_waiting_and_running(
+    docs: tuple[Manifest, ...],
+) -> None:
+    scaled = named(docs, "ScaledObject", "decision")
+    assert scaled["spec"]["scaleTargetRef"]["name"] == "decision"
+    named(docs, "Deployment", "decision")
+    assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
+    triggers = [t["metadata"] for t in redis_streams_triggers(scaled)]
+    assert {t["consumerGroup"] for t in triggers} == {Group.DECISION.value}
+    # Both streams decision reads, each by what waits unread and what runs.
+    for stream in (Stream.CHAT_IN, Stream.ACTIONS_DONE):
+        (lag,) = [t for t in triggers if t["stream"] == stream.value and "lagCount" in t]
+        (pending,) = [
+            t for t in triggers if t["stream"] == stream.value and "pendingEntriesCount" in t
+        ]
+        assert int(lag["lagCount"]) == DECISION_SLOTS
+        assert int(lag["activationLagCount"]) >= 1
+        # Below what a replica runs at once: busy replicas are not scaled in.
+        assert 1 <= int(pending["pendingEntriesCount"]) < DECISION_SLOTS
+    assert len(triggers) == 4
+
+
 def test_keda_reaches_the_broker_the_pods_use(docs: tuple[Manifest, ...]) -> None:
-    (scaled,) = of_kind(docs, "ScaledObject")
-    worker = named(docs, "Deployment", "action-worker")
-    source = scaled["spec"]["scaleTargetRef"]["envSourceContainerName"]
-    (container,) = [c for c in containers(worker) if c["name"] == source]
-    config_names = {ref["configMapRef"]["name"] for ref in container["envFrom"]}
     data = config_data(docs)
-    (config,) = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"] in config_names]
-    assert config["data"] == data
     url = urlsplit(data["MEMORIA_REDIS_URL"])
-    for trigger in redis_streams_triggers(scaled):
-        metadata = trigger["metadata"]
-        assert "address" not in metadata and "host" not in metadata
-        assert data[metadata["addressFromEnv"]] == url.netloc
-        assert metadata.get("databaseIndex", "0") == (url.path.strip("/") or "0")
-        if "authenticationRef" in trigger:
-            auth = named(docs, "TriggerAuthentication", trigger["authenticationRef"]["name"])
-            secrets = {s["metadata"]["name"] for s in of_kind(docs, "Secret")} or {
-                "memoria-secrets"
-            }
-            for ref in auth["spec"]["secretTargetRef"]:
-                assert ref["name"] in secrets
+    scaled_objects = of_kind(docs, "ScaledObject")
+    assert {s["metadata"]["name"] for s in scaled_objects} == {"action-worker", "decision"}
+    for scaled in scaled_objects:
+        target = named(docs, "Deployment", scaled["spec"]["scaleTargetRef"]["name"])
+        source = scaled["spec"]["scaleTargetRef"]["envSourceContainerName"]
+        (container,) = [c for c in containers(target) if c["name"] == source]
+        config_names = {ref["configMapRef"]["name"] for ref in container["envFrom"]}
+        (config,) = [c for c in of_kind(docs, "ConfigMap") if c["metadata"]["name"] in config_names]
+        assert config["data"] == data
+        for trigger in redis_streams_triggers(scaled):
+            metadata = trigger["metadata"]
+            assert "address" not in metadata and "host" not in metadata
+            assert data[metadata["addressFromEnv"]] == url.netloc
+            assert metadata.get("databaseIndex", "0") == (url.path.strip("/") or "0")
+            if "authenticationRef" in trigger:
+                auth = named(docs, "TriggerAuthentication", trigger["authenticationRef"]["name"])
+                secrets = {s["metadata"]["name"] for s in of_kind(docs, "Secret")} or {
+                    "memoria-secrets"
+                }
+                for ref in auth["spec"]["secretTargetRef"]:
+                    assert ref["name"] in secrets
 
 
 def test_settings_are_real_and_dev_login_is_off(docs: tuple[Manifest, ...]) -> None:
@@ -437,8 +466,8 @@ def test_dev_brings_its_data_stores_and_a_dev_only_secret() -> None:
         assert deployment["spec"].get("replicas", 1) == 1
     (hpa,) = of_kind(docs, "HorizontalPodAutoscaler")
     assert hpa["spec"]["minReplicas"] == 1
-    (scaled,) = of_kind(docs, "ScaledObject")
-    assert scaled["spec"]["minReplicaCount"] == 1
+    for scaled in of_kind(docs, "ScaledObject"):
+        assert scaled["spec"]["minReplicaCount"] == 1
 
 
 def test_prod_has_no_data_stores_no_secret_values_and_more_replicas() -> None:
@@ -452,13 +481,13 @@ def test_prod_has_no_data_stores_no_secret_values_and_more_replicas() -> None:
     data = config_data(docs)
     assert data["MEMORIA_OTEL_EXPORTER"] == "otlp"
     assert data["MEMORIA_OTEL_ENDPOINT"]
-    for name in ("decision", "memory"):
-        assert named(docs, "Deployment", name)["spec"]["replicas"] >= 2
+    assert named(docs, "Deployment", "memory")["spec"]["replicas"] >= 2
     (hpa,) = of_kind(docs, "HorizontalPodAutoscaler")
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 10)
-    (scaled,) = of_kind(docs, "ScaledObject")
-    assert scaled["spec"]["minReplicaCount"] >= 2
-    assert scaled["spec"]["maxReplicaCount"] == 20
+    worker = named(docs, "ScaledObject", "action-worker")
+    assert (worker["spec"]["minReplicaCount"], worker["spec"]["maxReplicaCount"]) == (2, 20)
+    decision = named(docs, "ScaledObject", "decision")
+    assert (decision["spec"]["minReplicaCount"], decision["spec"]["maxReplicaCount"]) == (2, 10)
     for budget in of_kind(docs, "PodDisruptionBudget"):
         assert budget["spec"]["minAvailable"] == 1
         assert "maxUnavailable" not in budget["spec"]

@@ -28,6 +28,7 @@ from memoria_runtime.bus import (
     create_broker,
     subscribe_group,
 )
+from memoria_runtime.bus.consumer import DEFAULT_SLOTS
 from memoria_runtime.bus.signing import Signer, reply_channel
 from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
@@ -80,7 +81,11 @@ async def running() -> AsyncIterator[list[MemoriaBroker]]:
 
 
 async def start(
-    running: list[MemoriaBroker], settings: Settings, handler: object, stream: Stream
+    running: list[MemoriaBroker],
+    settings: Settings,
+    handler: object,
+    stream: Stream,
+    slots: int = DEFAULT_SLOTS,
 ) -> EventPublisher:
     broker = create_broker(settings)
     subscribe_group(
@@ -90,6 +95,7 @@ async def start(
         group=Group.DECISION,
         handler=handler,  # type: ignore[arg-type]
         description="test",
+        slots=slots,
     )
     publisher = EventPublisher(broker, settings)
     publisher.declare(stream, "test")
@@ -355,6 +361,40 @@ async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
     await eventually(lambda: len(handled["first"]) + len(handled["second"]) == 20)
     everything = sorted(handled["first"] + handled["second"])
     assert everything == sorted(f"m{n}" for n in range(20))  # each exactly once
+
+
+@pytest.mark.parametrize(
+    ("service_slots", "setting", "at_once"),
+    [(3, None, 3), (3, 5, 5), (8, 2, 2)],
+    ids=["the service's default", "the setting raises it", "the setting lowers it"],
+)
+async def test_a_consumer_runs_as_many_handlers_at_once_as_its_slots(
+    redis_url: str,
+    running: list[MemoriaBroker],
+    service_slots: int,
+    setting: int | None,
+    at_once: int,
+) -> None:
+    release = asyncio.Event()
+    now = most = done = 0
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        nonlocal now, most, done
+        now += 1
+        most = max(most, now)
+        await release.wait()
+        now -= 1
+        done += 1
+
+    settings = settings_for(redis_url, consumer_concurrency=setting)
+    publisher = await start(running, settings, handler, Stream.CHAT_IN, slots=service_slots)
+    for n in range(10):
+        await publisher.publish(Stream.CHAT_IN, message(f"m{n}"))
+    await eventually(lambda: now == at_once)
+    await asyncio.sleep(0.3)  # time for a consumer that ignored its slots to start more
+    assert most == at_once
+    release.set()
+    await eventually(lambda: done == 10)
 
 
 async def test_request_reply(redis: Redis, redis_url: str, running: list[MemoriaBroker]) -> None:

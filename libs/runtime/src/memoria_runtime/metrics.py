@@ -13,11 +13,17 @@ Every name is a constant here, so dashboards and alerts have one place to look:
   (bus/consumer.py) took, by outcome (``handled``, ``failed``: left pending for a retry,
   ``dead_lettered``), and how long their handlers ran; the gateway's chat.out fan-out counts
   as group ``fan-out`` (``dead_lettered``: a dropped forgery);
+* ``memoria_bus_handlers_running{service, stream, group}`` and
+  ``memoria_bus_handler_slots{service, stream, group}``: handlers a group consumer runs now,
+  and how many it may run at once (``MEMORIA_CONSUMER_CONCURRENCY``); running at the slots
+  for long = the service is saturated, add replicas;
 * ``memoria_bus_published_total{service, stream}``: entries a service appended to a stream;
 * ``memoria_vector_searches_total{source}``: the memory service's vector searches, answered
   from a user's vectors held in process (``held``) or by Milvus (``milvus``: a miss, holding
   off, or the broker unreachable); ``memoria_vectors_held_bytes``: what the held vectors take
   (``MEMORIA_VECTOR_CACHE_MB`` bounds it; ADR 14);
+* ``memoria_history_reads_behind_total``: history reads the memory service answered before
+  its history group had stored every message posted before them (it waits up to a second);
 * ``process_*``, ``python_*``: the process itself.
 
 The gateway serves them at ``/metrics`` on its own port; the other services on their ops
@@ -54,8 +60,11 @@ CYCLE_DURATION_SECONDS: Final = "memoria_cycle_duration_seconds"
 BUS_ENTRIES_TOTAL: Final = "memoria_bus_entries_total"
 BUS_HANDLING_SECONDS: Final = "memoria_bus_handling_seconds"
 BUS_PUBLISHED_TOTAL: Final = "memoria_bus_published_total"
+BUS_HANDLERS_RUNNING: Final = "memoria_bus_handlers_running"
+BUS_HANDLER_SLOTS: Final = "memoria_bus_handler_slots"
 VECTOR_SEARCHES_TOTAL: Final = "memoria_vector_searches_total"
 VECTORS_HELD_BYTES: Final = "memoria_vectors_held_bytes"
+HISTORY_READS_BEHIND_TOTAL: Final = "memoria_history_reads_behind_total"
 
 LABEL_MODEL: Final = "model"
 LABEL_DIRECTION: Final = "direction"
@@ -121,6 +130,19 @@ _bus_handling = Histogram(
     registry=REGISTRY,
 )
 
+_bus_running = Gauge(
+    BUS_HANDLERS_RUNNING,
+    "Handlers a consumer group runs now.",
+    [LABEL_SERVICE, LABEL_STREAM, LABEL_GROUP],
+    registry=REGISTRY,
+)
+_bus_slots = Gauge(
+    BUS_HANDLER_SLOTS,
+    "Handlers a consumer group may run at once.",
+    [LABEL_SERVICE, LABEL_STREAM, LABEL_GROUP],
+    registry=REGISTRY,
+)
+
 _bus_published = Counter(
     BUS_PUBLISHED_TOTAL,
     "Entries appended to a stream.",
@@ -136,6 +158,11 @@ _vector_searches = Counter(
 )
 _vectors_held = Gauge(
     VECTORS_HELD_BYTES, "Bytes of users' vectors held in process.", registry=REGISTRY
+)
+_history_reads_behind = Counter(
+    HISTORY_READS_BEHIND_TOTAL,
+    "History reads answered before every message posted before them was stored.",
+    registry=REGISTRY,
 )
 
 
@@ -165,6 +192,8 @@ class GroupConsumerMetrics:
     failed: Counter
     dead_lettered: Counter
     handling_seconds: Histogram
+    running: Gauge
+    slots: Gauge
 
 
 def group_consumer_metrics(service: str, stream: str, group: str) -> GroupConsumerMetrics:
@@ -173,6 +202,8 @@ def group_consumer_metrics(service: str, stream: str, group: str) -> GroupConsum
         failed=_bus_entries.labels(service, stream, group, FAILED),
         dead_lettered=_bus_entries.labels(service, stream, group, DEAD_LETTERED),
         handling_seconds=_bus_handling.labels(service, stream, group),
+        running=_bus_running.labels(service, stream, group),
+        slots=_bus_slots.labels(service, stream, group),
     )
 
 
@@ -193,6 +224,10 @@ def vector_cache_metrics() -> VectorCacheMetrics:
         milvus=_vector_searches.labels(MILVUS),
         held_bytes=_vectors_held,
     )
+
+
+def history_reads_behind_counter() -> Counter:
+    return _history_reads_behind
 
 
 # -- exposing ----------------------------------------------------------------------------------

@@ -346,8 +346,12 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(
         default=5, description="Deliveries before an entry goes to the dead-letter stream."
     )
-    consumer_concurrency: int = Field(
-        default=16, description="Entries a service handles at once per stream."
+    consumer_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Entries a service handles at once per stream. Unset: 64 in decision "
+        "(its handlers mostly wait on the LLM), 16 in the others (one action worker runs 16 "
+        "steps; more come from more replicas).",
     )
     rpc_timeout_seconds: float = Field(default=10.0, description="Timeout of a memory request.")
     shutdown_grace_seconds: float = Field(

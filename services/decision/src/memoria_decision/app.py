@@ -27,6 +27,12 @@ from memoria_runtime.settings import Settings
 log = logging.getLogger("memoria.decision")
 
 SWEEP_INTERVAL_S = 1.0
+# A decision handler spends its time waiting on the LLM (about 4 ms of CPU per decision around
+# the call), so the bus' default of 16 at once capped a replica long before its CPU: 64 Finalize
+# cycles/s with a 200 ms LLM while decision used 24-28% of a core (docs/benchmarks.md,
+# throughput). 64 per stream keeps both streams' calls near the size of the LLM clients' own
+# connection pools (httpx: 100).
+DECISION_SLOTS = 64
 
 
 def build_broker(
@@ -60,6 +66,7 @@ def build_broker(
         group=Group.DECISION,
         handler=handlers.on_chat_in,
         description="Start a thought cycle for a user message.",
+        slots=DECISION_SLOTS,
     )
     subscribe_group(
         broker,
@@ -68,6 +75,7 @@ def build_broker(
         group=Group.DECISION,
         handler=handlers.on_action_done,
         description="Record a step's outcome, then decide the next step or end the cycle.",
+        slots=DECISION_SLOTS,
     )
     return broker, engine
 

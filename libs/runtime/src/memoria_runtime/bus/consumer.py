@@ -66,6 +66,9 @@ _CRASH_ALLOWANCE = 4  # deliveries per strike allowed when outages and crashes m
 _OUTAGES_KEY = "memoria:bus:outages:{stream}:{group}"
 _OUTAGES_TTL_S = 7 * 24 * 3600
 _CLAIM_CHUNK = 100
+DEFAULT_SLOTS = 16
+"""Handlers one group consumer runs at once, unless the service or
+``MEMORIA_CONSUMER_CONCURRENCY`` says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,10 @@ class GroupConsumer:
         group: Group,
         handler: EventHandler,
         description: str,
+        slots: int = DEFAULT_SLOTS,
     ) -> None:
+        """``slots``: this service's default for how many handlers run at once;
+        ``settings.consumer_concurrency`` overrides it when set."""
         self.stream = stream
         self.group = group
         self.description = description
@@ -146,9 +152,10 @@ class GroupConsumer:
         self._max_deliveries = settings.max_deliveries
         self._maxlen = settings.stream_maxlen
         self._grace_s = settings.shutdown_grace_seconds
-        self._slots = max(1, settings.consumer_concurrency)
+        self._slots = max(1, settings.consumer_concurrency or slots)
         self._outages_key = _OUTAGES_KEY.format(stream=stream.value, group=group.value)
         self._metrics = metrics.group_consumer_metrics(broker.service, stream.value, group.value)
+        self._metrics.slots.set(self._slots)
         self._held: set[str] = set()  # entries read and not yet acknowledged or given up
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
@@ -265,10 +272,12 @@ class GroupConsumer:
             await self._free_slots()
             task = asyncio.create_task(self._settle(entry_id, fields, redelivered=redelivered))
             self._running.add(task)
+            self._metrics.running.set(len(self._running))
             task.add_done_callback(self._finished)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        self._metrics.running.set(len(self._running))
         self._slot_freed.set()
 
     async def _reclaim_once(self) -> None:
@@ -461,10 +470,18 @@ def subscribe_group(
     group: Group,
     handler: EventHandler,
     description: str,
+    slots: int = DEFAULT_SLOTS,
 ) -> GroupConsumer:
-    """Read ``stream`` in ``group`` while ``broker`` runs (started and stopped with it)."""
+    """Read ``stream`` in ``group`` while ``broker`` runs (started and stopped with it),
+    running up to ``slots`` handlers at once (``MEMORIA_CONSUMER_CONCURRENCY`` overrides)."""
     consumer = GroupConsumer(
-        broker, settings, stream=stream, group=group, handler=handler, description=description
+        broker,
+        settings,
+        stream=stream,
+        group=group,
+        handler=handler,
+        description=description,
+        slots=slots,
     )
     docs = ReaderDocs(
         stream=StreamSub(stream.value, group=group.value, consumer=settings.consumer),
