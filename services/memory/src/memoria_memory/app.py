@@ -16,6 +16,7 @@ from memoria_contracts.streams import Group, Stream
 from memoria_memory import SERVICE_NAME
 from memoria_memory.cycle_log import CycleLog, purge_forever
 from memoria_memory.handlers import MemoryHandlers
+from memoria_memory.history_catch_up import HistoryCatchUp
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
@@ -106,7 +107,7 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
         storage = await MemoryStorage.open(settings)
         threads = ThreadRepository(storage.documents)
         await threads.setup()
-        handlers.attach(storage, threads)
+        handlers.attach(storage, threads, HistoryCatchUp(storage.broker))
         cycles = CycleLog(storage.documents)
         await cycles.setup()
         handlers.attach_cycle_log(cycles)

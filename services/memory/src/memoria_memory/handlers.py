@@ -43,6 +43,7 @@ from memoria_contracts.threads import (
 from memoria_memory.cycle_log import CycleLog
 from memoria_memory.embedding.port import EmbeddingError
 from memoria_memory.history import stream_sequence
+from memoria_memory.history_catch_up import HistoryCatchUp
 from memoria_memory.session_configs import answer_session
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.summarizer import StoredSummary
@@ -62,10 +63,19 @@ class MemoryHandlers:
         self._storage: MemoryStorage | None = None
         self._threads: ThreadRepository | None = None
         self._cycles: CycleLog | None = None
+        self._catch_up: HistoryCatchUp | None = None
 
-    def attach(self, storage: MemoryStorage, threads: ThreadRepository) -> None:
+    def attach(
+        self,
+        storage: MemoryStorage,
+        threads: ThreadRepository,
+        catch_up: HistoryCatchUp | None = None,
+    ) -> None:
+        """``catch_up``: history reads wait for chat.out to be stored up to them (the
+        service); without it they read what is stored (tests of the storage alone)."""
         self._storage = storage
         self._threads = threads
+        self._catch_up = catch_up
 
     def attach_cycle_log(self, cycles: CycleLog) -> None:
         self._cycles = cycles
@@ -171,7 +181,10 @@ class MemoryHandlers:
 
     async def _history_page(self, user_id: str, thread_id: str, query: HistoryQuery) -> HistoryPage:
         """The stored summary is read, never computed here (the summarizer keeps it); the
-        messages are those it does not cover, newest ``limit``."""
+        messages are those it does not cover, newest ``limit``, once every message posted
+        before this request is stored."""
+        if self._catch_up is not None:
+            await self._catch_up.wait()
         if query.session:  # a cycle starting: its history and its session config at once
             (stored, messages), session = await asyncio.gather(
                 self._history(user_id, thread_id, query), self._session(user_id, thread_id)

@@ -1,0 +1,116 @@
+"""A history read sees every message posted before it.
+
+The memory service stores chat messages by reading ``chat.out`` in its own group, apart from
+the requests that read them. Under load that group runs behind, and a cycle that starts right
+after the previous one ended (a queued message released at once) would read a history without
+the previous answer. So before a history read the memory service takes the stream's newest
+entry as a mark and waits until the group (every replica of it) has acknowledged every entry
+up to that mark: delivered that far, and none of them still pending.
+
+The wait is bounded: an entry held by a crashed replica stays pending until it is reclaimed
+(``MEMORIA_RECLAIM_IDLE_MS``), and a read must not wait that long; past the bound it answers
+with what is stored and counts a read behind (``memoria_history_reads_behind_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Final
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from memoria_contracts.streams import Group, Stream
+from memoria_runtime import metrics
+
+log = logging.getLogger("memoria.memory.history")
+
+WAIT_LIMIT_S: Final = 1.0
+POLL_S: Final = 0.005
+
+# Returns {mark, 1 if the group acknowledged everything up to it else 0}. The mark is taken on
+# the first call (ARGV[2] empty) and passed back on the next ones. No stream or no group:
+# nothing can be waited for (nobody posted, or no memory service ever read).
+_CAUGHT_UP = """
+local mark = ARGV[2]
+if mark == '' then
+  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if #newest == 0 then return {'', 1} end
+  mark = newest[1][1]
+end
+local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', KEYS[1])
+if not ok then return {mark, 1} end
+local delivered = nil
+for _, group in ipairs(groups) do
+  local name, last = nil, nil
+  for i = 1, #group, 2 do
+    if group[i] == 'name' then name = group[i + 1] end
+    if group[i] == 'last-delivered-id' then last = group[i + 1] end
+  end
+  if name == ARGV[1] then delivered = last end
+end
+if delivered == nil then return {mark, 1} end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local d_ms, d_seq = parts(delivered)
+local m_ms, m_seq = parts(mark)
+if d_ms < m_ms or (d_ms == m_ms and d_seq < m_seq) then return {mark, 0} end
+local held = redis.call('XPENDING', KEYS[1], ARGV[1], '-', mark, 1)
+if #held > 0 then return {mark, 0} end
+return {mark, 1}
+"""
+
+
+class HistoryCatchUp:
+    """Waits, before a history read, for the history group to store what came before it."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        stream: Stream = Stream.CHAT_OUT,
+        group: Group = Group.MEMORY_HISTORY,
+        wait_limit_s: float = WAIT_LIMIT_S,
+        poll_s: float = POLL_S,
+    ) -> None:
+        self._script = redis.register_script(_CAUGHT_UP)
+        self._stream = stream.value
+        self._group = group.value
+        self._wait_limit_s = wait_limit_s
+        self._poll_s = poll_s
+        self._behind = metrics.history_reads_behind_counter()
+
+    async def wait(self) -> bool:
+        """True once everything posted before the call is stored; False when the bound or a
+        broker error ended the wait first (the read goes on with what is stored)."""
+        deadline = time.monotonic() + self._wait_limit_s
+        mark = ""
+        try:
+            while True:
+                mark, caught_up = await self._check(mark)
+                if caught_up:
+                    return True
+                if time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(self._poll_s)
+        except RedisError as exc:
+            log.warning("could not tell whether history is stored up to date: %s", exc)
+        else:
+            log.warning(
+                "history read after %.1f s with %s entries up to %s not yet stored",
+                self._wait_limit_s,
+                self._stream,
+                mark,
+            )
+        self._behind.inc()
+        return False
+
+    async def _check(self, mark: str) -> tuple[str, bool]:
+        reply = await self._script(keys=[self._stream], args=[self._group, mark])
+        found, caught_up = reply
+        text = found.decode() if isinstance(found, bytes) else str(found)
+        return text, int(caught_up) == 1

@@ -1,0 +1,167 @@
+"""A history read sees every message posted before it, even while the memory service's
+history group is behind on chat.out (a real broker; the group's progress is driven by hand,
+as a slow or crashed replica would leave it)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+from redis.asyncio import Redis
+
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import Envelope, HistoryPage, HistoryQuery
+from memoria_contracts.streams import Group, Stream
+from memoria_memory.docstore.sqlite import SqliteDocumentStore
+from memoria_memory.handlers import MemoryHandlers
+from memoria_memory.history import COLLECTION as MESSAGES
+from memoria_memory.history import HistoryRepository, stream_sequence
+from memoria_memory.history_catch_up import HistoryCatchUp
+from memoria_memory.storage import MemoryStorage
+from memoria_memory.threads import ThreadRepository
+from memoria_runtime import metrics
+from memoria_runtime.bus import Delivery
+
+CHAT_OUT, GROUP = Stream.CHAT_OUT.value, Group.MEMORY_HISTORY.value
+SHORT_WAIT_S = 0.3
+LONG_WAIT_S = 30.0  # never reached when the test passes: the wait ends on the group's progress
+REPLICA = "memory-replica-1"
+USER, THREAD = "ana", "t1"
+
+
+def catch_up(redis: Redis, wait_s: float = SHORT_WAIT_S) -> HistoryCatchUp:
+    return HistoryCatchUp(redis, wait_limit_s=wait_s)
+
+
+async def post(redis: Redis, count: int = 1) -> list[str]:
+    ids = [await redis.xadd(CHAT_OUT, {"n": str(n)}) for n in range(count)]
+    return [i.decode() for i in ids]
+
+
+async def take(redis: Redis) -> list[str]:
+    """What one replica of the history group reads (delivered, pending until acknowledged)."""
+    reply = await redis.xreadgroup(GROUP, REPLICA, {CHAT_OUT: ">"}, count=100)
+    return [entry_id.decode() for _, entries in reply for entry_id, _ in entries]
+
+
+async def ack(redis: Redis, ids: list[str]) -> None:
+    await redis.xack(CHAT_OUT, GROUP, *ids)
+
+
+async def make_group(redis: Redis) -> None:
+    await redis.xgroup_create(CHAT_OUT, GROUP, id="0", mkstream=True)
+
+
+def reads_behind() -> float:
+    return metrics.REGISTRY.get_sample_value(metrics.HISTORY_READS_BEHIND_TOTAL) or 0.0
+
+
+async def test_with_nothing_posted_a_read_waits_for_nothing(redis: Redis) -> None:
+    assert await catch_up(redis).wait() is True
+    await make_group(redis)
+    assert await catch_up(redis).wait() is True
+
+
+async def test_a_read_waits_while_entries_before_it_are_unread_or_unstored(redis: Redis) -> None:
+    await make_group(redis)
+    ids = await post(redis, 3)
+    before = reads_behind()
+    assert await catch_up(redis).wait() is False  # not even read by the group
+    await take(redis)
+    assert await catch_up(redis).wait() is False  # read, still being stored
+    await ack(redis, ids[:2])
+    assert await catch_up(redis).wait() is False  # the last one is still being stored
+    assert reads_behind() == before + 3
+    await ack(redis, ids[2:])
+    assert await catch_up(redis).wait() is True
+    assert reads_behind() == before + 3
+
+
+async def test_a_read_goes_on_as_soon_as_the_group_has_stored_up_to_it(redis: Redis) -> None:
+    await make_group(redis)
+    ids = await post(redis, 2)
+    await take(redis)
+    waiting = asyncio.create_task(catch_up(redis, LONG_WAIT_S).wait())
+    await asyncio.sleep(0.05)
+    later = await post(redis)  # after the read began: not waited for, never read here
+    await ack(redis, ids)
+    assert await asyncio.wait_for(waiting, 10) is True
+    assert await redis.xpending(CHAT_OUT, GROUP) == {
+        "pending": 0,
+        "min": None,
+        "max": None,
+        "consumers": [],
+    }
+    assert later  # still unread by the group
+
+
+async def test_without_a_history_group_nobody_stores_so_nothing_is_waited_for(
+    redis: Redis,
+) -> None:
+    await post(redis, 2)
+    assert await catch_up(redis).wait() is True
+
+
+async def test_a_broker_that_is_away_never_fails_the_read() -> None:
+    away = Redis.from_url("redis://127.0.0.1:1/0")
+    try:
+        assert await catch_up(away).wait() is False
+    finally:
+        await away.aclose()
+
+
+# -- through the memory service's handler ---------------------------------------------------
+
+
+@pytest.fixture
+async def handlers(tmp_path: Path, redis: Redis) -> AsyncIterator[MemoryHandlers]:
+    store = await SqliteDocumentStore.open(tmp_path / "docs.db")
+    history = HistoryRepository(store.collection(MESSAGES))
+    await history.setup()
+    threads = ThreadRepository(store)
+    await threads.setup()
+    served = MemoryHandlers()
+    storage = SimpleNamespace(history=history, summaries=None, summarizer=None)
+    served.attach(cast(MemoryStorage, storage), threads, catch_up(redis, LONG_WAIT_S))
+    try:
+        yield served
+    finally:
+        await store.close()
+
+
+def answer(text: str) -> ChatRecord:
+    return ChatRecord.model_validate(
+        {
+            "id": "c1.answer",
+            "cycle_id": "c1",
+            "chat-history": True,
+            "modal": "text",
+            "role": "assistant",
+            "content": text,
+        }
+    )
+
+
+async def test_the_next_cycle_reads_the_answer_the_history_group_is_still_storing(
+    redis: Redis, handlers: MemoryHandlers
+) -> None:
+    await make_group(redis)
+    (entry_id,) = await post(redis)  # the previous cycle's answer, on chat.out
+    await take(redis)  # a replica of the history group has it and is storing it
+    query = Envelope(user_id=USER, thread_id=THREAD, payload=HistoryQuery(limit=10))
+    reading = asyncio.create_task(handlers.on_request(query, cast(Delivery, None)))
+    await asyncio.sleep(0.1)
+
+    # The replica stores it, then acknowledges, as the chat.out handler does.
+    await handlers.storage.history.save(
+        USER, THREAD, answer("It is in Porto."), stream_sequence(entry_id)
+    )
+    await ack(redis, [entry_id])
+
+    reply = await asyncio.wait_for(reading, 10)
+    assert isinstance(reply.payload, HistoryPage)
+    assert [m.content for m in reply.payload.messages] == ["It is in Porto."]
