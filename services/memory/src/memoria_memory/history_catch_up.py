@@ -28,7 +28,10 @@ from memoria_runtime import metrics
 log = logging.getLogger("memoria.memory.history")
 
 WAIT_LIMIT_S: Final = 1.0
-POLL_S: Final = 0.005
+# A lagging group usually catches up within milliseconds; a read that waits longer asks the
+# broker less often (each ask is a script over XINFO and XPENDING).
+FIRST_POLL_S: Final = 0.005
+MAX_POLL_S: Final = 0.05
 
 # Returns {mark, 1 if the group acknowledged everything up to it else 0}. The mark is taken on
 # the first call (ARGV[2] empty) and passed back on the next ones. No stream or no group:
@@ -75,13 +78,11 @@ class HistoryCatchUp:
         stream: Stream = Stream.CHAT_OUT,
         group: Group = Group.MEMORY_HISTORY,
         wait_limit_s: float = WAIT_LIMIT_S,
-        poll_s: float = POLL_S,
     ) -> None:
         self._script = redis.register_script(_CAUGHT_UP)
         self._stream = stream.value
         self._group = group.value
         self._wait_limit_s = wait_limit_s
-        self._poll_s = poll_s
         self._behind = metrics.history_reads_behind_counter()
 
     async def wait(self) -> bool:
@@ -89,14 +90,17 @@ class HistoryCatchUp:
         broker error ended the wait first (the read goes on with what is stored)."""
         deadline = time.monotonic() + self._wait_limit_s
         mark = ""
+        poll_s = FIRST_POLL_S
         try:
             while True:
                 mark, caught_up = await self._check(mark)
                 if caught_up:
                     return True
-                if time.monotonic() >= deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     break
-                await asyncio.sleep(self._poll_s)
+                await asyncio.sleep(min(poll_s, left))
+                poll_s = min(poll_s * 2, MAX_POLL_S)
         except RedisError as exc:
             log.warning("could not tell whether history is stored up to date: %s", exc)
         else:
