@@ -30,6 +30,7 @@ DOCUMENTED_ERROR_CODES: Final = frozenset(
         "unauthorized",
         "broker_unavailable",
         "rate_limited",
+        "too_many_connections",
         "not_found",
         "unavailable",
     }

@@ -15,9 +15,11 @@ test_ws_stream.py: one fixed rate-limit sequence) are not repeated here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from typing import Any, Final
 
 import httpx
@@ -49,6 +51,8 @@ MAX_MESSAGE_CHARS: Final = 2000
 HARD_CAP_BYTES: Final = MAX_FRAME_BYTES * 16  # uvicorn's ws_max_size (gateway __main__)
 LIMITED_BURST: Final = 3
 LIMITED_PER_MINUTE: Final = 1  # a token back every 60 s: never within one example
+LIMITED_SOCKETS: Final = 3  # sockets one user may hold on the limited replica
+TOO_MANY_CONNECTIONS_CLOSE: Final = 4429  # docs/protocol.md
 CYCLE_TIMEOUT_S: Final = 30.0
 
 ANSWER: Final = "Still here."
@@ -105,6 +109,7 @@ def fuzzing(
         stack.service_env["gateway-limited"] = {
             "MEMORIA_WS_BURST": str(LIMITED_BURST),
             "MEMORIA_WS_MESSAGES_PER_MINUTE": str(LIMITED_PER_MINUTE),
+            "MEMORIA_WS_MAX_SOCKETS_PER_USER": str(LIMITED_SOCKETS),
         }
         fuzz = Fuzzing(stack, stack.add_gateway("gateway-limited"))
         yield fuzz
@@ -481,6 +486,48 @@ async def test_the_rate_limit_counts_only_accepted_messages_and_answers_rate_lim
         for reply in accepted:  # queued on one thread: each still gets its cycle
             frames = await client.cycle(reply["id"], CYCLE_TIMEOUT_S)
             assert frames[-1]["reason"] == "done"
+
+
+async def refused_socket(url: str) -> tuple[Frame, int]:
+    """Connect, expecting a refusal: its error frame and the close code."""
+    async with websockets.connect(url) as socket:
+        frame: Frame = json.loads(await socket.recv())
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await socket.recv()
+    assert closed.value.rcvd is not None
+    return frame, closed.value.rcvd.code
+
+
+async def test_one_user_holds_at_most_the_capped_number_of_sockets(fuzzing: Fuzzing) -> None:
+    """Each socket has its own message bucket, so without a cap one user could multiply the
+    rate limit by opening sockets. One too many gets ``too_many_connections`` and 4429; the
+    user's other sockets and other users are unaffected; closing one frees a place."""
+    url = fuzzing.url(limited=True)
+    other_user = f"ws://127.0.0.1:{fuzzing.limited_port}/ws?token={fuzzing.stack.token('bea')}"
+    async with AsyncExitStack() as sockets:
+        held = [await sockets.enter_async_context(chat(url)) for _ in range(LIMITED_SOCKETS)]
+        frame, code = await refused_socket(url)
+        assert_error(frame, "too_many_connections")
+        assert str(LIMITED_SOCKETS) in frame["message"]
+        assert code == TOO_MANY_CONNECTIONS_CLOSE
+
+        async with chat(other_user) as other:
+            assert (await other.send("t-cap", "hello"))["type"] == "accepted"
+        for client in held:
+            assert (await client.send("t-cap", "still mine"))["type"] == "accepted"
+
+        await held.pop().close()
+        for _ in range(100):  # the gateway notices the close on its own time
+            async with websockets.connect(url) as socket:
+                try:
+                    first = json.loads(await asyncio.wait_for(socket.recv(), 0.5))
+                except TimeoutError:
+                    break  # no refusal: connected
+                if first.get("code") != "too_many_connections":
+                    break  # connected: a frame of the user's cycles came first
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("a closed socket never freed its place")
 
 
 async def test_the_fuzz_stack_itself_does_not_throttle(fuzzing: Fuzzing) -> None:

@@ -27,6 +27,7 @@ DARK_BG = "rgb(16, 16, 20)"
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 MAX_MESSAGE_CHARS = 500  # small, so that the page can provoke a `too_large` refusal
+SOCKETS_PER_USER = 2  # small, so that a third tab of one user is refused
 TIMEOUT_MS = 30_000  # generous: the machine running this may be slow and shared
 
 # Records what flashes by too fast to assert while it is on screen: every status line shown,
@@ -62,6 +63,7 @@ def stack(
         {"rules": []},
         llm_provider="offline",
         max_message_chars=str(MAX_MESSAGE_CHARS),
+        ws_max_sockets_per_user=str(SOCKETS_PER_USER),
     ) as running:
         running.wait_ready(actions=6)
         yield running
@@ -417,6 +419,32 @@ def test_refused_message_keeps_the_text(stack: Stack, tab: Tab) -> None:
     expect(page.locator("#messages .msg--user")).to_have_count(0)
     notice.get_by_role("button", name="Dismiss").click()
     expect(page.locator("#notices .notice")).to_have_count(0)
+
+
+def test_a_tab_over_the_socket_cap_says_why_and_stays_offline(
+    stack: Stack, tab: Tab, context: BrowserContext
+) -> None:
+    user = unique("zoe")
+    first = login(tab, stack, user)
+    others = [Tab(context.new_page()) for _ in range(SOCKETS_PER_USER)]
+    *within, over = others
+    for other in within:
+        login(other, stack, user)
+    over.page.goto(stack.base_url)
+    over.page.get_by_label("User id").fill(user)
+    over.page.get_by_role("button", name="Continue").click()
+    expect(over.page.locator("#notices .notice[data-code='too_many_connections']")).to_be_visible()
+    expect(over.page.locator("#connection")).to_have_attribute("data-state", "closed")
+
+    send(first, "hello")  # the tabs within the cap are unaffected
+    expect(ended_cycles(first)).to_have_count(1)
+    expect(over.page.locator("#connection")).to_have_attribute("data-state", "closed")
+
+    within[0].page.close()  # a place is free: a reload connects
+    over.page.reload()
+    expect(over.page.locator("#connection")).to_have_attribute("data-state", "connected")
+    for other in others:
+        assert not other.errors, f"uncaught errors in the page: {other.errors}"
 
 
 def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Path) -> None:

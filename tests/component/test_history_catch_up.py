@@ -37,14 +37,17 @@ def catch_up(redis: Redis, wait_s: float = SHORT_WAIT_S) -> HistoryCatchUp:
     return HistoryCatchUp(redis, wait_limit_s=wait_s)
 
 
+Entries = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
+
+
 async def post(redis: Redis, count: int = 1) -> list[str]:
-    ids = [await redis.xadd(CHAT_OUT, {"n": str(n)}) for n in range(count)]
+    ids = [cast(bytes, await redis.xadd(CHAT_OUT, {"n": str(n)})) for n in range(count)]
     return [i.decode() for i in ids]
 
 
 async def take(redis: Redis) -> list[str]:
     """What one replica of the history group reads (delivered, pending until acknowledged)."""
-    reply = await redis.xreadgroup(GROUP, REPLICA, {CHAT_OUT: ">"}, count=100)
+    reply = cast(Entries, await redis.xreadgroup(GROUP, REPLICA, {CHAT_OUT: ">"}, count=100))
     return [entry_id.decode() for _, entries in reply for entry_id, _ in entries]
 
 

@@ -377,6 +377,21 @@ async def test_a_refused_token_ends_the_chat_with_a_clear_error(gateway_url: Sta
     assert "the gateway refused the token: token expired" in run.errors
 
 
+async def test_one_socket_too_many_ends_the_chat_saying_so(gateway_url: StartGateway) -> None:
+    """Reconnecting would be refused again until another socket of the user closes."""
+
+    async def refuse(socket: Socket) -> None:
+        message = "at most 20 connections per user on one server"
+        await socket.send({"type": "error", "code": "too_many_connections", "message": message})
+        await socket.ws.close(code=4429, reason="too many connections")
+
+    url, gateway = await gateway_url([refuse, refuse, refuse])
+    run = await run_chat(url, ["hello"])
+    assert run.code == EXIT_FAILED
+    assert "too many open for this user (at most 20 connections per user" in run.errors
+    assert len(gateway.queries) == 1  # no reconnection attempts
+
+
 async def test_an_unreachable_gateway_is_a_clear_error() -> None:
     with net.socket() as unused:
         unused.bind(("127.0.0.1", 0))

@@ -9,8 +9,9 @@ released with a warning instead of hanging on a ``cycle_end`` that went by unsee
 whose reply (``accepted``/``error``) was lost with the socket is sent again with the same
 client id, which the gateway accepts only once.
 
-The session ends for good (:class:`SessionEnded`) when the token is refused (close code
-4401) or every reconnection attempt failed; whoever waits on it is then told why.
+The session ends for good (:class:`SessionEnded`) when the gateway refuses the socket (the
+token, close code 4401; one socket too many for the user, 4429) or every reconnection attempt
+failed; whoever waits on it is then told why.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ Frame = dict[str, Any]
 
 SOCKET_PATH: Final = "/ws"
 UNAUTHORIZED_CLOSE_CODE: Final = 4401
+TOO_MANY_CONNECTIONS_CLOSE_CODE: Final = 4429
+REFUSALS: Final = {
+    "unauthorized": UNAUTHORIZED_CLOSE_CODE,
+    "too_many_connections": TOO_MANY_CONNECTIONS_CLOSE_CODE,
+}
+"""Error codes that refuse the socket itself (each followed by its close code), not a frame:
+reconnecting would only be refused again."""
+_REFUSED_BY_CLOSE: Final = {close: code for code, close in REFUSALS.items()}
 RECONNECT_DELAYS_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Waits before each reconnection attempt; after the last one fails the session ends."""
 RESUME_QUIET_S: Final = 5.0
@@ -59,6 +68,10 @@ class SessionEnded(Exception):
 
 class Unauthorized(SessionEnded):
     """The gateway refused the token."""
+
+
+class TooManyConnections(SessionEnded):
+    """The user already holds as many sockets on this gateway as it allows."""
 
 
 class CycleOutcome(enum.Enum):
@@ -122,7 +135,7 @@ class ChatSession:
         self._dead = asyncio.Event()
         self._changed = asyncio.Event()
         self._reply: asyncio.Future[Frame] | None = None
-        self._refusal: str | None = None
+        self._refusal: tuple[str, str] | None = None  # (error code, message) refusing the socket
         self._last_event_id: str | None = None
         self._cycle_of: dict[str, str] = {}  # user message id -> the cycle it started
         self._ended: set[str] = set()
@@ -175,8 +188,9 @@ class ChatSession:
             if not reply.done():
                 continue
             answer = reply.result()
-            if answer.get("type") == "error" and answer.get("code") == "unauthorized":
-                raise self._end(Unauthorized(_refused(str(answer.get("message", "")))))
+            if answer.get("type") == "error" and answer.get("code") in REFUSALS:
+                code, message = str(answer["code"]), str(answer.get("message", ""))
+                raise self._end(_refusal_of(code, message))
             return answer
 
     async def wait_for_cycle(self, message_id: str) -> CycleOutcome:
@@ -236,8 +250,10 @@ class ChatSession:
             await self._read(link)
             if self._closing:
                 return
-            if self._refusal is not None or link.ws.close_code == UNAUTHORIZED_CLOSE_CODE:
-                self._end(Unauthorized(_refused(self._refusal or "")))
+            refused_by_close = _REFUSED_BY_CLOSE.get(link.ws.close_code or 0)
+            if self._refusal is not None or refused_by_close is not None:
+                code, message = self._refusal or (str(refused_by_close), "")
+                self._end(_refusal_of(code, message))
                 return
             if link.frames or link.age() >= STABLE_AFTER_S:
                 failures = 0
@@ -308,8 +324,8 @@ class ChatSession:
             link.resume_complete = frame.get("complete") is not False
             link.resumed.set()
             return
-        if kind == "error" and frame.get("code") == "unauthorized":
-            self._refusal = str(frame.get("message", ""))
+        if kind == "error" and frame.get("code") in REFUSALS:
+            self._refusal = (str(frame["code"]), str(frame.get("message", "")))
         elif kind == "message" and frame.get("role") == "user":
             if isinstance(frame.get("id"), str) and isinstance(frame.get("cycle_id"), str):
                 self._cycle_of[frame["id"]] = frame["cycle_id"]
@@ -360,5 +376,8 @@ class ChatSession:
             raise self._error
 
 
-def _refused(detail: str) -> str:
-    return "the gateway refused the token" + (f": {detail}" if detail else "")
+def _refusal_of(code: str, detail: str) -> SessionEnded:
+    if code == "too_many_connections":
+        text = "the gateway refused the chat socket: too many open for this user"
+        return TooManyConnections(text + (f" ({detail})" if detail else ""))
+    return Unauthorized("the gateway refused the token" + (f": {detail}" if detail else ""))

@@ -22,6 +22,7 @@ ErrorCode = Literal[
     "unauthorized",  # missing, forged or expired token
     "broker_unavailable",  # the message could not be queued; nothing was accepted
     "rate_limited",
+    "too_many_connections",  # on connecting: the user's sockets on this gateway are at the cap
     "not_found",  # no such thread of yours (session_config)
     "unavailable",  # the memory service did not answer (session_config); send again
 ]

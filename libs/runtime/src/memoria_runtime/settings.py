@@ -133,6 +133,12 @@ class Settings(BaseSettings):
         description="Messages one WebSocket connection may send at once before "
         "MEMORIA_WS_MESSAGES_PER_MINUTE paces it.",
     )
+    ws_max_sockets_per_user: int = Field(
+        default=20,
+        ge=1,
+        description="WebSockets one user may hold open on one gateway at once (tabs, "
+        "devices); one more is refused with `too_many_connections` and closed (4429).",
+    )
 
     # -- LLM --------------------------------------------------------------------------------
     llm_provider: LlmProvider = Field(

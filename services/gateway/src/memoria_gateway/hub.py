@@ -137,6 +137,9 @@ class ConnectionHub:
     def count(self) -> int:
         return sum(len(c) for c in self._by_user.values())
 
+    def sockets_of(self, user_id: str) -> int:
+        return len(self._by_user.get(user_id, ()))
+
     def deliver(self, user_id: str, entry_id: EntryId, text: str) -> None:
         """Queue a chat.out frame for every socket of the user on this replica."""
         for connection in list(self._by_user.get(user_id, ())):

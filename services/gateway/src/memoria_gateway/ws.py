@@ -22,6 +22,7 @@ from memoria_gateway.session_frames import answer_session_config
 from memoria_runtime.auth import AuthError
 
 UNAUTHORIZED_CLOSE_CODE = 4401  # 4000-4999 are application codes; this mirrors HTTP 401
+TOO_MANY_CONNECTIONS_CLOSE_CODE = 4429  # mirrors HTTP 429
 
 
 def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
@@ -62,6 +63,21 @@ def ws_router(gateway: Gateway) -> APIRouter:
             refusal = ErrorFrame(code="unauthorized", message=str(exc))
             await websocket.send_text(refusal.model_dump_json())
             await websocket.close(code=UNAUTHORIZED_CLOSE_CODE, reason="unauthorized")
+            return
+        # Each socket has its own message bucket, so the cap bounds one user's messages too.
+        # Checked and added with no await in between: two sockets of one user cannot both
+        # take the last place.
+        cap = settings.ws_max_sockets_per_user
+        if gateway.hub.sockets_of(user_id) >= cap:
+            refusal = ErrorFrame(
+                code="too_many_connections",
+                message=f"at most {cap} connections per user on one server: close another "
+                "tab or window and connect again",
+            )
+            await websocket.send_text(refusal.model_dump_json())
+            await websocket.close(
+                code=TOO_MANY_CONNECTIONS_CLOSE_CODE, reason="too many connections"
+            )
             return
         connection = Connection(websocket, user_id)
         if since is not None:

@@ -19,6 +19,7 @@ const ERROR_TEXT = {
   invalid_frame: "The message was refused",
   too_large: "The message is too long",
   rate_limited: "Slow down: too many messages",
+  too_many_connections: "Too many open tabs",
   broker_unavailable: "The message could not be queued; please send it again",
 };
 

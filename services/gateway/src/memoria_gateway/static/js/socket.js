@@ -3,6 +3,8 @@
 // id makes that safe), and pairs each accepted/error reply with the frame it answers.
 
 const UNAUTHORIZED = 4401;
+const TOO_MANY_CONNECTIONS = 4429; // this user's sockets on the server are at the cap
+const REFUSALS = new Set(["unauthorized", "too_many_connections"]); // about the socket, not a frame
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];
 const RESUME_WAIT_MS = 10000;
 
@@ -127,7 +129,7 @@ export class ChatSocket {
         this.options.onResumed(frame);
         return;
       }
-      const isReply = frame.type === "accepted" || (frame.type === "error" && frame.code !== "unauthorized");
+      const isReply = frame.type === "accepted" || (frame.type === "error" && !REFUSALS.has(frame.code));
       if (isReply && this.pending.length) {
         this.options.onReply(this.pending.shift(), frame);
         return;
@@ -147,6 +149,13 @@ export class ChatSocket {
         this.stopped = true;
         this.setState("closed");
         this.options.onUnauthorized();
+        return;
+      }
+      if (event.code === TOO_MANY_CONNECTIONS) {
+        // Retrying would only be refused again until another tab closes: stay offline (the
+        // error frame before the close told the user why); a reload connects again.
+        this.stopped = true;
+        this.setState("closed");
         return;
       }
       this.setState("reconnecting");
