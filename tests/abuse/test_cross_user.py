@@ -282,6 +282,17 @@ async def test_another_users_memory_and_thread_ids_over_http_are_not_found(stack
             assert (read.status_code, read.json()) == (200, [])
             removed = await ana.http.delete(f"/api/threads/{thread_id}")
             assert removed.status_code == 405  # there is no way to delete a thread at all
+        # Bob's message ids page back through bob's thread only: as ana's cursor in a thread
+        # of the same id they are no message at all.
+        for message in bob_messages:
+            paged = await ana.http.get(
+                "/api/threads/bob-chat/messages", params={"before": message["id"]}
+            )
+            assert paged.status_code == 404, paged.text
+            assert bob.id not in paged.text and BOB_SECRET not in paged.text
+        newest = bob_messages[-1]["id"]
+        older = await bob.http.get("/api/threads/bob-chat/messages", params={"before": newest})
+        assert older.json() == bob_messages[:-1]
 
         # A user named in a query or a body is ignored or refused, never obeyed.
         listed = await ana.http.get("/api/memories", params={"user_id": bob.id})

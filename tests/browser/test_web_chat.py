@@ -5,10 +5,12 @@ connection, pick a theme. Screenshots are kept as artifacts (conftest.py says wh
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, ViewportSize, expect
 from stack import Stack, running_stack
+from ws_client import chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -28,6 +31,8 @@ DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 MAX_MESSAGE_CHARS = 500  # small, so that the page can provoke a `too_large` refusal
 SOCKETS_PER_USER = 2  # small, so that a third tab of one user is refused
+HISTORY_PAGE = 100  # messages the page loads at a time (HISTORY_PAGE in app.js)
+LONG_THREAD_CYCLES = 60  # a user message and an answer each: more than a page
 TIMEOUT_MS = 30_000  # generous: the machine running this may be slow and shared
 
 # Records what flashes by too fast to assert while it is on screen: every status line shown,
@@ -64,6 +69,9 @@ def stack(
         llm_provider="offline",
         max_message_chars=str(MAX_MESSAGE_CHARS),
         ws_max_sockets_per_user=str(SOCKETS_PER_USER),
+        # A test fills a long thread from one socket; no test here is about the rate limit.
+        ws_burst="1000",
+        ws_messages_per_minute="100000",
     ) as running:
         running.wait_ready(actions=6)
         yield running
@@ -445,6 +453,47 @@ def test_a_tab_over_the_socket_cap_says_why_and_stays_offline(
     expect(over.page.locator("#connection")).to_have_attribute("data-state", "connected")
     for other in others:
         assert not other.errors, f"uncaught errors in the page: {other.errors}"
+
+
+async def fill_thread(stack: Stack, user: str, thread_id: str, cycles: int) -> None:
+    async with chat(stack.ws_url(user)) as client:
+        accepted = [await client.send(thread_id, f"note {n} of a long day") for n in range(cycles)]
+        await client.cycle(accepted[-1]["id"], timeout=120)  # queued: the last ends last
+
+
+def all_stored_ids(stack: Stack, user: str, thread_id: str) -> list[str]:
+    response = httpx.get(
+        f"{stack.base_url}/api/threads/{thread_id}/messages",
+        params={"limit": 1000},
+        headers=headers(stack, user),
+    )
+    response.raise_for_status()
+    return [m["id"] for m in response.json()]
+
+
+def test_a_long_thread_loads_earlier_messages_on_demand(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    user, thread_id = unique("ivo"), "t-long"
+    with ThreadPoolExecutor(1) as pool:  # the page's loop is Playwright's; this one is apart
+        pool.submit(asyncio.run, fill_thread(stack, user, thread_id, LONG_THREAD_CYCLES)).result()
+    stored = all_stored_ids(stack, user, thread_id)
+    assert len(stored) > HISTORY_PAGE
+
+    page = login(tab, stack, user)
+    page.locator(f"#thread-list [data-thread-id='{thread_id}'] .thread__main").click()
+    expect(page.locator("#messages > li[data-id]")).to_have_count(HISTORY_PAGE)
+    assert message_ids(page) == stored[-HISTORY_PAGE:]  # the newest page
+    earlier = page.get_by_role("button", name="Load earlier messages")
+    expect(earlier).to_be_visible()
+
+    earlier.click()
+    expect(page.locator("#messages > li[data-id]")).to_have_count(len(stored))
+    assert message_ids(page) == stored  # each once, in order
+    expect(earlier).to_have_count(0)  # the last page was short: nothing older
+    # What was on screen stays there: the view did not jump to the top.
+    assert page.eval_on_selector("#scroller", "s => s.scrollTop") > 0
+    shoot(page, artifacts, "long-thread-loaded-earlier")
 
 
 def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Path) -> None:

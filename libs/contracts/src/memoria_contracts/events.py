@@ -248,6 +248,14 @@ class HistoryQuery(ContractModel):
         description="Also return the thread's effective session config (the defaults for a "
         "thread not stored yet): what a cycle reads as it starts, in one request.",
     )
+    before_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Only messages older than this stored message of the thread (paging "
+        "back through a long thread); an id the thread does not hold is answered with an "
+        "``rpc.failure`` ``not_found``.",
+    )
 
 
 class HistoryPage(ContractModel):

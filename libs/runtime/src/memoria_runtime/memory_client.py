@@ -97,7 +97,10 @@ class MemoryClient:
         only_chat_history: bool = True,
         tool_records: bool = True,
         cycle_id: str | None = None,
+        before_id: str | None = None,
     ) -> list[ChatRecord]:
+        """``before_id``: only messages older than that stored one (``RpcError``
+        ``not_found`` when the thread has no such message)."""
         reply = await self._call(
             user_id,
             thread_id,
@@ -107,6 +110,7 @@ class MemoryClient:
                 exclude_cycle_id=exclude_cycle_id,
                 only_chat_history=only_chat_history,
                 tool_records=tool_records,
+                before_id=before_id,
             ),
         )
         if not isinstance(reply, HistoryPage):

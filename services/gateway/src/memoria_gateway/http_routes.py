@@ -15,6 +15,7 @@ from memoria_contracts.frames import MessageFrame
 from memoria_gateway.core import Gateway
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
+from memoria_runtime.rpc import RpcError
 
 STATIC = files("memoria_gateway") / "static"
 # The page is plain ES modules: browsers must revalidate them (a cheap 304) rather than
@@ -92,15 +93,27 @@ def http_router(gateway: Gateway) -> APIRouter:
         thread_id: ThreadId,
         authorization: Annotated[str | None, Header()] = None,
         limit: Annotated[int, Query(ge=1, le=_MAX_PAGE)] = _DEFAULT_PAGE,
+        before: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     ) -> list[MessageFrame]:
-        """The thread's stored messages, oldest first (status lines are never stored)."""
+        """The thread's newest ``limit`` stored messages, oldest first (status lines are never
+        stored); with ``before`` (a message id from an earlier page), the ``limit`` messages
+        just older than that one: page back until a page comes back shorter than ``limit``."""
         user_id = user_from(authorization)
         try:
             records = await gateway.memory.history(
-                user_id, thread_id, limit=limit, only_chat_history=False, tool_records=False
+                user_id,
+                thread_id,
+                limit=limit,
+                only_chat_history=False,
+                tool_records=False,
+                before_id=before,
             )
         except TimeoutError as exc:
             raise HTTPException(503, detail="the memory service is not answering") from exc
+        except RpcError as exc:
+            if exc.code == "not_found":
+                raise HTTPException(404, detail=f"no message {before!r} in this thread") from exc
+            raise
         # Tool calls and results are history for the LLM, not messages to show (R-6); an
         # older memory service still sends them.
         return [

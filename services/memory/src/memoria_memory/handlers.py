@@ -179,23 +179,34 @@ class MemoryHandlers:
         log.error("unsupported request %s (%s)", event.type, event.event_id)
         return RpcFailure(code="unsupported", message=f"no handler for {event.type}")
 
-    async def _history_page(self, user_id: str, thread_id: str, query: HistoryQuery) -> HistoryPage:
+    async def _history_page(
+        self, user_id: str, thread_id: str, query: HistoryQuery
+    ) -> HistoryPage | RpcFailure:
         """The stored summary is read, never computed here (the summarizer keeps it); the
         messages are those it does not cover, newest ``limit``, once every message posted
         before this request is stored."""
         if self._catch_up is not None:
             await self._catch_up.wait()
+        before_seq = None
+        if query.before_id is not None:
+            before_seq = await self.storage.history.position_of(user_id, thread_id, query.before_id)
+            if before_seq is None:
+                return RpcFailure(
+                    code="not_found", message=f"no message {query.before_id!r} in this thread"
+                )
         if query.session:  # a cycle starting: its history and its session config at once
             (stored, messages), session = await asyncio.gather(
-                self._history(user_id, thread_id, query), self._session(user_id, thread_id)
+                self._history(user_id, thread_id, query, before_seq),
+                self._session(user_id, thread_id),
             )
         else:
-            (stored, messages), session = await self._history(user_id, thread_id, query), None
+            history = await self._history(user_id, thread_id, query, before_seq)
+            (stored, messages), session = history, None
         summary = stored.summary if stored and not stored.summary.empty else None
         return HistoryPage(messages=messages, summary=summary, session=session)
 
     async def _history(
-        self, user_id: str, thread_id: str, query: HistoryQuery
+        self, user_id: str, thread_id: str, query: HistoryQuery, before_seq: int | None
     ) -> tuple[StoredSummary | None, list[ChatRecord]]:
         storage = self.storage
         stored = await storage.summaries.get(user_id, thread_id) if query.summary else None
@@ -206,6 +217,7 @@ class MemoryHandlers:
             exclude_cycle_id=query.exclude_cycle_id,
             only_chat_history=query.only_chat_history,
             after_seq=stored.until_seq if stored else None,
+            before_seq=before_seq,
             tool_records=query.tool_records,
         )
         return stored, messages

@@ -60,9 +60,11 @@ class HistoryRepository:
         exclude_cycle_id: str | None,
         only_chat_history: bool,
         after_seq: int | None = None,
+        before_seq: int | None = None,
         tool_records: bool = True,
     ) -> list[ChatRecord]:
-        """The newest ``limit`` messages (after ``after_seq`` if given), oldest first."""
+        """The newest ``limit`` messages (after ``after_seq``, before ``before_seq``, if
+        given), oldest first."""
         query: dict[str, Any] = {"user_id": user_id, "thread_id": thread_id}
         if not tool_records:
             query.update(SHOWN)
@@ -70,10 +72,23 @@ class HistoryRepository:
             query["chat_history"] = True
         if exclude_cycle_id is not None:
             query["cycle_id"] = {"$ne": exclude_cycle_id}
+        bounds = []
         if after_seq is not None:
-            query["seq"] = {"$gt": after_seq}
+            bounds.append({"seq": {"$gt": after_seq}})
+        if before_seq is not None:
+            bounds.append({"seq": {"$lt": before_seq}})
+        if bounds:
+            query["$and"] = bounds
         newest = await self._messages.find(query, sort=[("seq", -1)], limit=limit)
         return [_record(doc) for doc in reversed(newest)]
+
+    async def position_of(self, user_id: str, thread_id: str, message_id: str) -> int | None:
+        """Where a stored message of the thread sits (its ``seq``); None when the thread has
+        no such message (or it is another user's)."""
+        found = await self._messages.find_one(
+            {"_id": message_id, "user_id": user_id, "thread_id": thread_id}
+        )
+        return int(found["seq"]) if found else None
 
     async def newest_sequenced(
         self, user_id: str, thread_id: str, *, limit: int

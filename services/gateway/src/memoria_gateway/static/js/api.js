@@ -71,8 +71,10 @@ export class Api {
   }
 
   /** The thread's stored messages, oldest first (either a list or {"messages": [...]}). */
-  async threadMessages(threadId, limit = 100) {
-    const data = await this.request("GET", `/api/threads/${encodeURIComponent(threadId)}/messages`, { query: { limit } });
+  /** The newest `limit` stored messages, or with `before` (a message id) the ones just older. */
+  async threadMessages(threadId, limit = 100, before = null) {
+    const query = before ? { limit, before } : { limit };
+    const data = await this.request("GET", `/api/threads/${encodeURIComponent(threadId)}/messages`, { query });
     return Array.isArray(data) ? data : (data && data.messages) || [];
   }
 

@@ -14,6 +14,7 @@ import { initTheme } from "./theme.js";
 import { ThreadList, titleOf } from "./threads.js";
 
 const THREAD_KEY = "memoria.thread";
+const HISTORY_PAGE = 100; // messages per load of a thread's history (the newest first)
 const MEMORY_ACTIONS = new Set(["MemorySave", "MemoryUpdate", "MemoryDelete"]);
 const ERROR_TEXT = {
   invalid_frame: "The message was refused",
@@ -201,7 +202,7 @@ async function reloadThread() {
   byId("messages").setAttribute("aria-busy", "true");
   let frames;
   try {
-    frames = await api.threadMessages(id, 100);
+    frames = await api.threadMessages(id, HISTORY_PAGE);
   } catch (error) {
     if (state.loading === loading) {
       state.loading = null;
@@ -215,6 +216,7 @@ async function reloadThread() {
   state.loading = null;
   byId("messages").setAttribute("aria-busy", "false");
   conversation.renderHistory(frames);
+  offerEarlier(id, frames.length);
   for (const [localId, sent] of state.sent) {
     if (sent.threadId === id) conversation.addPending(localId, sent.content, !state.socket.connected);
   }
@@ -222,6 +224,25 @@ async function reloadThread() {
     if (cycle.threadId === id && cycle.state !== "ended") conversation.cycle(cycle);
   }
   for (const frame of loading.frames) showFrame(frame);
+}
+
+/** A full page may have older messages behind it: offer to load them, a page at a time. */
+function offerEarlier(threadId, shown) {
+  conversation.setEarlier(shown >= HISTORY_PAGE ? () => loadEarlier(threadId) : null);
+}
+
+async function loadEarlier(threadId) {
+  const before = conversation.oldestId();
+  let frames;
+  try {
+    frames = await api.threadMessages(threadId, HISTORY_PAGE, before);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 401)) notify(`Could not load earlier messages: ${error.message}`, { kind: "error" });
+    return;
+  }
+  if (state.threadId !== threadId) return; // another thread was opened meanwhile
+  conversation.prependHistory(frames);
+  offerEarlier(threadId, frames.length);
 }
 
 // ---- frames --------------------------------------------------------------------------------

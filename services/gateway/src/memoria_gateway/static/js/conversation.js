@@ -22,12 +22,14 @@ export class Conversation {
     this.streams = new Map(); // message id → {text, frame}
     this.finished = new Set(); // ids whose final message has been shown
     this.status = null;
+    this.earlier = null; // the "load earlier messages" row, while older ones remain
     this.scroller.addEventListener("scroll", () => { if (this.nearBottom()) this.jump.hidden = true; }, { passive: true });
     this.jump.addEventListener("click", () => this.scrollToBottom(true));
   }
 
   reset() {
     this.list.replaceChildren();
+    this.earlier = null;
     this.items.clear();
     this.footers.clear();
     this.streams.clear();
@@ -48,6 +50,49 @@ export class Conversation {
 
   has(id) {
     return this.items.has(id);
+  }
+
+  /** The oldest message on screen (where loading earlier ones continues from). */
+  oldestId() {
+    const first = this.list.querySelector(":scope > li[data-id]");
+    return first ? first.dataset.id : null;
+  }
+
+  /** Shows a "load earlier messages" row at the top that runs `load`; null removes it. */
+  setEarlier(load) {
+    if (this.earlier) this.earlier.remove();
+    this.earlier = null;
+    if (!load) return;
+    const button = h("button", { class: "btn earlier__button", type: "button" }, "Load earlier messages");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await load();
+      } finally {
+        button.disabled = false;
+      }
+    });
+    this.earlier = h("li", { class: "earlier" }, button);
+    this.list.prepend(this.earlier);
+    this.refreshEmpty();
+  }
+
+  /** Older stored messages above the ones shown, keeping what is on screen where it is. */
+  prependHistory(frames) {
+    const s = this.scroller;
+    const fromBottom = s.scrollHeight - s.scrollTop;
+    const older = document.createDocumentFragment();
+    for (const frame of frames) {
+      if (!frame || frame.type !== "message" || frame.modal === "textForReplace" || this.items.has(frame.id)) continue;
+      const element = frame.modal === "memory" ? buildMemory(frame) : buildText(frame);
+      element.classList.add("no-enter");
+      this.items.set(frame.id, element);
+      if (frame.modal === "text" && frame.role === "assistant") this.finished.add(frame.id);
+      older.append(element);
+    }
+    this.list.insertBefore(older, this.earlier ? this.earlier.nextSibling : this.list.firstChild);
+    s.scrollTop = s.scrollHeight - fromBottom;
+    this.refreshEmpty();
   }
 
   // ---- frames ----------------------------------------------------------------------------
