@@ -32,6 +32,7 @@ WAIT_LIMIT_S: Final = 1.0
 # broker less often (each ask is a script over XINFO and XPENDING).
 FIRST_POLL_S: Final = 0.005
 MAX_POLL_S: Final = 0.05
+WARN_EVERY_S: Final = 10.0  # a crashed replica's entries can hold every read for 30 s: one line
 
 # Returns {mark, 1 if the group acknowledged everything up to it else 0}. The mark is taken on
 # the first call (ARGV[2] empty) and passed back on the next ones. No stream or no group:
@@ -84,6 +85,8 @@ class HistoryCatchUp:
         self._group = group.value
         self._wait_limit_s = wait_limit_s
         self._behind = metrics.history_reads_behind_counter()
+        self._unreported = 0  # reads behind since the last warning
+        self._warned_at = -WARN_EVERY_S
 
     async def wait(self) -> bool:
         """True once everything posted before the call is stored; False when the bound or a
@@ -102,16 +105,23 @@ class HistoryCatchUp:
                 await asyncio.sleep(min(poll_s, left))
                 poll_s = min(poll_s * 2, MAX_POLL_S)
         except RedisError as exc:
-            log.warning("could not tell whether history is stored up to date: %s", exc)
+            self._report(f"could not tell whether history is stored up to date: {exc}")
         else:
-            log.warning(
-                "history read after %.1f s with %s entries up to %s not yet stored",
-                self._wait_limit_s,
-                self._stream,
-                mark,
+            self._report(
+                f"{self._stream} entries up to {mark} not yet stored after "
+                f"{self._wait_limit_s:.1f} s"
             )
         self._behind.inc()
         return False
+
+    def _report(self, why: str) -> None:
+        self._unreported += 1
+        now = time.monotonic()
+        if now - self._warned_at < WARN_EVERY_S:
+            return
+        log.warning("%d history read(s) answered with what was stored: %s", self._unreported, why)
+        self._unreported = 0
+        self._warned_at = now
 
     async def _check(self, mark: str) -> tuple[str, bool]:
         reply = await self._script(keys=[self._stream], args=[self._group, mark])
