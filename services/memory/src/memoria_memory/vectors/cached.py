@@ -34,11 +34,11 @@ import numpy.typing as npt
 from redis.exceptions import RedisError
 
 from memoria_memory.vectors.port import (
-    MAX_SEARCH_LIMIT,
     VectorHit,
     VectorRow,
     VectorStore,
     VectorStoreError,
+    valid_limit,
     valid_user_id,
 )
 from memoria_memory.vectors.versions import VectorVersions, new_token
@@ -219,8 +219,7 @@ class CachedVectorStore(VectorStore):
         self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
     ) -> list[list[VectorHit]]:
         valid_user_id(user_id)
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"limit must be within 1..{MAX_SEARCH_LIMIT}, got {limit}")
+        valid_limit(limit)
         if not vectors:
             return []
         if self._budget <= 0:  # holding nothing: versions are only published, never read

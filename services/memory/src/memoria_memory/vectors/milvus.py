@@ -28,12 +28,12 @@ import grpc
 from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
 
 from memoria_memory.vectors.port import (
-    MAX_SEARCH_LIMIT,
     USER_ID_MAX_CHARS,
     VectorHit,
     VectorRow,
     VectorStore,
     VectorStoreError,
+    valid_limit,
     valid_user_id,
 )
 from memoria_runtime.settings import VectorIsolation
@@ -163,8 +163,7 @@ class MilvusVectorStore(VectorStore):
     ) -> None:
         if dim < 1:
             raise ValueError(f"dim must be positive, got {dim}")
-        if not 1 <= page_size <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"page_size must be within 1..{MAX_SEARCH_LIMIT}, got {page_size}")
+        valid_limit(page_size, "page_size")
         self._uri = uri
         self._token = token
         self._collection = collection
@@ -237,8 +236,7 @@ class MilvusVectorStore(VectorStore):
         self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
     ) -> list[list[VectorHit]]:
         valid_user_id(user_id)
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise ValueError(f"limit must be within 1..{MAX_SEARCH_LIMIT}, got {limit}")
+        valid_limit(limit)
         queries = [self._vector(vector) for vector in vectors]
         if not queries:
             return []

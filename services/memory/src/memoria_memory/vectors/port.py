@@ -34,6 +34,13 @@ def valid_user_id(user_id: str) -> str:
     return user_id
 
 
+def valid_limit(limit: int, name: str = "limit") -> int:
+    """A search's (or a page's) size within what every adapter can serve."""
+    if not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise ValueError(f"{name} must be within 1..{MAX_SEARCH_LIMIT}, got {limit}")
+    return limit
+
+
 def collection_name(embedder_id: str, dim: int) -> str:
     """Vectors of different models (or dimensions) never share a collection: a query
     vector is only ever compared with vectors from the same model."""
