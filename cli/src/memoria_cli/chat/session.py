@@ -30,21 +30,14 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from memoria_cli.gateway_client import LOOPBACK_HOSTS
+from memoria_contracts.frames import SOCKET_REFUSALS
 
 log = logging.getLogger("memoria.cli.chat")
 
 Frame = dict[str, Any]
 
 SOCKET_PATH: Final = "/ws"
-UNAUTHORIZED_CLOSE_CODE: Final = 4401
-TOO_MANY_CONNECTIONS_CLOSE_CODE: Final = 4429
-REFUSALS: Final = {
-    "unauthorized": UNAUTHORIZED_CLOSE_CODE,
-    "too_many_connections": TOO_MANY_CONNECTIONS_CLOSE_CODE,
-}
-"""Error codes that refuse the socket itself (each followed by its close code), not a frame:
-reconnecting would only be refused again."""
-_REFUSED_BY_CLOSE: Final = {close: code for code, close in REFUSALS.items()}
+_REFUSED_BY_CLOSE: Final = {close: code for code, close in SOCKET_REFUSALS.items()}
 RECONNECT_DELAYS_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Waits before each reconnection attempt; after the last one fails the session ends."""
 RESUME_QUIET_S: Final = 5.0
@@ -188,7 +181,7 @@ class ChatSession:
             if not reply.done():
                 continue
             answer = reply.result()
-            if answer.get("type") == "error" and answer.get("code") in REFUSALS:
+            if answer.get("type") == "error" and answer.get("code") in SOCKET_REFUSALS:
                 code, message = str(answer["code"]), str(answer.get("message", ""))
                 raise self._end(_refusal_of(code, message))
             return answer
@@ -324,7 +317,7 @@ class ChatSession:
             link.resume_complete = frame.get("complete") is not False
             link.resumed.set()
             return
-        if kind == "error" and frame.get("code") in REFUSALS:
+        if kind == "error" and frame.get("code") in SOCKET_REFUSALS:
             self._refusal = (str(frame["code"]), str(frame.get("message", "")))
         elif kind == "message" and frame.get("role") == "user":
             if isinstance(frame.get("id"), str) and isinstance(frame.get("cycle_id"), str):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -26,6 +26,11 @@ ErrorCode = Literal[
     "not_found",  # no such thread of yours (session_config)
     "unavailable",  # the memory service did not answer (session_config); send again
 ]
+
+SOCKET_REFUSALS: Final[dict[ErrorCode, int]] = {"unauthorized": 4401, "too_many_connections": 4429}
+"""Error codes that refuse the socket itself, each with the close code that follows its error
+frame (4000-4999 are application codes; these mirror HTTP 401 and 429). Reconnecting would
+only be refused again."""
 
 
 class _Frame(BaseModel):

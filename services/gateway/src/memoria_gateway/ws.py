@@ -9,8 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 
 from memoria_contracts.frames import (
+    SOCKET_REFUSALS,
     AcceptedFrame,
     ClientSessionConfig,
+    ErrorCode,
     ErrorFrame,
     SessionConfigFrame,
 )
@@ -21,8 +23,11 @@ from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
 from memoria_runtime.auth import AuthError
 
-UNAUTHORIZED_CLOSE_CODE = 4401  # 4000-4999 are application codes; this mirrors HTTP 401
-TOO_MANY_CONNECTIONS_CLOSE_CODE = 4429  # mirrors HTTP 429
+
+async def refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
+    """Refuse the socket itself: one error frame, then its close code."""
+    await websocket.send_text(ErrorFrame(code=code, message=message).model_dump_json())
+    await websocket.close(code=SOCKET_REFUSALS[code], reason=code.replace("_", " "))
 
 
 def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
@@ -60,23 +65,18 @@ def ws_router(gateway: Gateway) -> APIRouter:
         try:
             user_id = gateway.tokens().verify(token)
         except AuthError as exc:
-            refusal = ErrorFrame(code="unauthorized", message=str(exc))
-            await websocket.send_text(refusal.model_dump_json())
-            await websocket.close(code=UNAUTHORIZED_CLOSE_CODE, reason="unauthorized")
+            await refuse(websocket, "unauthorized", str(exc))
             return
         # Each socket has its own message bucket, so the cap bounds one user's messages too.
         # Checked and added with no await in between: two sockets of one user cannot both
         # take the last place.
         cap = settings.ws_max_sockets_per_user
         if gateway.hub.sockets_of(user_id) >= cap:
-            refusal = ErrorFrame(
-                code="too_many_connections",
-                message=f"at most {cap} connections per user on one server: close another "
-                "tab or window and connect again",
-            )
-            await websocket.send_text(refusal.model_dump_json())
-            await websocket.close(
-                code=TOO_MANY_CONNECTIONS_CLOSE_CODE, reason="too many connections"
+            await refuse(
+                websocket,
+                "too_many_connections",
+                f"at most {cap} connections per user on one server: close another tab or "
+                "window and connect again",
             )
             return
         connection = Connection(websocket, user_id)
