@@ -42,7 +42,7 @@ export class Conversation {
   renderHistory(frames) {
     this.reset();
     for (const frame of frames) {
-      if (frame && frame.type === "message" && frame.modal !== "textForReplace") this.putMessage(frame);
+      if (isStored(frame)) this.putMessage(frame);
     }
     this.refreshEmpty();
     this.scrollToBottom(true);
@@ -83,11 +83,9 @@ export class Conversation {
     const fromBottom = s.scrollHeight - s.scrollTop;
     const older = document.createDocumentFragment();
     for (const frame of frames) {
-      if (!frame || frame.type !== "message" || frame.modal === "textForReplace" || this.items.has(frame.id)) continue;
-      const element = frame.modal === "memory" ? buildMemory(frame) : buildText(frame);
+      if (!isStored(frame) || this.items.has(frame.id)) continue;
+      const element = this.track(frame);
       element.classList.add("no-enter");
-      this.items.set(frame.id, element);
-      if (frame.modal === "text" && frame.role === "assistant") this.finished.add(frame.id);
       older.append(element);
     }
     this.list.insertBefore(older, this.earlier ? this.earlier.nextSibling : this.list.firstChild);
@@ -194,17 +192,23 @@ export class Conversation {
   // ---- internals -------------------------------------------------------------------------
 
   putMessage(frame) {
-    const element = frame.modal === "memory" ? buildMemory(frame) : buildText(frame);
     const existing = this.items.get(frame.id);
+    const element = this.track(frame);
     if (existing) {
       element.classList.add("no-enter"); // it is already on screen: no entry animation again
       existing.replaceWith(element);
     } else {
       this.place(element, frame.cycle_id);
     }
+  }
+
+  /** The element of a complete message, recorded as the one shown for its id. */
+  track(frame) {
+    const element = frame.modal === "memory" ? buildMemory(frame) : buildText(frame);
     this.items.set(frame.id, element);
     this.streams.delete(frame.id);
     if (frame.modal === "text" && frame.role === "assistant") this.finished.add(frame.id);
+    return element;
   }
 
   place(element, cycleId) {
@@ -264,6 +268,11 @@ export class Conversation {
 }
 
 // ---- builders ----------------------------------------------------------------------------
+
+/** A frame of a message kept in the thread's history (status lines never are). */
+function isStored(frame) {
+  return Boolean(frame) && frame.type === "message" && frame.modal !== "textForReplace";
+}
 
 /** A blinking caret at the end of the text being streamed (inside the last paragraph or item). */
 function withCaret(bubble) {
