@@ -34,8 +34,12 @@ REPLICA = "memory-replica-1"
 USER, THREAD = "ana", "t1"
 
 
-def catch_up(redis: Redis, wait_s: float = SHORT_WAIT_S) -> HistoryCatchUp:
-    return HistoryCatchUp(redis, wait_limit_s=wait_s)
+def catch_up(
+    redis: Redis, wait_s: float = SHORT_WAIT_S, given_up_after_s: float = LONG_WAIT_S
+) -> HistoryCatchUp:
+    """Waits up to ``wait_s``; entries pending longer than ``given_up_after_s`` are not
+    waited for (long by default: these tests' entries are held by a live replica)."""
+    return HistoryCatchUp(redis, wait_limit_s=wait_s, given_up_after_s=given_up_after_s)
 
 
 Entries = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
@@ -98,6 +102,37 @@ async def test_a_read_goes_on_as_soon_as_the_group_has_stored_up_to_it(redis: Re
     (group,) = await redis.xinfo_groups(CHAT_OUT)
     assert group["last-delivered-id"].decode() == ids[-1]
     assert group["pending"] == 0
+
+
+async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
+    redis: Redis,
+) -> None:
+    """A replica killed while storing leaves its entries pending until the reclaim (30 s);
+    reads must not each wait their bound for them meanwhile."""
+    await make_group(redis)
+    orphans = await post(redis, 2)
+    await take(redis)
+    given_up_s = 5.0
+
+    def reads() -> HistoryCatchUp:
+        return catch_up(redis, given_up_after_s=given_up_s)
+
+    # Pending that long, as a crashed holder leaves them (XCLAIM sets the idle time).
+    await redis.xclaim(CHAT_OUT, GROUP, REPLICA, 0, orphans, idle=round(given_up_s * 1000))
+    assert await reads().wait() is True
+    # Not acknowledged by the read: still there for the reclaim to store.
+    assert (await redis.xpending(CHAT_OUT, GROUP))["pending"] == 2
+
+    # One just delivered after them (a live replica storing it) is still waited for...
+    (fresh,) = await post(redis)
+    await take(redis)
+    assert await reads().wait() is False
+    # ...and so are the orphans once reclaimed, since someone is storing them again.
+    await ack(redis, [fresh])
+    await redis.xclaim(CHAT_OUT, GROUP, "memory-replica-2", 0, orphans, idle=0)
+    assert await reads().wait() is False
+    await ack(redis, orphans)
+    assert await reads().wait() is True
 
 
 async def test_without_a_history_group_nobody_stores_so_nothing_is_waited_for(

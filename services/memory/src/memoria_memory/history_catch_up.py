@@ -7,9 +7,13 @@ the previous answer. So before a history read the memory service takes the strea
 entry as a mark and waits until the group (every replica of it) has acknowledged every entry
 up to that mark: delivered that far, and none of them still pending.
 
-The wait is bounded: an entry held by a crashed replica stays pending until it is reclaimed
-(``MEMORIA_RECLAIM_IDLE_MS``), and a read must not wait that long; past the bound it answers
-with what is stored and counts a read behind (``memoria_history_reads_behind_total``).
+The wait is bounded: past ``WAIT_LIMIT_S`` a read answers with what is stored and counts a
+read behind (``memoria_history_reads_behind_total``). An entry held by a crashed replica stays
+pending until it is reclaimed (``MEMORIA_RECLAIM_IDLE_MS``, 30 s by default); waiting for it
+would cost every read in that window its full bound. So a read does not wait for an entry
+that has been pending longer than a read may wait: its holder is gone or stuck, and the
+reclaim, not the read, will see it stored. A crash thus delays reads for one bound after it,
+not for the whole reclaim window.
 """
 
 from __future__ import annotations
@@ -32,11 +36,16 @@ WAIT_LIMIT_S: Final = 1.0
 # broker less often (each ask is a script over XINFO and XPENDING).
 FIRST_POLL_S: Final = 0.005
 MAX_POLL_S: Final = 0.05
-WARN_EVERY_S: Final = 10.0  # a crashed replica's entries can hold every read for 30 s: one line
+WARN_EVERY_S: Final = 10.0  # a stuck group can hold every read: one line per interval
+# How many of the entries pending before the mark one check looks at. The group holds at most
+# its replicas' slots in flight, plus what crashed replicas left; past this many the check
+# cannot tell and the read waits (still within its bound).
+PENDING_LOOKED_AT: Final = 512
 
-# Returns {mark, 1 if the group acknowledged everything up to it else 0}. The mark is taken on
-# the first call (ARGV[2] empty) and passed back on the next ones. No stream or no group:
-# nothing can be waited for (nobody posted, or no memory service ever read).
+# Returns {mark, 1 if the group acknowledged everything up to it else 0}; an entry pending for
+# ARGV[4] ms or longer counts as acknowledged (given up on: see the module's docstring). The
+# mark is taken on the first call (ARGV[2] empty) and passed back on the next ones. No stream
+# or no group: nothing can be waited for (nobody posted, or no memory service ever read).
 _CAUGHT_UP = """
 local mark = ARGV[2]
 if mark == '' then
@@ -63,8 +72,12 @@ end
 local d_ms, d_seq = parts(delivered)
 local m_ms, m_seq = parts(mark)
 if d_ms < m_ms or (d_ms == m_ms and d_seq < m_seq) then return {mark, 0} end
-local held = redis.call('XPENDING', KEYS[1], ARGV[1], '-', mark, 1)
-if #held > 0 then return {mark, 0} end
+local looked_at = tonumber(ARGV[3])
+local held = redis.call('XPENDING', KEYS[1], ARGV[1], '-', mark, looked_at)
+for _, entry in ipairs(held) do
+  if entry[3] < tonumber(ARGV[4]) then return {mark, 0} end
+end
+if #held >= looked_at then return {mark, 0} end
 return {mark, 1}
 """
 
@@ -79,11 +92,15 @@ class HistoryCatchUp:
         stream: Stream = Stream.CHAT_OUT,
         group: Group = Group.MEMORY_HISTORY,
         wait_limit_s: float = WAIT_LIMIT_S,
+        given_up_after_s: float | None = None,
     ) -> None:
+        """``given_up_after_s``: how long an entry may be pending before reads stop waiting
+        for it; by default the wait's own bound, since a later read would wait that in vain."""
         self._script = redis.register_script(_CAUGHT_UP)
         self._stream = stream.value
         self._group = group.value
         self._wait_limit_s = wait_limit_s
+        self._given_up_after_ms = max(1, round((given_up_after_s or wait_limit_s) * 1000))
         self._behind = metrics.history_reads_behind_counter()
         self._unreported = 0  # reads behind since the last warning
         self._warned_at = -WARN_EVERY_S
@@ -124,7 +141,10 @@ class HistoryCatchUp:
         self._warned_at = now
 
     async def _check(self, mark: str) -> tuple[str, bool]:
-        reply = await self._script(keys=[self._stream], args=[self._group, mark])
+        reply = await self._script(
+            keys=[self._stream],
+            args=[self._group, mark, PENDING_LOOKED_AT, self._given_up_after_ms],
+        )
         found, caught_up = reply
         text = found.decode() if isinstance(found, bytes) else str(found)
         return text, int(caught_up) == 1
