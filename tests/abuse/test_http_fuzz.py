@@ -53,6 +53,7 @@ THREAD_EXTRAS: Final = (*TEMPTING_FIELDS, "thread_id")
 HUGE_NUMBER_BODY: Final = b'{"content": "x", "bindings": ["b"], "n": %b}'
 MINIMAL: Final = {"content": "t", "bindings": ["b"]}
 REFUSALS: Final = frozenset({400, 401, 404, 405, 409, 413, 415, 422})
+LIMITED_PER_MINUTE: Final = 5  # requests one user may make on the limited replica
 
 
 # -- the stack ------------------------------------------------------------------------------
@@ -61,8 +62,9 @@ REFUSALS: Final = frozenset({400, 401, 404, 405, 409, 413, 415, 422})
 class Api:
     """One user of the fuzz stack, with a memory and a thread of their own to aim at."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, limited_port: int) -> None:
         self.stack = stack
+        self.limited_url = f"http://127.0.0.1:{limited_port}"
         self.user = a_user("http")
         self.headers = {"Authorization": f"Bearer {stack.token(self.user)}"}
         self.http = httpx.Client(base_url=stack.base_url, headers=self.headers, timeout=60.0)
@@ -88,14 +90,21 @@ def api(
         db=7,
         script=SCRIPT,
         rpc_timeout_seconds="5",  # a request the memory service never answers fails fast
+        # Fuzzing sends hundreds of requests as one user: never throttle it here; a second
+        # gateway replica on the same broker keeps a tiny limit and proves the 429.
+        http_requests_per_minute="1000000",
     ) as stack:
-        client = Api(stack)
+        stack.service_env["gateway-limited"] = {
+            "MEMORIA_HTTP_REQUESTS_PER_MINUTE": str(LIMITED_PER_MINUTE)
+        }
+        client = Api(stack, stack.add_gateway("gateway-limited"))
         try:
             yield client
         finally:
             client.http.close()
         assert_services_up(stack)
         no_tracebacks(stack)
+        no_tracebacks(stack, "gateway-limited")
 
 
 # -- checks ---------------------------------------------------------------------------------
@@ -485,6 +494,28 @@ def test_odd_idempotency_keys_are_answered_without_a_server_error(api: Api, key:
     if first.status_code in {200, 201}:
         again = api.http.post("/api/memories", content=escaped(body), headers=headers)
         assert (again.status_code, answered(again, 200)["memory_id"]) == (200, memory["memory_id"])
+
+
+def test_a_user_past_the_request_limit_is_told_when_to_retry_and_nothing_is_done(
+    api: Api,
+) -> None:
+    user = a_user("limited")
+    headers = {"Authorization": f"Bearer {api.stack.token(user)}"}
+    with httpx.Client(base_url=api.limited_url, headers=headers, timeout=60.0) as limited:
+        for _ in range(LIMITED_PER_MINUTE):
+            assert limited.get("/api/memories").status_code == 200
+        refused = limited.post("/api/memories", json={"content": "spam", "bindings": ["s"]})
+        assert refused.status_code == 429, refused.text
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert f"at most {LIMITED_PER_MINUTE} a minute" in refused.json()["detail"]
+        # Every API route counts, the thread messages read by the page too.
+        assert limited.get("/api/threads/t1/messages").status_code == 429
+        # Another user's allowance is untouched.
+        other = {"Authorization": f"Bearer {api.stack.token(a_user('limited'))}"}
+        assert limited.get("/api/memories", headers=other).status_code == 200
+    # The refused request created nothing (read through the unthrottled replica).
+    listed = api.http.get("/api/memories", headers=headers)
+    assert answered(listed, 200)["memories"] == []
 
 
 def test_the_services_are_all_up_and_the_aimed_at_records_intact(api: Api) -> None:

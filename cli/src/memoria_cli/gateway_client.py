@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
+import tenacity
 
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
 TOKEN_PATH: Final = "/api/token"
@@ -16,6 +17,10 @@ HTTP_TIMEOUT_S: Final = 60.0
 """Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
 a save embeds its bindings first, which takes a while on a CPU."""
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+RATE_LIMITED_TRIES: Final = 20
+"""A request refused for the user's request rate (429) is sent again after the gateway's
+``Retry-After``, this many times in all: a long import goes on at the allowed pace."""
+MAX_RETRY_AFTER_S: Final = 60.0
 
 
 class GatewayError(Exception):
@@ -71,11 +76,33 @@ def _field_error(error: Any) -> str:
     return f"{'.'.join(loc)}: {message}" if loc else message
 
 
+def _rate_limited(response: httpx.Response) -> bool:
+    return response.status_code == httpx.codes.TOO_MANY_REQUESTS
+
+
+def _retry_after(state: tenacity.RetryCallState) -> float:
+    """The gateway's ``Retry-After`` (seconds; 1 if absent or not a number), at most a minute."""
+    assert state.outcome is not None  # tenacity waits only after an attempt
+    header = state.outcome.result().headers.get("Retry-After", "1")
+    try:
+        seconds = float(header)
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
 async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> httpx.Response:
     """One request; an unreachable gateway or a refused token ends the command, since every
-    further request would fail the same way. Other refusals are the caller's to judge."""
+    further request would fail the same way. A request refused for the rate (429: it did
+    nothing) is sent again when the gateway says. Other refusals are the caller's to judge."""
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_result(_rate_limited),
+        wait=_retry_after,
+        stop=tenacity.stop_after_attempt(RATE_LIMITED_TRIES),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+    )
     try:
-        response = await client.request(method, path, **kwargs)
+        response: httpx.Response = await retrying(client.request, method, path, **kwargs)
     except httpx.TransportError as exc:
         raise GatewayError(f"cannot reach the gateway at {client.base_url}: {exc}") from exc
     if response.status_code == httpx.codes.UNAUTHORIZED:

@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI, HTTPException
 from typer.testing import CliRunner
 
+from memoria_cli import gateway_client
 from memoria_cli.gateway_client import Connection
 from memoria_cli.main import app as cli_app
 from memoria_cli.transfer import EXIT_FAILED, EXIT_OK, EXPORT_FIELDS, run_export, run_import
@@ -335,6 +336,65 @@ def test_lines_without_an_id_are_keyed_by_their_content(tmp_path: Path) -> None:
     keys = {save.idempotency_key for save in store.saves}
     assert len(keys) == 1
     assert keys.pop().startswith("api:import:")
+
+
+class Throttled(httpx.AsyncBaseTransport):
+    """The gateway past the user's request limit: the first ``refusals`` memory creations
+    are answered 429 with ``Retry-After: 0`` (and do nothing), then it serves again."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, refusals: int) -> None:
+        self.inner = inner
+        self.refusals = refusals
+        self.refused = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and self.refused < self.refusals:
+            self.refused += 1
+            detail = {"detail": "too many requests: at most 1 a minute for one user"}
+            return httpx.Response(429, json=detail, headers={"Retry-After": "0"})
+        return await self.inner.handle_async_request(request)
+
+
+def import_throttled(store: StoredMemory, path: Path, refusals: int) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    throttled = Throttled(gateway(store), refusals)
+    conn = Connection(URL, token=ISSUER.issue(USER), transport=throttled)
+    code = run_import(conn, str(path), stdout=out, stderr=err, environ={})
+    return code, out.getvalue(), err.getvalue()
+
+
+def two_lines(tmp_path: Path) -> Path:
+    source = tmp_path / "two.jsonl"
+    source.write_text(
+        json.dumps({"memory_id": "mem_a", "content": "Likes tea", "bindings": ["tea"]})
+        + "\n"
+        + json.dumps({"memory_id": "mem_b", "content": "Lives in Porto", "bindings": ["home"]})
+        + "\n"
+    )
+    return source
+
+
+def test_an_import_past_the_request_limit_waits_as_told_and_goes_on(tmp_path: Path) -> None:
+    store = StoredMemory()
+
+    code, summary, errors = import_throttled(store, two_lines(tmp_path), refusals=3)
+
+    assert (code, errors) == (EXIT_OK, "")
+    assert summary.strip() == "created 2, already present 0, failed 0"
+    assert sorted(m.content for m in store.memories.values()) == ["Likes tea", "Lives in Porto"]
+
+
+def test_a_limit_that_never_lifts_fails_the_line_with_the_gateways_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway_client, "RATE_LIMITED_TRIES", 3)
+    store = StoredMemory()
+
+    code, summary, errors = import_throttled(store, two_lines(tmp_path), refusals=3)
+
+    assert code == EXIT_FAILED
+    assert summary.strip() == "created 1, already present 0, failed 1"
+    assert errors.startswith("line 1: refused (429): too many requests")
 
 
 # -- credentials ----------------------------------------------------------------------------

@@ -139,6 +139,13 @@ class Settings(BaseSettings):
         description="WebSockets one user may hold open on one gateway at once (tabs, "
         "devices); one more is refused with `too_many_connections` and closed (4429).",
     )
+    http_requests_per_minute: int = Field(
+        default=600,
+        ge=0,
+        description="HTTP API requests one user may make per minute, counted across every "
+        "gateway (a sliding window in the broker); more are refused with 429 and "
+        "`Retry-After`. 0: no limit (a proxy in front limits instead).",
+    )
 
     # -- LLM --------------------------------------------------------------------------------
     llm_provider: LlmProvider = Field(

@@ -19,6 +19,7 @@ from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.persona_routes import persona_router
+from memoria_gateway.request_limit import per_user
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer, load_or_create_secret
@@ -68,10 +69,11 @@ def create_app(
 
     validation_errors.install(app)  # a 422 that echoes a lone surrogate is not a 500
     app.include_router(http_router(gateway))
-    app.include_router(memory_router(gateway.memory, gateway.tokens))
-    app.include_router(thread_router(gateway.memory, gateway.tokens))
-    app.include_router(cycle_router(gateway.memory, gateway.tokens))
-    app.include_router(persona_router(personas, gateway.tokens))
+    limited = per_user(gateway.tokens, gateway.requests)  # a signed-in user's allowance
+    app.include_router(memory_router(gateway.memory, gateway.tokens), dependencies=limited)
+    app.include_router(thread_router(gateway.memory, gateway.tokens), dependencies=limited)
+    app.include_router(cycle_router(gateway.memory, gateway.tokens), dependencies=limited)
+    app.include_router(persona_router(personas, gateway.tokens), dependencies=limited)
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

@@ -14,6 +14,7 @@ from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.replay import ChatOutLog
+from memoria_gateway.request_limit import RequestLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
@@ -45,6 +46,7 @@ class Gateway:
     signer: Signer
     hub: ConnectionHub = field(default_factory=ConnectionHub)
     issuer: TokenIssuer | None = None
+    requests: RequestLimit | None = None  # per user, across gateways; None: no limit
 
     def tokens(self) -> TokenIssuer:
         if self.issuer is None:
@@ -71,6 +73,11 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer),
         signer=signer,
+        requests=(
+            RequestLimit(redis, settings.http_requests_per_minute)
+            if settings.http_requests_per_minute
+            else None
+        ),
     )
     # Declared for the AsyncAPI document; the entries are appended by the thread gate's
     # script, atomically with the thread's lock and queue.

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.core import Gateway
+from memoria_gateway.request_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
 from memoria_runtime.rpc import RpcError
@@ -88,7 +89,10 @@ def http_router(gateway: Gateway) -> APIRouter:
             raise HTTPException(status_code=404, detail="dev login is disabled")
         return TokenResponse(token=gateway.tokens().issue(request.user_id), user_id=request.user_id)
 
-    @router.get("/api/threads/{thread_id}/messages")
+    @router.get(
+        "/api/threads/{thread_id}/messages",
+        dependencies=per_user(gateway.tokens, gateway.requests),
+    )
     async def thread_messages(
         thread_id: ThreadId,
         authorization: Annotated[str | None, Header()] = None,
