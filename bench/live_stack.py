@@ -176,9 +176,11 @@ PRODUCT_DEFAULTS: Mapping[str, str] = {
     "reclaim_idle_ms": "30000",
     # No test-only actions in the catalog: the decision prompt is the product's own.
     "action_modules": "",
-    # Many cycles on one socket: the per-socket rate limit would refuse most of them.
+    # Many cycles from one user on one socket: the rate limits would refuse most of them.
     "ws_messages_per_minute": "1000000",
     "ws_burst": "1000000",
+    "ws_user_messages_per_minute": "0",
+    "http_requests_per_minute": "0",
 }
 
 

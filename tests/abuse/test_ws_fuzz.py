@@ -105,6 +105,7 @@ def fuzzing(
         # Fuzzing sends thousands of frames on few connections: never throttle it here.
         ws_messages_per_minute="1000000",
         ws_burst="1000000",
+        ws_user_messages_per_minute="0",
     ) as stack:
         stack.service_env["gateway-limited"] = {
             "MEMORIA_WS_BURST": str(LIMITED_BURST),

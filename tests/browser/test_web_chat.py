@@ -69,9 +69,10 @@ def stack(
         llm_provider="offline",
         max_message_chars=str(MAX_MESSAGE_CHARS),
         ws_max_sockets_per_user=str(SOCKETS_PER_USER),
-        # A test fills a long thread from one socket; no test here is about the rate limit.
+        # A test fills a long thread from one socket; no test here is about the rate limits.
         ws_burst="1000",
         ws_messages_per_minute="100000",
+        ws_user_messages_per_minute="100000",
     ) as running:
         running.wait_ready(actions=6)
         yield running

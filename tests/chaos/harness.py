@@ -133,9 +133,10 @@ CHAOS_SETTINGS: dict[str, str] = {
     "cycle_max_steps": "6",
     # Restarts with SIGTERM (arming a fault, the final reconcile) need not wait long.
     "shutdown_grace_seconds": "3",
-    # Lanes send quickly; the chat's rate limit is not what is tested here.
+    # Lanes send quickly; the chat's rate limits are not what is tested here.
     "ws_messages_per_minute": "6000",
     "ws_burst": "1000",
+    "ws_user_messages_per_minute": "6000",
 }
 
 

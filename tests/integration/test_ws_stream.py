@@ -1,5 +1,6 @@
 """The socket's stream end to end, on two gateway replicas: event ids, resuming with
-``?since=``, the per-connection rate limit, and fan-out to the right user on every replica.
+``?since=``, the per-connection and per-user rate limits, and fan-out to the right user on
+every replica.
 
 Where a test asserts that a socket did *not* get something, it first waits for a later frame
 that the same gateway must deliver after it (each gateway reads chat.out in order), so the
@@ -29,6 +30,7 @@ SCRIPT: dict[str, Any] = {
 }
 PER_MINUTE = 6  # one message every 10 s once the burst is spent: no test sends that slowly
 BURST = 3
+USER_PER_MINUTE = 5  # over all of a user's sockets, on every replica
 EVENT_ID = re.compile(r"^[0-9]+-[0-9]+$")
 CHAT_OUT = "memoria:chat.out"
 
@@ -57,6 +59,7 @@ def replicas(
         SCRIPT,
         ws_messages_per_minute=str(PER_MINUTE),
         ws_burst=str(BURST),
+        ws_user_messages_per_minute=str(USER_PER_MINUTE),
     ) as stack:
         yield Replicas(stack, stack.add_gateway("gateway-2"), redis_url)
 
@@ -199,6 +202,39 @@ async def test_a_connection_over_its_message_rate_is_refused_and_stays_usable(
     # accepted before it has had its cycle, and the refused one never got one.
     contents = [m["content"] for m in replicas.stack.history(user, "t1") if m["role"] == "user"]
     assert contents == ["message 1", "message 2", "message 3", "from another tab"]
+
+
+async def test_a_users_sockets_on_every_replica_share_one_message_allowance(
+    replicas: Replicas,
+) -> None:
+    user = a_user()
+    async with (
+        chat(replicas.url(user)) as first,
+        chat(replicas.url(user, second=True)) as second,
+    ):
+        accepted = [await first.send("t1", f"message {n}") for n in range(1, BURST + 1)]
+        accepted += [await second.send("t2", f"message {n}") for n in range(BURST + 1, 6)]
+        assert [reply["type"] for reply in accepted] == ["accepted"] * USER_PER_MINUTE
+        # The second socket has its own burst left, but the user's minute is spent.
+        refused = await second.send("t2", "one too many")
+        assert (refused["type"], refused["code"]) == ("error", "rate_limited")
+        assert "for one user, all connections together" in refused["message"]
+        assert re.search(r"try again in [0-9]+ s$", refused["message"])
+        assert (await second.send_raw("[]"))["code"] == "invalid_frame"  # still answering
+        async with chat(replicas.url(a_user(), second=True)) as other:  # others unaffected
+            assert (await other.send("t1", "hello"))["type"] == "accepted"
+        for reply in accepted[:BURST]:
+            await ended(first, reply)
+        for reply in accepted[BURST:]:
+            await ended(second, reply)
+
+    said = [
+        m["content"]
+        for thread in ("t1", "t2")
+        for m in replicas.stack.history(user, thread)
+        if m["role"] == "user"
+    ]
+    assert said == [f"message {n}" for n in range(1, USER_PER_MINUTE + 1)]
 
 
 async def test_every_replica_delivers_a_users_frames_to_that_user_only(

@@ -139,6 +139,13 @@ class Settings(BaseSettings):
         description="WebSockets one user may hold open on one gateway at once (tabs, "
         "devices); one more is refused with `too_many_connections` and closed (4429).",
     )
+    ws_user_messages_per_minute: int = Field(
+        default=120,
+        ge=0,
+        description="Chat messages one user may send per minute over all their WebSockets, "
+        "counted across every gateway (each starts a thought cycle); more are refused with "
+        "`rate_limited`. 0: no limit beyond each socket's.",
+    )
     http_requests_per_minute: int = Field(
         default=600,
         ge=0,

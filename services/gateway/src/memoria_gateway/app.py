@@ -19,8 +19,8 @@ from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.persona_routes import persona_router
-from memoria_gateway.request_limit import per_user
 from memoria_gateway.thread_routes import thread_router
+from memoria_gateway.user_rate_limit import per_user
 from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer, load_or_create_secret
 from memoria_runtime.bus.signing import ensure_shared_key

@@ -14,7 +14,7 @@ from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.replay import ChatOutLog
-from memoria_gateway.request_limit import RequestLimit
+from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
@@ -46,7 +46,10 @@ class Gateway:
     signer: Signer
     hub: ConnectionHub = field(default_factory=ConnectionHub)
     issuer: TokenIssuer | None = None
-    requests: RequestLimit | None = None  # per user, across gateways; None: no limit
+    # Per user, across gateways (None: no limit): HTTP API requests, and chat messages over
+    # all of a user's sockets.
+    requests: UserRateLimit | None = None
+    messages: UserRateLimit | None = None
 
     def tokens(self) -> TokenIssuer:
         if self.issuer is None:
@@ -73,11 +76,8 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer),
         signer=signer,
-        requests=(
-            RequestLimit(redis, settings.http_requests_per_minute)
-            if settings.http_requests_per_minute
-            else None
-        ),
+        requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
+        messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
     # Declared for the AsyncAPI document; the entries are appended by the thread gate's
     # script, atomically with the thread's lock and queue.
@@ -87,3 +87,7 @@ def build_broker(
 
     ChatOutFanOut(broker, signer, gateway.hub)  # starts and stops with the broker
     return broker, gateway
+
+
+def _user_limit(redis: Any, per_minute: int, counted: str) -> UserRateLimit | None:
+    return UserRateLimit(redis, per_minute, counted) if per_minute else None

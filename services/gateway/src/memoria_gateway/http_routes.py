@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.core import Gateway
-from memoria_gateway.request_limit import per_user
+from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
 from memoria_runtime.rpc import RpcError

@@ -37,6 +37,10 @@ class TokenBucket:
             return 0.0
         return (1 - self._tokens) / self._rate
 
+    def give_back(self) -> None:
+        """Return the token just taken, for a message refused after all (by another limit)."""
+        self._tokens = min(self.burst, self._tokens + 1)
+
 
 def retry_after_seconds(wait: float) -> int:
     """A wait as whole seconds for people: never "0 s" while a message would still fail."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
+from redis.exceptions import RedisError
 
 from memoria_contracts.frames import (
     SOCKET_REFUSALS,
@@ -21,6 +22,7 @@ from memoria_gateway.hub import Connection, SocketGone
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
+from memoria_gateway.user_rate_limit import UserRateLimit
 from memoria_runtime.auth import AuthError
 
 
@@ -38,6 +40,21 @@ def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
     )
 
 
+def user_rate_limited(limit: UserRateLimit, wait: float) -> ErrorFrame:
+    return ErrorFrame(
+        code="rate_limited",
+        message=f"too many messages: at most {limit.per_minute} a minute for one user, all "
+        f"connections together; try again in {retry_after_seconds(wait)} s",
+    )
+
+
+BROKER_AWAY = ErrorFrame(
+    code="broker_unavailable",
+    message="the message could not be checked against your rate limit; nothing was "
+    "accepted, please send it again",
+)
+
+
 def ws_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     settings = gateway.settings
@@ -51,6 +68,15 @@ def ws_router(gateway: Gateway) -> APIRouter:
         wait = bucket.take()
         if wait > 0:
             return rate_limited(bucket, wait)
+        if gateway.messages is not None:
+            try:
+                wait = await gateway.messages.take(user_id)
+            except (RedisError, OSError):
+                bucket.give_back()
+                return BROKER_AWAY
+            if wait > 0:
+                bucket.give_back()  # refused all the same: it costs this socket nothing
+                return user_rate_limited(gateway.messages, wait)
         if isinstance(parsed, ClientSessionConfig):
             return await answer_session_config(gateway.memory, user_id, parsed)
         return await gateway.intake.submit(user_id, parsed)

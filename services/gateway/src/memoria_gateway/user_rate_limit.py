@@ -1,13 +1,16 @@
-"""How many HTTP API requests one user may make: ``MEMORIA_HTTP_REQUESTS_PER_MINUTE``.
+"""How much one user may ask of the services per minute, whichever gateway they reach.
 
-Every API request costs the services work (a memory request, an embedding for a search or a
-save), so one user's script must not take what others need. The count lives in the broker,
-keyed by user, so it holds across gateway replicas behind a load balancer (a per-process
-count would let n replicas admit n times the limit). The ``limits`` library keeps it: a
-sliding-window counter, two keys per user and one Lua script per request, over the
-gateway's own connection pool.
+* HTTP API requests, ``MEMORIA_HTTP_REQUESTS_PER_MINUTE``: each costs a memory request, and
+  a save or a search an embedding. A refused request did nothing and is answered ``429``
+  with ``Retry-After``.
+* Chat messages over all the user's sockets, ``MEMORIA_WS_USER_MESSAGES_PER_MINUTE``: each
+  starts a thought cycle, that is LLM calls someone pays for. Each socket has its own
+  limit besides (``rate_limit.py``), but a user may open many sockets on many gateways.
 
-A refused request did nothing and is answered ``429`` with ``Retry-After``.
+The counts live in the broker, keyed by user, so they hold across gateway replicas (a count
+per process would let n replicas admit n times the limit). The ``limits`` library keeps
+them: a sliding-window counter, two keys per user and limit, one Lua script per request,
+over the gateway's own connection pool (ADR 15).
 """
 
 # No `from __future__ import annotations`: FastAPI reads the dependency's annotation, which
@@ -29,16 +32,20 @@ from memoria_gateway.rate_limit import retry_after_seconds
 from memoria_runtime.auth import TokenIssuer
 
 KEY_PREFIX: Final = "memoria:limits"
-LIMITED: Final = "http"  # the namespace of this limit's keys, beside the user id
+HTTP_REQUESTS: Final = "http"  # what a limit counts: a namespace of its keys
+WS_MESSAGES: Final = "ws"
+WINDOW_S: Final = 60.0
 
 
-class RequestLimit:
-    """At most ``per_minute`` requests per user per sliding minute, every gateway counted."""
+class UserRateLimit:
+    """At most ``per_minute`` of one kind of request per user per sliding minute, every
+    gateway counted."""
 
-    def __init__(self, redis: Redis, per_minute: int) -> None:
+    def __init__(self, redis: Redis, per_minute: int, counted: str) -> None:
         if per_minute < 1:
-            raise ValueError("a request limit needs at least one request a minute")
+            raise ValueError("a rate limit needs at least one request a minute")
         self.per_minute = per_minute
+        self._counted = counted
         # The gateway's pool (its bound and timeouts); typed by limits as scalars only.
         shared: dict[str, Any] = {"connection_pool": redis.connection_pool}
         storage = RedisStorage(
@@ -50,13 +57,16 @@ class RequestLimit:
     async def take(self, user_id: str) -> float:
         """Count one request of ``user_id``: 0 when it may go on, else the seconds until one
         would (a refused request is not counted)."""
-        if await self._limiter.hit(self._item, LIMITED, user_id):
+        if await self._limiter.hit(self._item, self._counted, user_id):
             return 0.0
-        stats = await self._limiter.get_window_stats(self._item, LIMITED, user_id)
-        return max(0.0, stats.reset_time - time.time())
+        stats = await self._limiter.get_window_stats(self._item, self._counted, user_id)
+        wait = stats.reset_time - time.time()
+        # limits reckons the next reset from the key's TTL modulo the window, which is 0 in
+        # the millisecond a window starts (TTL exactly two windows): the window is all ahead.
+        return wait if wait > 0 else WINDOW_S
 
 
-def too_many_requests(limit: RequestLimit, wait_s: float) -> HTTPException:
+def too_many_requests(limit: UserRateLimit, wait_s: float) -> HTTPException:
     seconds = retry_after_seconds(wait_s)
     return HTTPException(
         status.HTTP_429_TOO_MANY_REQUESTS,
@@ -67,7 +77,7 @@ def too_many_requests(limit: RequestLimit, wait_s: float) -> HTTPException:
 
 
 def limited_user(
-    current_user: UserDependency, limit: RequestLimit
+    current_user: UserDependency, limit: UserRateLimit
 ) -> Callable[[str], Awaitable[None]]:
     """A dependency that counts the request against its user, once the token is checked
     (a caller without a valid token spends no one's allowance)."""
@@ -80,7 +90,7 @@ def limited_user(
     return admit
 
 
-def per_user(tokens: Callable[[], TokenIssuer], limit: RequestLimit | None) -> list[Dependency]:
+def per_user(tokens: Callable[[], TokenIssuer], limit: UserRateLimit | None) -> list[Dependency]:
     """The dependencies that put a router's (or a route's) requests under the limit; none
     when there is no limit. The route checks the token again for its own use (microseconds)."""
     if limit is None:

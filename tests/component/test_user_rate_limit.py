@@ -1,5 +1,5 @@
-"""One user's HTTP API requests are limited per minute, counted in the broker across every
-gateway (a real Valkey; the gateway's dependency in a small app, as the gateway mounts it)."""
+"""What one user may ask per minute is counted in the broker across every gateway (a real
+Valkey; for HTTP, the gateway's dependency in a small app, as the gateway mounts it)."""
 
 # No `from __future__ import annotations`: FastAPI must resolve the routes' annotations,
 # which name a closure variable.
@@ -13,7 +13,13 @@ from fastapi import Depends, FastAPI
 from redis.asyncio import Redis
 
 from memoria_gateway.bearer import bearer_user
-from memoria_gateway.request_limit import KEY_PREFIX, RequestLimit, limited_user
+from memoria_gateway.user_rate_limit import (
+    HTTP_REQUESTS,
+    KEY_PREFIX,
+    WS_MESSAGES,
+    UserRateLimit,
+    limited_user,
+)
 from memoria_runtime.auth import TokenIssuer
 
 PER_MINUTE = 3
@@ -33,8 +39,8 @@ def gateway_app(redis: Redis) -> FastAPI:
     return app
 
 
-def limit(redis: Redis) -> RequestLimit:
-    return RequestLimit(redis, PER_MINUTE)
+def limit(redis: Redis) -> UserRateLimit:
+    return UserRateLimit(redis, PER_MINUTE, HTTP_REQUESTS)
 
 
 def signed_in(user_id: str) -> dict[str, str]:
@@ -106,4 +112,27 @@ async def test_the_count_expires_so_idle_users_cost_the_broker_nothing(
 
 def test_a_limit_needs_a_request_a_minute(redis_url: str) -> None:
     with pytest.raises(ValueError, match="at least one request"):
-        RequestLimit(Redis.from_url(redis_url), 0)
+        UserRateLimit(Redis.from_url(redis_url), 0, HTTP_REQUESTS)
+
+
+async def test_chat_messages_and_api_requests_are_counted_apart(redis: Redis) -> None:
+    """A user who used up their API requests can still chat, and the other way round."""
+    requests = UserRateLimit(redis, PER_MINUTE, HTTP_REQUESTS)
+    messages = UserRateLimit(redis, PER_MINUTE, WS_MESSAGES)
+    assert [await requests.take("ana") for _ in range(PER_MINUTE)] == [0.0] * PER_MINUTE
+    assert await requests.take("ana") > 0
+    assert [await messages.take("ana") for _ in range(PER_MINUTE)] == [0.0] * PER_MINUTE
+    assert 0 < await messages.take("ana") <= SECONDS_PER_MINUTE
+
+
+async def test_a_refusal_in_the_millisecond_a_window_starts_still_says_to_wait(
+    redis: Redis,
+) -> None:
+    """limits reckons the reset from the key's TTL modulo the window: 0 when the TTL is
+    exactly two windows, as in the millisecond the window's first request was counted."""
+    limit = UserRateLimit(redis, PER_MINUTE, WS_MESSAGES)
+    for _ in range(PER_MINUTE):
+        await limit.take("ana")
+    (key,) = await redis.keys(f"{KEY_PREFIX}*")
+    await redis.pexpire(key, 2 * SECONDS_PER_MINUTE * 1000)
+    assert await limit.take("ana") == SECONDS_PER_MINUTE
