@@ -177,10 +177,11 @@ PRODUCT_DEFAULTS: Mapping[str, str] = {
     # No test-only actions in the catalog: the decision prompt is the product's own.
     "action_modules": "",
     # Many cycles from one user on one socket: the rate limits would refuse most of them.
+    # Still checked (a count in the broker per message), as in production, never reached.
     "ws_messages_per_minute": "1000000",
     "ws_burst": "1000000",
-    "ws_user_messages_per_minute": "0",
-    "http_requests_per_minute": "0",
+    "ws_user_messages_per_minute": "1000000",
+    "http_requests_per_minute": "1000000",
 }
 
 
