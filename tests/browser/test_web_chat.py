@@ -496,6 +496,22 @@ def test_a_long_thread_loads_earlier_messages_on_demand(
     assert page.eval_on_selector("#scroller", "s => s.scrollTop") > 0
     shoot(page, artifacts, "long-thread-loaded-earlier")
 
+    # A reconnect that cannot replay everything draws the thread again: the older messages
+    # the reader loaded stay, and so does their place.
+    page.eval_on_selector("#scroller", "s => { s.scrollTop = 0; }")
+    resumes_before = len(page.evaluate("window.__memoria.resumes"))
+    page.evaluate("window.__memoria.socket.lastEventId = '0-1'")  # older than the stream
+    page.evaluate("window.__memoria.socket.close()")
+    page.wait_for_function(
+        f"window.__memoria.resumes.length > {resumes_before}", timeout=TIMEOUT_MS
+    )
+    assert page.evaluate("window.__memoria.resumes.at(-1).complete") is False
+    expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#messages > li[data-id]")).to_have_count(len(stored))
+    assert message_ids(page) == stored
+    expect(earlier).to_have_count(0)
+    assert page.eval_on_selector("#scroller", "s => s.scrollTop") < 100  # still at the top
+
 
 def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Path) -> None:
     page = tab.page

@@ -15,6 +15,7 @@ import { ThreadList, titleOf } from "./threads.js";
 
 const THREAD_KEY = "memoria.thread";
 const HISTORY_PAGE = 100; // messages per load of a thread's history (the newest first)
+const HISTORY_MAX = 1000; // the most one request may ask for (the gateway's bound)
 const MEMORY_ACTIONS = new Set(["MemorySave", "MemoryUpdate", "MemoryDelete"]);
 const ERROR_TEXT = {
   invalid_frame: "The message was refused",
@@ -34,6 +35,7 @@ const state = {
   cycles: new Map(), // cycle id → {id, threadId, state, statuses, actions, reason, usage, startedAt, endedAt}
   sent: new Map(), // client id → {threadId, content}
   loading: null, // {threadId, frames}: live frames of the thread whose history is loading
+  drawnThreadId: null, // the thread whose history is on screen
   tokenMode: false,
 };
 
@@ -46,6 +48,7 @@ window.__memoria = {
     close: () => state.socket && state.socket.drop(),
     get state() { return state.socket ? state.socket.state : "idle"; },
     get lastEventId() { return state.socket ? state.socket.lastEventId : null; },
+    set lastEventId(id) { if (state.socket) state.socket.lastEventId = id; },
   },
   get threadId() { return state.threadId; },
   resumes: [], // every {"type": "resumed"} (or assumed gap) after a reconnect
@@ -117,6 +120,7 @@ function logout(message) {
   clearNotices();
   if (state.memories && state.memories.isOpen) state.memories.close();
   conversation.reset();
+  state.drawnThreadId = null;
   showLogin(message);
 }
 
@@ -186,6 +190,7 @@ async function openThread(id) {
   state.threads.setActive(id);
   showTitle();
   conversation.reset();
+  state.drawnThreadId = null;
   state.personas.show(id); // in parallel with the history
   await reloadThread();
   if (matchMedia("(min-width: 900px)").matches) byId("composer-input").focus();
@@ -200,9 +205,14 @@ async function reloadThread() {
   const loading = { threadId: id, frames: state.loading && state.loading.threadId === id ? state.loading.frames : [] };
   state.loading = loading;
   byId("messages").setAttribute("aria-busy", "true");
+  // Drawing the thread on screen again (a resume that could not replay everything) keeps
+  // the older messages the reader loaded, and their place: ask for as many, and one more
+  // to tell whether older ones remain.
+  const again = state.drawnThreadId === id;
+  const asked = again ? Math.min(HISTORY_MAX, Math.max(HISTORY_PAGE, conversation.size() + 1)) : HISTORY_PAGE;
   let frames;
   try {
-    frames = await api.threadMessages(id, HISTORY_PAGE);
+    frames = await api.threadMessages(id, asked);
   } catch (error) {
     if (state.loading === loading) {
       state.loading = null;
@@ -215,8 +225,9 @@ async function reloadThread() {
   if (state.loading !== loading) return; // another load (or thread) started meanwhile
   state.loading = null;
   byId("messages").setAttribute("aria-busy", "false");
-  conversation.renderHistory(frames);
-  offerEarlier(id, frames.length);
+  conversation.renderHistory(frames, { keepView: again });
+  state.drawnThreadId = id;
+  offerEarlier(id, frames.length, asked);
   for (const [localId, sent] of state.sent) {
     if (sent.threadId === id) conversation.addPending(localId, sent.content, !state.socket.connected);
   }
@@ -227,8 +238,8 @@ async function reloadThread() {
 }
 
 /** A full page may have older messages behind it: offer to load them, a page at a time. */
-function offerEarlier(threadId, shown) {
-  conversation.setEarlier(shown >= HISTORY_PAGE ? () => loadEarlier(threadId) : null);
+function offerEarlier(threadId, shown, asked = HISTORY_PAGE) {
+  conversation.setEarlier(shown >= asked ? () => loadEarlier(threadId) : null);
 }
 
 async function loadEarlier(threadId) {

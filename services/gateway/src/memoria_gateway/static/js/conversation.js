@@ -39,17 +39,28 @@ export class Conversation {
     this.refreshEmpty();
   }
 
-  renderHistory(frames) {
+  /** The thread drawn anew from its stored messages. `keepView`: the same thread again,
+   * so a reader scrolled up stays on what they were reading (as far from the bottom). */
+  renderHistory(frames, { keepView = false } = {}) {
+    const s = this.scroller;
+    const fromBottom = s.scrollHeight - s.scrollTop;
+    const following = this.nearBottom();
     this.reset();
     for (const frame of frames) {
       if (isStored(frame)) this.putMessage(frame);
     }
     this.refreshEmpty();
-    this.scrollToBottom(true);
+    if (keepView && !following) s.scrollTop = s.scrollHeight - fromBottom;
+    else this.scrollToBottom(true);
   }
 
   has(id) {
     return this.items.has(id);
+  }
+
+  /** How many messages are on screen. */
+  size() {
+    return this.items.size;
   }
 
   /** The oldest message on screen (where loading earlier ones continues from). */
