@@ -118,7 +118,7 @@ async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
         return catch_up(redis, given_up_after_s=given_up_s)
 
     # Pending that long, as a crashed holder leaves them (XCLAIM sets the idle time).
-    await redis.xclaim(CHAT_OUT, GROUP, REPLICA, 0, orphans, idle=round(given_up_s * 1000))
+    await redis.xclaim(CHAT_OUT, GROUP, REPLICA, 0, tuple(orphans), idle=round(given_up_s * 1000))
     assert await reads().wait() is True
     # Not acknowledged by the read: still there for the reclaim to store.
     assert (await redis.xpending(CHAT_OUT, GROUP))["pending"] == 2
@@ -129,7 +129,7 @@ async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
     assert await reads().wait() is False
     # ...and so are the orphans once reclaimed, since someone is storing them again.
     await ack(redis, [fresh])
-    await redis.xclaim(CHAT_OUT, GROUP, "memory-replica-2", 0, orphans, idle=0)
+    await redis.xclaim(CHAT_OUT, GROUP, "memory-replica-2", 0, tuple(orphans), idle=0)
     assert await reads().wait() is False
     await ack(redis, orphans)
     assert await reads().wait() is True
