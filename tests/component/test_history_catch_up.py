@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from redis.asyncio import Redis
@@ -58,6 +58,11 @@ async def take(redis: Redis) -> list[str]:
 
 async def ack(redis: Redis, ids: list[str]) -> None:
     await redis.xack(CHAT_OUT, GROUP, *ids)
+
+
+async def claim(redis: Redis, consumer: str, ids: list[str], *, idle_ms: int) -> None:
+    """Give pending entries to ``consumer`` as pending for ``idle_ms`` (XCLAIM's IDLE)."""
+    await redis.xclaim(CHAT_OUT, GROUP, consumer, 0, cast(list[Any], ids), idle=idle_ms)
 
 
 async def make_group(redis: Redis) -> None:
@@ -118,7 +123,7 @@ async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
         return catch_up(redis, given_up_after_s=given_up_s)
 
     # Pending that long, as a crashed holder leaves them (XCLAIM sets the idle time).
-    await redis.xclaim(CHAT_OUT, GROUP, REPLICA, 0, tuple(orphans), idle=round(given_up_s * 1000))
+    await claim(redis, REPLICA, orphans, idle_ms=round(given_up_s * 1000))
     assert await reads().wait() is True
     # Not acknowledged by the read: still there for the reclaim to store.
     assert (await redis.xpending(CHAT_OUT, GROUP))["pending"] == 2
@@ -129,7 +134,7 @@ async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
     assert await reads().wait() is False
     # ...and so are the orphans once reclaimed, since someone is storing them again.
     await ack(redis, [fresh])
-    await redis.xclaim(CHAT_OUT, GROUP, "memory-replica-2", 0, tuple(orphans), idle=0)
+    await claim(redis, "memory-replica-2", orphans, idle_ms=0)
     assert await reads().wait() is False
     await ack(redis, orphans)
     assert await reads().wait() is True
