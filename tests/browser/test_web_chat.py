@@ -598,6 +598,28 @@ def test_themes_phone_layout_and_logout(
         dark.close()
 
 
+def test_a_persona_switched_in_another_tab_shows_once_its_cycle_ends(
+    stack: Stack, tab: Tab, context: BrowserContext
+) -> None:
+    user = unique("noa")
+    first = login(tab, stack, user)
+    second_tab = Tab(context.new_page())
+    second = login(second_tab, stack, user)
+    thread_id = first.locator("#thread-list .thread.is-active").get_attribute("data-thread-id")
+    assert thread_id
+    assert second.locator("#thread-list .thread.is-active").get_attribute("data-thread-id") == (
+        thread_id
+    )
+    expect(second.get_by_label("Persona")).to_have_value("memoria")
+
+    first.get_by_label("Persona").select_option(label="Leo the Coach")
+    expect(first.locator(".notice").filter(has_text="Leo the Coach answers")).to_be_visible()
+    send(first, "hello from the first tab")
+    expect(ended_cycles(second)).to_have_count(1)  # the cycle's frames reach both tabs
+    expect(second.get_by_label("Persona")).to_have_value("coach")
+    assert not second_tab.errors, f"uncaught errors in the page: {second_tab.errors}"
+
+
 def test_persona_picker_switches_the_open_thread(stack: Stack, tab: Tab, artifacts: Path) -> None:
     user = unique("lia")
     page = login(tab, stack, user)

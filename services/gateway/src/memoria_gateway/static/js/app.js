@@ -297,8 +297,10 @@ function onFrame(frame) {
     if (open) showFrame(frame);
   } else if (frame.type === "cycle_end") {
     if (cycle) Object.assign(cycle, { state: "ended", actions: frame.actions || [], reason: frame.reason, usage: frame.usage || null, endedAt: Date.now() });
-    if (open) showFrame(frame);
-    else state.threads.markUnread(frame.thread_id);
+    if (open) {
+      showFrame(frame);
+      state.personas.refresh(frame.thread_id); // another tab may have switched it
+    } else state.threads.markUnread(frame.thread_id);
     // The server names a thread after its first message once it has stored it: look twice.
     state.threads.refreshSoon(600);
     setTimeout(() => state.threads && state.threads.refreshSoon(0), 3000);
@@ -430,6 +432,10 @@ function wire() {
   byId("sidebar-close").addEventListener("click", () => { closeSidebar(); byId("sidebar-open").focus(); });
   byId("scrim").addEventListener("click", closeSidebar);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") closeSidebar(); });
+  // Back in view: the open thread's persona may have been switched in another tab.
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible" && state.personas) state.personas.refresh(state.threadId);
+  });
   for (const chip of document.querySelectorAll("[data-suggest]")) {
     chip.addEventListener("click", () => {
       input.value = chip.dataset.suggest;

@@ -1,6 +1,8 @@
 // The persona picker in the thread header (R-8): lists the configured personas, shows the open
 // thread's, and switches it with PATCH /api/threads/{id}/config {"persona": id}. The switch
 // applies from the thread's next message, which the server opens with an identity reset.
+// Another tab (or device) may switch it too: the picker reads the thread's persona again when
+// one of its cycles ends and when the tab comes back into view.
 
 import { h } from "./dom.js";
 
@@ -13,6 +15,7 @@ export class PersonaPicker {
     this.names = new Map();
     this.threadId = null;
     this.current = null;
+    this.changing = false; // a switch of ours is on its way: do not show an older value
     select.addEventListener("change", () => this.change());
   }
 
@@ -43,11 +46,26 @@ export class PersonaPicker {
     }
   }
 
+  /** Reads the open thread's persona again, if ``threadId`` is still the open one. */
+  async refresh(threadId) {
+    if (!threadId || threadId !== this.threadId || !this.names.size || this.changing) return;
+    try {
+      const data = await this.api.threadConfig(threadId);
+      if (this.threadId !== threadId || this.changing) return;
+      this.current = data.config.persona;
+      this.select.value = this.current;
+      this.select.disabled = false;
+    } catch (_) {
+      // Unchanged: the picker keeps what it showed (it is read again next time).
+    }
+  }
+
   async change() {
     const threadId = this.threadId;
     const wanted = this.select.value;
     if (!threadId || wanted === this.current) return;
     this.select.disabled = true;
+    this.changing = true;
     try {
       const data = await this.api.changeThreadConfig(threadId, { persona: wanted });
       if (this.threadId !== threadId) return;
@@ -57,6 +75,7 @@ export class PersonaPicker {
       this.select.value = this.current;
       this.notify(`Could not switch the persona: ${error.message}`, { kind: "error" });
     } finally {
+      this.changing = false;
       if (this.threadId === threadId) this.select.disabled = false;
     }
   }
