@@ -35,7 +35,6 @@ const state = {
   cycles: new Map(), // cycle id → {id, threadId, state, statuses, actions, reason, usage, startedAt, endedAt}
   sent: new Map(), // client id → {threadId, content}
   loading: null, // {threadId, frames}: live frames of the thread whose history is loading
-  drawnThreadId: null, // the thread whose history is on screen
   tokenMode: false,
 };
 
@@ -120,7 +119,6 @@ function logout(message) {
   clearNotices();
   if (state.memories && state.memories.isOpen) state.memories.close();
   conversation.reset();
-  state.drawnThreadId = null;
   showLogin(message);
 }
 
@@ -190,7 +188,6 @@ async function openThread(id) {
   state.threads.setActive(id);
   showTitle();
   conversation.reset();
-  state.drawnThreadId = null;
   state.personas.show(id); // in parallel with the history
   await reloadThread();
   if (matchMedia("(min-width: 900px)").matches) byId("composer-input").focus();
@@ -206,10 +203,9 @@ async function reloadThread() {
   state.loading = loading;
   byId("messages").setAttribute("aria-busy", "true");
   // Drawing the thread on screen again (a resume that could not replay everything) keeps
-  // the older messages the reader loaded, and their place: ask for as many, and one more
-  // to tell whether older ones remain.
-  const again = state.drawnThreadId === id;
-  const asked = again ? Math.min(HISTORY_MAX, Math.max(HISTORY_PAGE, conversation.size() + 1)) : HISTORY_PAGE;
+  // the older messages the reader loaded: ask for as many, and one more to tell whether
+  // older ones remain. A thread just opened has nothing on screen: one page.
+  const asked = Math.min(HISTORY_MAX, Math.max(HISTORY_PAGE, conversation.size() + 1));
   let frames;
   try {
     frames = await api.threadMessages(id, asked);
@@ -225,8 +221,7 @@ async function reloadThread() {
   if (state.loading !== loading) return; // another load (or thread) started meanwhile
   state.loading = null;
   byId("messages").setAttribute("aria-busy", "false");
-  conversation.renderHistory(frames, { keepView: again });
-  state.drawnThreadId = id;
+  conversation.renderHistory(frames);
   offerEarlier(id, frames.length, asked);
   for (const [localId, sent] of state.sent) {
     if (sent.threadId === id) conversation.addPending(localId, sent.content, !state.socket.connected);

@@ -39,9 +39,10 @@ export class Conversation {
     this.refreshEmpty();
   }
 
-  /** The thread drawn anew from its stored messages. `keepView`: the same thread again,
-   * so a reader scrolled up stays on what they were reading (as far from the bottom). */
-  renderHistory(frames, { keepView = false } = {}) {
+  /** The thread drawn anew from its stored messages. A reader scrolled up in it (drawn
+   * again after a reconnect) stays as far from the bottom; a thread just opened has nothing
+   * on screen, so it shows its end. */
+  renderHistory(frames) {
     const s = this.scroller;
     const fromBottom = s.scrollHeight - s.scrollTop;
     const following = this.nearBottom();
@@ -50,7 +51,7 @@ export class Conversation {
       if (isStored(frame)) this.putMessage(frame);
     }
     this.refreshEmpty();
-    if (keepView && !following) s.scrollTop = s.scrollHeight - fromBottom;
+    if (!following) s.scrollTop = s.scrollHeight - fromBottom;
     else this.scrollToBottom(true);
   }
 

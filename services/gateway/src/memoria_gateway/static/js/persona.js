@@ -15,7 +15,7 @@ export class PersonaPicker {
     this.names = new Map();
     this.threadId = null;
     this.current = null;
-    this.changing = false; // a switch of ours is on its way: do not show an older value
+    this.changing = null; // the thread a switch of ours is on its way for: not read meanwhile
     select.addEventListener("change", () => this.change());
   }
 
@@ -34,29 +34,22 @@ export class PersonaPicker {
   async show(threadId) {
     this.threadId = threadId;
     this.select.disabled = true;
-    if (!threadId || !this.names.size) return;
-    try {
-      const data = await this.api.threadConfig(threadId);
-      if (this.threadId !== threadId) return; // another thread was opened meanwhile
-      this.current = data.config.persona;
-      this.select.value = this.current;
-      this.select.disabled = false;
-    } catch (_) {
-      // A thread not stored yet has no config to change; the picker stays disabled.
-    }
+    await this.refresh(threadId);
   }
 
-  /** Reads the open thread's persona again, if ``threadId`` is still the open one. */
+  /** Reads the open thread's persona (again), if ``threadId`` is still the open one. */
   async refresh(threadId) {
-    if (!threadId || threadId !== this.threadId || !this.names.size || this.changing) return;
+    if (!threadId || threadId !== this.threadId || !this.names.size) return;
+    if (this.changing === threadId) return;
     try {
       const data = await this.api.threadConfig(threadId);
-      if (this.threadId !== threadId || this.changing) return;
+      if (this.threadId !== threadId || this.changing === threadId) return;
       this.current = data.config.persona;
       this.select.value = this.current;
       this.select.disabled = false;
     } catch (_) {
-      // Unchanged: the picker keeps what it showed (it is read again next time).
+      // Unchanged: a thread not stored yet has no config (its picker stays disabled); a
+      // failed read again is tried at the next cycle's end.
     }
   }
 
@@ -65,7 +58,7 @@ export class PersonaPicker {
     const wanted = this.select.value;
     if (!threadId || wanted === this.current) return;
     this.select.disabled = true;
-    this.changing = true;
+    this.changing = threadId;
     try {
       const data = await this.api.changeThreadConfig(threadId, { persona: wanted });
       if (this.threadId !== threadId) return;
@@ -75,7 +68,7 @@ export class PersonaPicker {
       this.select.value = this.current;
       this.notify(`Could not switch the persona: ${error.message}`, { kind: "error" });
     } finally {
-      this.changing = false;
+      this.changing = null;
       if (this.threadId === threadId) this.select.disabled = false;
     }
   }
