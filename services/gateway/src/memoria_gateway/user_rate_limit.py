@@ -34,7 +34,6 @@ from memoria_runtime.auth import TokenIssuer
 KEY_PREFIX: Final = "memoria:limits"
 HTTP_REQUESTS: Final = "http"  # what a limit counts: a namespace of its keys
 WS_MESSAGES: Final = "ws"
-WINDOW_S: Final = 60.0
 
 
 class UserRateLimit:
@@ -63,7 +62,7 @@ class UserRateLimit:
         wait = stats.reset_time - time.time()
         # limits reckons the next reset from the key's TTL modulo the window, which is 0 in
         # the millisecond a window starts (TTL exactly two windows): the window is all ahead.
-        return wait if wait > 0 else WINDOW_S
+        return wait if wait > 0 else float(self._item.get_expiry())
 
 
 def too_many_requests(limit: UserRateLimit, wait_s: float) -> HTTPException:
