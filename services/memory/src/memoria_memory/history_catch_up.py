@@ -73,9 +73,10 @@ local d_ms, d_seq = parts(delivered)
 local m_ms, m_seq = parts(mark)
 if d_ms < m_ms or (d_ms == m_ms and d_seq < m_seq) then return {mark, 0} end
 local looked_at = tonumber(ARGV[3])
+local given_up_ms = tonumber(ARGV[4])
 local held = redis.call('XPENDING', KEYS[1], ARGV[1], '-', mark, looked_at)
 for _, entry in ipairs(held) do
-  if entry[3] < tonumber(ARGV[4]) then return {mark, 0} end
+  if entry[3] < given_up_ms then return {mark, 0} end
 end
 if #held >= looked_at then return {mark, 0} end
 return {mark, 1}
