@@ -46,11 +46,24 @@ class FailingOnce(EventPublisher):
         self._chat_out = 0
 
     async def publish(self, stream: Stream, event: Envelope) -> None:
+        self._count(stream)
+        self.sent.append((stream, event))
+
+    async def queue(self, pipe: Any, stream: Stream, event: Envelope) -> None:
+        """Queued on a pipeline: failing there is the worst case, the commands queued before
+        it reaching the broker and the append not (the connection lost mid-pipeline)."""
+        try:
+            self._count(stream)
+        except Died:
+            await pipe.execute()
+            raise
+        self.sent.append((stream, event))
+
+    def _count(self, stream: Stream) -> None:
         if stream is Stream.CHAT_OUT:
             self._chat_out += 1
             if self._chat_out == self._fail_at:
                 raise Died(f"died at chat.out publish #{self._fail_at}")
-        self.sent.append((stream, event))
 
     def posted(self) -> list[ChatRecord]:
         return [
@@ -70,9 +83,9 @@ async def test_a_user_message_is_echoed_even_when_decision_died_right_after_star
     redis: Redis,
 ) -> None:
     """The echo of the user's message on chat.out is what shows it on every socket and what
-    the memory service stores in the thread's history. Decision saves the new cycle's state,
-    then publishes the echo: dying between the two must not lose the message when the entry
-    is delivered again."""
+    the memory service stores in the thread's history. Decision saves the new cycle's state
+    and publishes the echo in one pipeline: should only the save reach the broker, the
+    message must not be lost when the entry is delivered again."""
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
     first = FailingOnce(fail_at=1)  # the first chat.out publish of the cycle: the echo
     with pytest.raises(Died):

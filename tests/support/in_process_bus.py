@@ -38,6 +38,9 @@ class RecordingPublisher(EventPublisher):
     async def publish(self, stream: Stream, event: Envelope) -> None:
         self.sent.append((stream, event))
 
+    async def queue(self, pipe: Any, stream: Stream, event: Envelope) -> None:
+        self.sent.append((stream, event))
+
     def on(self, stream: Stream) -> list[Envelope]:
         return [event for sent_to, event in self.sent if sent_to is stream]
 

@@ -85,8 +85,8 @@ class StepRunner:
         async with self.redis.pipeline(transaction=False) as pipe:
             accounting.queue_add(pipe, event.cycle_id, totals)
             pipe.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
+            await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await pipe.execute()
-        await self.publisher.publish(Stream.ACTIONS_DONE, completed)
 
     async def _until_cycle_ends(
         self, cycle_id: str, work: Awaitable[ActionOutcome]

@@ -281,9 +281,10 @@ class CycleEngine:
         async with self.redis.pipeline(transaction=False) as pipe:
             self.store.queue_create(pipe, state)
             pipe.hgetall(keys.ACTION_CATALOG)
-            created, catalog = await pipe.execute()
+            await self._queue_post(pipe, state, ChatPosted(message=state.original))
+            created, catalog, *_ = await pipe.execute()
         state = await self.store.created(state, created)
-        await self._echo(state)
+        state.echoed = True  # saved with the next state, as _echo says
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
             await self._post(state, ChatPosted(message=card))
         if opening.history_error:
@@ -346,12 +347,14 @@ class CycleEngine:
             notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
             await self._end(state, "max_steps", notice, recorded=recorded)
             return
-        catalog = await self._prepare(state, recorded=recorded, known=known)
+        thinking = self._status_line(state, step, i18n.text("thinking", state.language))
+        catalog, shown = await self._prepare(state, recorded=recorded, known=known, status=thinking)
         if state.persona_record is not None and not state.persona_recorded:
             # The first prompt of the cycle: the switch it applies is used up (R-8).
             await record_applied(self.memory, state.user_id, state.thread_id, state.persona_record)
             state.persona_recorded = True
-        await self._status(state, step, i18n.text("thinking", state.language))
+        if not shown:
+            await self._post(state, thinking)
         if not catalog:
             await self._end(state, "no_workers", i18n.text("no_workers", state.language))
             return
@@ -374,46 +377,55 @@ class CycleEngine:
             request_event_id=request.event_id,
             tool_call=tool_history.records_calls(spec),
         )
-        # The decision's tokens, the step and its deadline: one round trip.
+        # The decision's tokens, the step and its deadline, then its call record and the
+        # request: one round trip, run in that order (a crash after the save and before the
+        # request is sent republishes it: _republish_pending).
         async with self.redis.pipeline(transaction=False) as pipe:
             accounting.queue_add(pipe, state.cycle_id, spent)
             self.store.queue_save(pipe, state)
             self.deadlines.queue_set(pipe, state.cycle_id, step, self.settings.step_timeout_seconds)
+            if state.pending.tool_call:
+                call = tool_history.call_record(state.cycle_id, step, action)
+                await self._queue_post(pipe, state, ChatPosted(message=call))
+            await self.publisher.queue(pipe, Stream.ACTIONS, request)
             await pipe.execute()
-        if state.pending.tool_call:
-            await self._post_record(state, tool_history.call_record(state.cycle_id, step, action))
-        await self.publisher.publish(Stream.ACTIONS, request)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
 
     async def _prepare(
-        self, state: CycleState, *, recorded: int | None, known: Known
-    ) -> list[ActionSpec]:
+        self, state: CycleState, *, recorded: int | None, known: Known, status: ChatPosted
+    ) -> tuple[list[ActionSpec], bool]:
         """Before a decision, in one round trip: save the step just recorded (and clear its
         deadline, or a slow decision would time it out), extend the thread's lock unless it
         is fresh, and read the catalog unless known (it is read at every step: enabling or
-        disabling an action needs no decision restart). Returns the catalog."""
+        disabling an action needs no decision restart); ``status`` is posted after them,
+        when there is such a round trip. Returns the catalog, and whether ``status`` was
+        posted."""
         refresh = not known.lock_fresh
         entries = known.catalog
-        if recorded is not None or refresh or entries is None:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                if recorded is not None:
-                    self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
-                    self.store.queue_save(pipe, state)
-                if refresh:
-                    self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
-                if entries is None:
-                    pipe.hgetall(keys.ACTION_CATALOG)
-                results = await pipe.execute(raise_on_error=False)
-            if entries is None:
-                entries = results.pop()
+        if not (recorded is not None or refresh or entries is None):
+            return await live_actions(self.redis, entries), False
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if recorded is not None:
+                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+                self.store.queue_save(pipe, state)
             if refresh:
-                await self.gate.refreshed(
-                    results.pop(), state.user_id, state.thread_id, state.message_id
-                )
-            for result in (*results, entries):
-                if isinstance(result, Exception):
-                    raise result
-        return await live_actions(self.redis, entries)
+                self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
+            if entries is None:
+                pipe.hgetall(keys.ACTION_CATALOG)
+            queued = len(pipe)
+            await self._queue_post(pipe, state, status)
+            results = await pipe.execute(raise_on_error=False)
+        results, posted = results[:queued], results[queued:]
+        if entries is None:
+            entries = results.pop()
+        if refresh:
+            await self.gate.refreshed(
+                results.pop(), state.user_id, state.thread_id, state.message_id
+            )
+        for result in (*results, entries, *posted):
+            if isinstance(result, Exception):
+                raise result
+        return await live_actions(self.redis, entries), True
 
     async def _choose(
         self, state: CycleState, catalog: list[ActionSpec]
@@ -568,17 +580,28 @@ class CycleEngine:
     async def _post_record(self, state: CycleState, record: ChatRecord) -> None:
         await self._post(state, ChatPosted(message=record))
 
+    async def _queue_post(self, pipe: Any, state: CycleState, payload: Payload) -> None:
+        """:meth:`_post` queued on a pipeline, after the writes it must follow."""
+        await self.publisher.queue(pipe, Stream.CHAT_OUT, self._envelope(state, payload))
+
     async def _tool_records(self, state: CycleState, payload: ActionCompleted) -> None:
         """A completed step's call, now with the arguments the worker worked out (it replaces
         the one published with the request), and its result."""
         outcome = payload.outcome
-        if outcome.arguments:
-            call = tool_history.call_record(
-                state.cycle_id, payload.step, payload.action, outcome.arguments
-            )
-            await self._post_record(state, call)
         summary = outcome.error or outcome.summary
-        await self._tool_result(state, payload.step, payload.action, outcome.status, summary)
+        result = tool_history.result_record(
+            state.cycle_id, payload.step, payload.action, outcome.status, summary
+        )
+        # The step's result in the history (R-6), before the step is recorded: a crash in
+        # between publishes it again, with the same id. Both records in one round trip.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if outcome.arguments:
+                call = tool_history.call_record(
+                    state.cycle_id, payload.step, payload.action, outcome.arguments
+                )
+                await self._queue_post(pipe, state, ChatPosted(message=call))
+            await self._queue_post(pipe, state, ChatPosted(message=result))
+            await pipe.execute()
 
     async def _tool_result(
         self, state: CycleState, step: int, action: str, status: str, summary: str
@@ -600,7 +623,8 @@ class CycleEngine:
         )
         await self._post(state, ChatPosted(message=record))
 
-    async def _status(self, state: CycleState, step: int, text: str) -> None:
+    @staticmethod
+    def _status_line(state: CycleState, step: int, text: str) -> ChatPosted:
         record = ChatRecord(
             id=f"{state.cycle_id}.{step}.status",
             cycle_id=state.cycle_id,
@@ -609,4 +633,4 @@ class CycleEngine:
             role="system",
             content=text,
         )
-        await self._post(state, ChatPosted(message=record))
+        return ChatPosted(message=record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from faststream.redis import StreamSub
 from prometheus_client import Counter
+from redis.asyncio.client import Pipeline
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
@@ -42,10 +43,19 @@ class EventPublisher:
         self._published[stream] = metrics.published_counter(self._broker.service, stream.value)
 
     async def publish(self, stream: Stream, event: Envelope) -> None:
-        published = self._published.get(stream)
-        if published is None:
-            raise KeyError(f"stream {stream.value} was not declared by this service")
-        framed = await frame_for_stream(self._broker, self._signer, stream, event)
+        framed = await self._framed(stream, event)
         # approximate=True (redis-py's default) sends MAXLEN with '~': trimming stays O(1).
         await self._broker.redis.xadd(stream.value, {DATA_FIELD: framed}, maxlen=self._maxlen)
-        published.inc()
+        self._published[stream].inc()
+
+    async def queue(self, pipe: Pipeline, stream: Stream, event: Envelope) -> None:
+        """The append queued on ``pipe``, to go in the round trip of the writes it must follow
+        (the server runs a pipeline's commands in order). Counted as published when queued."""
+        framed = await self._framed(stream, event)
+        pipe.xadd(stream.value, {DATA_FIELD: framed}, maxlen=self._maxlen)
+        self._published[stream].inc()
+
+    async def _framed(self, stream: Stream, event: Envelope) -> bytes:
+        if stream not in self._published:
+            raise KeyError(f"stream {stream.value} was not declared by this service")
+        return await frame_for_stream(self._broker, self._signer, stream, event)
