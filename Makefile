@@ -64,13 +64,14 @@ fmt: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~13 min on 2 cores)
+bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (~15 min on 2 cores)
 	$(PY) bench/bus_floor.py
 	$(PY) bench/cycle_overhead.py
 	$(PY) bench/throughput.py
 	$(PY) bench/prompt_tokens.py
 	$(PY) bench/load.py
 	$(PY) bench/memory_search.py
+	$(PY) bench/embedding_contention.py
 	$(PY) bench/thread_stats.py
 	$(PY) bench/replay_scan.py
 	$(PY) bench/sqlite_writes.py
