@@ -4,6 +4,7 @@ decision engine on them with the scripted model (its Redis state is real)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memoria_contracts.chat import ChatRecord
@@ -40,6 +41,9 @@ class RecordingPublisher(EventPublisher):
 
     async def queue(self, pipe: Any, stream: Stream, event: Envelope) -> None:
         self.sent.append((stream, event))
+
+    async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
+        self.sent.extend((stream, event) for event in events)
 
     def on(self, stream: Stream) -> list[Envelope]:
         return [event for sent_to, event in self.sent if sent_to is stream]

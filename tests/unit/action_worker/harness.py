@@ -38,8 +38,10 @@ from memoria_contracts.memory import (
     MemoryUpdated,
     MemoryVectors,
 )
+from memoria_contracts.streams import Stream
 from memoria_llm.port import LLMRequest, LLMUnavailable, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_runtime.bus import Delivery
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
@@ -78,16 +80,25 @@ def card(found: Memory, record_id: str = "cyc_test1.1.1") -> ChatRecord:
 
 
 class RecordingPublisher(in_process_bus.RecordingPublisher):
-    """Keeps what a step publishes instead of writing it to Redis Streams."""
+    """Keeps what a step publishes instead of writing it to Redis Streams; with what its
+    chat sinks keep back for the step's completion (the runner sends that, after the rest)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sinks: list[ChatSink] = []
+
+    def _chat_out(self) -> list[Envelope]:
+        closing = [e for sink in self.sinks for e in sink.closing]
+        return [e for s, e in self.sent if s is Stream.CHAT_OUT] + closing
 
     def posted(self) -> list[ChatRecord]:
-        return [e.payload.message for _, e in self.sent if isinstance(e.payload, ChatPosted)]
+        return [e.payload.message for e in self._chat_out() if isinstance(e.payload, ChatPosted)]
 
     def frames(self) -> list[dict[str, Any]]:
         """The complete messages as they go on the wire (seed 000's key names)."""
         return [
             e.model_dump(mode="json")["payload"]["message"]
-            for _, e in self.sent
+            for e in self._chat_out()
             if isinstance(e.payload, ChatPosted)
         ]
 
@@ -256,9 +267,34 @@ class Harness:
             event=event,
             request=request,
             llm=llm,
-            chat=ChatSink(self.publisher, event, STEP),
+            chat=self._sink(event),
             settings=self.settings,
             memory=self.memory,
             redis=self.redis,
         )
         return ctx, llm
+
+    def _sink(self, event: Envelope) -> ChatSink:
+        sink = ChatSink(self.publisher, event, STEP)
+        self.publisher.sinks.append(sink)
+        return sink
+
+
+def step_requested(action: str, step: int) -> Envelope:
+    """A request for ``step`` of CYCLE_ID to run ``action``, as decision sends it."""
+    original = ChatRecord(id="msg_1", chat_history=True, modal="text", role="user", content="hi")
+    request = ActionRequested(
+        step=step, action=action, context=CycleContext(original_message=original)
+    )
+    return Envelope(cycle_id=CYCLE_ID, user_id=USER_ID, thread_id=THREAD_ID, payload=request)
+
+
+def step_delivery(step: int) -> Delivery:
+    """The first delivery of that request from the actions stream."""
+    return Delivery(
+        stream=Stream.ACTIONS.value,
+        group="action-worker",
+        entry_id=f"1-{step}",
+        data=b"",
+        redelivered=False,
+    )

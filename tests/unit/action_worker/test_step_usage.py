@@ -8,14 +8,10 @@ from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.context import ActionContext
 from memoria_action_worker.registry import RegisteredAction
 from memoria_action_worker.runner import StepRunner
-from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
-    ActionRequested,
     ActionSpec,
-    CycleContext,
-    Envelope,
 )
 from memoria_contracts.streams import Stream
 from memoria_llm import accounting
@@ -23,10 +19,15 @@ from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import metrics
-from memoria_runtime.bus import Delivery
 from memoria_runtime.settings import Settings
 
-from .harness import CYCLE_ID, THREAD_ID, USER_ID, FakeMemoryService, RecordingPublisher
+from .harness import (
+    CYCLE_ID,
+    FakeMemoryService,
+    RecordingPublisher,
+    step_delivery,
+    step_requested,
+)
 
 ANSWER = "Hello there, friend!"  # 3 words out
 PROMPT = Prompt(system="Be brief.", messages=[PromptMessage("user", "hi there")])  # 4 words in
@@ -77,24 +78,6 @@ def runner(redis: Redis, publisher: RecordingPublisher) -> StepRunner:
     )
 
 
-def requested(action: str, step: int) -> Envelope:
-    original = ChatRecord(id="msg_1", chat_history=True, modal="text", role="user", content="hi")
-    request = ActionRequested(
-        step=step, action=action, context=CycleContext(original_message=original)
-    )
-    return Envelope(cycle_id=CYCLE_ID, user_id=USER_ID, thread_id=THREAD_ID, payload=request)
-
-
-def delivery(step: int) -> Delivery:
-    return Delivery(
-        stream="memoria:actions",
-        group="action-worker",
-        entry_id=f"1-{step}",
-        data=b"",
-        redelivered=False,
-    )
-
-
 def scripted_output_tokens() -> float:
     labels = {
         metrics.LABEL_MODEL: "scripted",
@@ -108,7 +91,9 @@ async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> No
     publisher = RecordingPublisher()
     before = scripted_output_tokens()
 
-    await runner(redis, publisher).on_action_requested(requested("Chatty", 1), delivery(1))
+    await runner(redis, publisher).on_action_requested(
+        step_requested("Chatty", 1), step_delivery(1)
+    )
 
     assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4, 3)]
     assert scripted_output_tokens() - before == 3
@@ -121,8 +106,8 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     publisher = RecordingPublisher()
     worker = runner(redis, publisher)
 
-    await worker.on_action_requested(requested("Chatty", 1), delivery(1))
-    await worker.on_action_requested(requested("Broken", 2), delivery(2))
+    await worker.on_action_requested(step_requested("Chatty", 1), step_delivery(1))
+    await worker.on_action_requested(step_requested("Broken", 2), step_delivery(2))
 
     _, broken_done = [e for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
     assert isinstance(broken_done.payload, ActionCompleted)

@@ -1,18 +1,12 @@
-"""How many times decision waits for Redis in one Finalize cycle (a wait is a round trip, a
-pipeline's commands included), its appends to the streams included: each one is latency on
-the user's answer, so a change that adds one should be a choice, not an accident. On a real
+"""How many times decision waits for Redis in a cycle (see ``round_trips``). On a real
 Redis, scripted LLM."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 import pytest
-from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
+from in_process_bus import FINALIZE, scripted_engine
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
+from round_trips import WritingPublisher, round_trips
 
 from memoria_contracts.events import (
     ActionCompleted,
@@ -27,11 +21,9 @@ from memoria_contracts.streams import Stream
 from memoria_decision.cycle import CycleEngine
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
-from memoria_runtime.bus import EventPublisher, create_broker
-from memoria_runtime.bus.signing import Signer
 from memoria_runtime.envelopes import follow
-from memoria_runtime.settings import Settings
 
+DECISION_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS)
 # open (state, lock, pending) · new state + catalog + the echo · "Thinking…" status ·
 # decision's writes + the action request
 START_ROUND_TRIPS = 4
@@ -39,45 +31,11 @@ START_ROUND_TRIPS = 4
 END_ROUND_TRIPS = 4
 
 
-class WritingPublisher(RecordingPublisher):
-    """Appends to the streams for real (so its round trips count) and keeps what it sent."""
-
-    def __init__(self, redis_url: str) -> None:
-        super().__init__()
-        settings = Settings(_env_file=None, redis_url=redis_url)
-        self._real = EventPublisher(create_broker(settings), settings, Signer("test secret"))
-        for stream in (Stream.CHAT_OUT, Stream.ACTIONS):
-            self._real.declare(stream, "decision's output")
-
-    async def publish(self, stream: Stream, event: Envelope) -> None:
-        await super().publish(stream, event)
-        await self._real.publish(stream, event)
-
-    async def queue(self, pipe: Any, stream: Stream, event: Envelope) -> None:
-        await super().queue(pipe, stream, event)
-        await self._real.queue(pipe, stream, event)
-
-
-@contextmanager
-def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts what is sent to Redis: one packet per command, or per pipeline."""
-    sent = [0]
-    send = AbstractConnection.send_packed_command
-
-    async def counting(self: AbstractConnection, *args: Any, **kwargs: Any) -> None:
-        sent[0] += 1
-        await send(self, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(AbstractConnection, "send_packed_command", counting)
-        yield sent
-
-
 async def test_a_finalize_cycle_waits_for_redis_eight_times(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
-    publisher = WritingPublisher(redis_url)
+    publisher = WritingPublisher(redis_url, DECISION_STREAMS)
     engine = scripted_engine(redis, publisher)
     for n in (1, 2):  # the first cycle loads the scripts
         await cycle(engine, publisher, redis, n, monkeypatch)
@@ -127,7 +85,7 @@ async def test_a_step_leads_to_the_next_decision_in_four_round_trips(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [SEARCH, FINALIZE], ttl_s=60)
-    publisher = WritingPublisher(redis_url)
+    publisher = WritingPublisher(redis_url, DECISION_STREAMS)
     engine = scripted_engine(
         redis, publisher, rules=[ScriptRule(decide=["MemorySearch", "Finalize"])]
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,20 +37,40 @@ _PLAN_TTL_S = 24 * 3600  # longer than any redelivery of the step can come
 class ChatSink:
     """Publishes a step's messages to chat.out. Message ids are derived from (cycle, step,
     n), so a step that runs again after a crash replaces its messages instead of repeating
-    them."""
+    them.
+
+    A *closing* message is the last thing a step says: its complete form is kept back and
+    the runner sends it in the round trip of the step's completion (its streamed pieces went
+    out as they came, so the reader has already seen it). Should anything be sent after it,
+    it goes first, so the order on chat.out is always the order of the calls."""
 
     def __init__(self, publisher: EventPublisher, event: Envelope, step: int) -> None:
         self._publisher = publisher
         self._event = event
         self._prefix = f"{event.cycle_id}.{step}"
         self._count = 0
+        self._closing: list[Envelope] = []
 
     def _next_id(self) -> str:
         self._count += 1
         return f"{self._prefix}.{self._count}"
 
-    async def _send(self, payload: Payload) -> None:
-        await self._publisher.publish(Stream.CHAT_OUT, follow(self._event, payload))
+    async def _send(self, *payloads: Payload, closing: bool = False) -> None:
+        events = [follow(self._event, payload) for payload in payloads]
+        if closing:
+            self._closing.extend(events)
+            return
+        await self._publisher.publish_all(Stream.CHAT_OUT, [*self.take_closing(), *events])
+
+    @property
+    def closing(self) -> tuple[Envelope, ...]:
+        """The closing messages kept back, in order."""
+        return tuple(self._closing)
+
+    def take_closing(self) -> list[Envelope]:
+        """The closing messages kept back, in order; the sink no longer holds them."""
+        taken, self._closing = self._closing, []
+        return taken
 
     async def status(self, text: str) -> None:
         """A ``textForReplace`` line: shown until the next message replaces it."""
@@ -67,17 +87,10 @@ class ChatSink:
             )
         )
 
-    async def post(
-        self,
-        *,
-        modal: Modal,
-        role: Role,
-        content: Any,
-        chat_history: bool,
-        model: str | None = None,
+    def _record(
+        self, *, modal: Modal, role: Role, content: Any, chat_history: bool, model: str | None
     ) -> ChatRecord:
-        """A complete message (a memory card, a notice) under the step's next id."""
-        record = ChatRecord(
+        return ChatRecord(
             id=self._next_id(),
             cycle_id=self._event.cycle_id,
             chat_history=chat_history,
@@ -86,11 +99,46 @@ class ChatSink:
             content=content,
             model=model,
         )
-        await self._send(ChatPosted(message=record))
+
+    async def post(
+        self,
+        *,
+        modal: Modal,
+        role: Role,
+        content: Any,
+        chat_history: bool,
+        model: str | None = None,
+        closing: bool = False,
+    ) -> ChatRecord:
+        """A complete message (a notice) under the step's next id."""
+        record = self._record(
+            modal=modal, role=role, content=content, chat_history=chat_history, model=model
+        )
+        await self._send(ChatPosted(message=record), closing=closing)
         return record
 
+    async def post_all(
+        self, *, modal: Modal, role: Role, contents: Sequence[Any], chat_history: bool
+    ) -> list[ChatRecord]:
+        """Several complete messages (memory cards), each under its own id, in one round
+        trip."""
+        records = [
+            self._record(
+                modal=modal, role=role, content=content, chat_history=chat_history, model=None
+            )
+            for content in contents
+        ]
+        await self._send(*(ChatPosted(message=record) for record in records))
+        return records
+
     async def stream(
-        self, pieces: AsyncIterator[str], *, chat_history: bool, role: Role, model: str
+        self,
+        pieces: AsyncIterator[str],
+        *,
+        chat_history: bool,
+        role: Role,
+        model: str,
+        closing: bool = False,
     ) -> ChatRecord:
         """Forward each piece as a delta, then the complete message under the same id."""
         message_id = self._next_id()
@@ -107,8 +155,17 @@ class ChatSink:
             content="".join(parts),
             model=model,
         )
-        await self._send(ChatPosted(message=record))
+        await self._send(ChatPosted(message=record), closing=closing)
         return record
+
+
+@dataclass
+class StoredPlan:
+    """The step's plan as stored (None: none yet), read in the round trip that took the
+    step's lease and kept up to date by :meth:`ActionContext.plan`: while the lease is held,
+    nobody else writes it."""
+
+    raw: bytes | None
 
 
 @dataclass(frozen=True)
@@ -120,6 +177,7 @@ class ActionContext:
     settings: Settings
     memory: MemoryClient
     redis: Any
+    stored_plan: StoredPlan | None = None  # None: not read yet, ask the broker
 
     @property
     def user_id(self) -> str:
@@ -131,14 +189,20 @@ class ActionContext:
         runs again after a crash reuses it, so it repeats the same writes (with the same
         idempotency keys) instead of asking the model again for possibly different ones."""
         key = keys.step_plan(self.event.cycle_id or "", self.request.step)
-        stored = await self.redis.get(key)
+        if self.stored_plan is not None:
+            stored = self.stored_plan.raw
+        else:
+            stored = await self.redis.get(key)
         if stored is not None:
             try:
                 return schema.model_validate_json(stored)
             except ValidationError:
                 pass  # written by an older version of the action: make a new one
         made = await produce()
-        await self.redis.set(key, made.model_dump_json(), ex=_PLAN_TTL_S)
+        raw = made.model_dump_json()
+        await self.redis.set(key, raw, ex=_PLAN_TTL_S)
+        if self.stored_plan is not None:
+            self.stored_plan.raw = raw.encode()
         return made
 
     @property

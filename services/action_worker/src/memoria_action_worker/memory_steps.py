@@ -87,6 +87,7 @@ async def guarded(
             role="system",
             chat_history=False,
             content=i18n.text(failure.notice, ctx.language, detail=failure.detail),
+            closing=True,
         )
         summary = failure.reason  # the decision shows it after "<action> (failed): "
         if failure.progress:
@@ -339,6 +340,7 @@ async def explain(
             chat_history=True,
             role="assistant",
             model=ctx.llm.chat_model(request),
+            closing=True,
         )
     except LLMError as exc:
         log.warning("%s: no explanation, the model failed: %s", task, exc)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoria_action_worker import SERVICE_NAME
-from memoria_action_worker.context import ActionContext, ChatSink
+from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
@@ -54,7 +54,7 @@ class StepRunner:
             log.error("unexpected %s on actions (%s)", event.type, event.event_id)
             return
         done_key = keys.step_done(event.cycle_id, request.step)
-        stored, leased = await self._done_or_lease(
+        stored, leased, plan = await self._done_or_lease(
             done_key, event.cycle_id, request.step, delivery.entry_id
         )
         if stored is not None:
@@ -68,10 +68,11 @@ class StepRunner:
         # The step's tokens count for its cycle, a failed step's too (they were spent), and a
         # step run again after a crash counts again (they were spent again). They are written
         # with the step's completion, in its round trip.
+        chat = ChatSink(self.publisher, event, request.step)
         async with accounting.charged_on_failure(
             self.redis, event.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
         ) as used:
-            outcome = await self._run(event, request)
+            outcome = await self._run(event, request, chat, plan)
         completed = follow(
             event,
             ActionCompleted(
@@ -83,6 +84,9 @@ class StepRunner:
         )
         totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.settings.llm_prices)
         async with self.redis.pipeline(transaction=False) as pipe:
+            # The step's closing message first: decision reads the thread after the outcome.
+            for message in chat.take_closing():
+                await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
             accounting.queue_add(pipe, event.cycle_id, totals)
             pipe.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
@@ -109,22 +113,26 @@ class StepRunner:
 
     async def _done_or_lease(
         self, done_key: str, cycle_id: str, step: int, entry_id: str
-    ) -> tuple[bytes | None, bool]:
+    ) -> tuple[bytes | None, bool, StoredPlan]:
         """The step's stored completion if it is done; else whether this entry holds the
-        step's lease (taken now, or already: a reclaimed entry keeps its id). Both asked in
-        one round trip: a done step may get a lease it never uses, which nothing reads."""
+        step's lease (taken now, or already: a reclaimed entry keeps its id); and the step's
+        stored plan. All asked in one round trip: a done step may get a lease it never uses,
+        which nothing reads, and a step that needs no plan reads an absent key."""
         key = keys.step_lease(cycle_id, step)
         ttl = int(self.settings.step_timeout_seconds) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(done_key)
             pipe.set(key, entry_id, nx=True, ex=ttl)
-            stored, taken = await pipe.execute()
+            pipe.get(keys.step_plan(cycle_id, step))
+            stored, taken, plan = await pipe.execute()
         if stored is not None or taken:
-            return stored, True
+            return stored, True, StoredPlan(plan)
         holder = await self.redis.get(key)
-        return None, holder is not None and holder.decode() == entry_id
+        return None, holder is not None and holder.decode() == entry_id, StoredPlan(plan)
 
-    async def _run(self, event: Envelope, request: ActionRequested) -> ActionOutcome:
+    async def _run(
+        self, event: Envelope, request: ActionRequested, chat: ChatSink, plan: StoredPlan
+    ) -> ActionOutcome:
         registered = self.actions.get(request.action)
         if registered is None:
             return ActionOutcome(
@@ -137,10 +145,11 @@ class StepRunner:
             event=event,
             request=request,
             llm=self.llm,
-            chat=ChatSink(self.publisher, event, request.step),
+            chat=chat,
             settings=self.settings,
             memory=self.memory,
             redis=self.redis,
+            stored_plan=plan,
         )
         try:
             return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))

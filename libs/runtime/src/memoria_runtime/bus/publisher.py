@@ -3,6 +3,8 @@ AsyncAPI description of each published stream."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from faststream.redis import StreamSub
 from prometheus_client import Counter
 from redis.asyncio.client import Pipeline
@@ -47,6 +49,18 @@ class EventPublisher:
         # approximate=True (redis-py's default) sends MAXLEN with '~': trimming stays O(1).
         await self._broker.redis.xadd(stream.value, {DATA_FIELD: framed}, maxlen=self._maxlen)
         self._published[stream].inc()
+
+    async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
+        """Append ``events`` in order, in one round trip."""
+        if len(events) == 1:
+            await self.publish(stream, events[0])
+            return
+        if not events:
+            return
+        async with self._broker.redis.pipeline(transaction=False) as pipe:
+            for event in events:
+                await self.queue(pipe, stream, event)
+            await pipe.execute()
 
     async def queue(self, pipe: Pipeline, stream: Stream, event: Envelope) -> None:
         """The append queued on ``pipe``, to go in the round trip of the writes it must follow

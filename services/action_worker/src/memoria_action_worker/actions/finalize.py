@@ -33,5 +33,6 @@ async def finalize(ctx: ActionContext) -> ActionOutcome:
         chat_history=False,
         role="assistant",
         model=ctx.llm.chat_model(request),
+        closing=True,
     )
     return ActionOutcome(status="ok", ends_cycle=True, summary="replied to the user")

@@ -133,12 +133,12 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             exclude_ids=[m.memory_id for m in retrieved][-MAX_EXCLUDED:],
         )
     )
-    cards = [
-        await ctx.chat.post(
-            modal="memory", role="system", chat_history=True, content=m.model_dump(mode="json")
-        )
-        for m in found.memories
-    ]
+    cards = await ctx.chat.post_all(
+        modal="memory",
+        role="system",
+        chat_history=True,
+        contents=[m.model_dump(mode="json") for m in found.memories],
+    )
     results = {
         "looked_for": queries,
         "mode": plan.mode,

@@ -32,6 +32,7 @@ async def question(ctx: ActionContext) -> ActionOutcome:
         chat_history=True,
         role="assistant",
         model=ctx.llm.chat_model(request),
+        closing=True,
     )
     return ActionOutcome(
         status="ok", ends_cycle=True, summary="asked the user a question", messages=[record]
