@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from memoria_runtime import ops, redis_clients
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat, stop_task
+from memoria_runtime.heap import freeze_startup_objects
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import Settings
@@ -53,6 +54,15 @@ def check_bus_key(app: FastStream, settings: Settings) -> None:
             await redis.aclose()
 
 
+def freeze_heap_when_up(app: FastStream) -> None:
+    """Take what start-up made out of the garbage collector's reach (heap.py), once the
+    service's own start-up hooks (registered earlier, so run earlier) are done."""
+
+    @app.after_startup
+    async def freeze_startup_heap() -> None:
+        freeze_startup_objects()
+
+
 def run_service(name: str, build_app: AppFactory) -> None:
     """Run until SIGINT/SIGTERM (FastStream handles both and lets handlers finish)."""
     settings = Settings()
@@ -69,6 +79,7 @@ def run_service(name: str, build_app: AppFactory) -> None:
         except PersonaConfigError as exc:
             raise SystemExit(f"memoria {name}: {exc}") from None  # the message, no traceback
         check_bus_key(app, settings)
+        freeze_heap_when_up(app)
         watch_health(app, settings, health)
         asyncio.run(app.run())
     finally:

@@ -27,7 +27,7 @@ def main() -> None:
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
         try:
-            app = create_app(settings, provider, health)
+            app = create_app(settings, provider, health, freeze_heap=True)
         except PersonaConfigError as exc:
             raise SystemExit(f"memoria {SERVICE_NAME}: {exc}") from None  # no traceback
         uvicorn.run(

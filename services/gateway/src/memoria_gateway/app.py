@@ -25,6 +25,7 @@ from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer, load_or_create_secret
 from memoria_runtime.bus.signing import ensure_shared_key
 from memoria_runtime.health import Health, heartbeat, stop_task
+from memoria_runtime.heap import freeze_startup_objects
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
@@ -32,10 +33,16 @@ log = logging.getLogger("memoria.gateway")
 
 
 def create_app(
-    settings: Settings, provider: TracerProvider | None = None, health: Health | None = None
+    settings: Settings,
+    provider: TracerProvider | None = None,
+    health: Health | None = None,
+    *,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """``health`` (when given) is kept up to date for the ops port; the gateway's own
-    ``/livez`` and ``/readyz`` answer from the request itself."""
+    ``/livez`` and ``/readyz`` answer from the request itself. ``freeze_heap``: the process
+    is the gateway's own, so what start-up made can leave the garbage collector's reach
+    (heap.py); not in a process that hosts it among other things, such as a test's."""
     personas = load_personas(settings)  # a bad personas file stops the gateway here
     broker, gateway = build_broker(settings, provider)
 
@@ -45,6 +52,8 @@ def create_app(
         await ensure_shared_key(gateway.redis, gateway.signer)
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
+        if freeze_heap:
+            freeze_startup_objects()
         beat = None
         if health is not None:
             health.serving()
