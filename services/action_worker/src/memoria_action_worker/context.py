@@ -72,26 +72,18 @@ class ChatSink:
         taken, self._closing = self._closing, []
         return taken
 
-    async def status(self, text: str) -> None:
-        """A ``textForReplace`` line: shown until the next message replaces it."""
-        await self._send(
-            ChatPosted(
-                message=ChatRecord(
-                    id=self._next_id(),
-                    cycle_id=self._event.cycle_id,
-                    chat_history=False,
-                    modal="textForReplace",
-                    role="system",
-                    content=text,
-                )
-            )
-        )
-
     def _record(
-        self, *, modal: Modal, role: Role, content: Any, chat_history: bool, model: str | None
+        self,
+        record_id: str,
+        *,
+        modal: Modal,
+        role: Role,
+        content: Any,
+        chat_history: bool,
+        model: str | None = None,
     ) -> ChatRecord:
         return ChatRecord(
-            id=self._next_id(),
+            id=record_id,
             cycle_id=self._event.cycle_id,
             chat_history=chat_history,
             modal=modal,
@@ -99,6 +91,13 @@ class ChatSink:
             content=content,
             model=model,
         )
+
+    async def status(self, text: str) -> None:
+        """A ``textForReplace`` line: shown until the next message replaces it."""
+        record = self._record(
+            self._next_id(), modal="textForReplace", role="system", content=text, chat_history=False
+        )
+        await self._send(ChatPosted(message=record))
 
     async def post(
         self,
@@ -112,7 +111,12 @@ class ChatSink:
     ) -> ChatRecord:
         """A complete message (a notice) under the step's next id."""
         record = self._record(
-            modal=modal, role=role, content=content, chat_history=chat_history, model=model
+            self._next_id(),
+            modal=modal,
+            role=role,
+            content=content,
+            chat_history=chat_history,
+            model=model,
         )
         await self._send(ChatPosted(message=record), closing=closing)
         return record
@@ -124,7 +128,7 @@ class ChatSink:
         trip."""
         records = [
             self._record(
-                modal=modal, role=role, content=content, chat_history=chat_history, model=None
+                self._next_id(), modal=modal, role=role, content=content, chat_history=chat_history
             )
             for content in contents
         ]
@@ -146,13 +150,12 @@ class ChatSink:
         async for piece in pieces:
             parts.append(piece)
             await self._send(ChatDelta(message_id=message_id, content=piece))
-        record = ChatRecord(
-            id=message_id,
-            cycle_id=self._event.cycle_id,
-            chat_history=chat_history,
+        record = self._record(
+            message_id,
             modal="text",
             role=role,
             content="".join(parts),
+            chat_history=chat_history,
             model=model,
         )
         await self._send(ChatPosted(message=record), closing=closing)

@@ -592,8 +592,7 @@ class CycleEngine:
         result = tool_history.result_record(
             state.cycle_id, payload.step, payload.action, outcome.status, summary
         )
-        # The step's result in the history, before the step is recorded: a crash in
-        # between publishes it again, with the same id. Both records in one round trip.
+        # Both records in one round trip, before the step is recorded (as _tool_result).
         async with self.redis.pipeline(transaction=False) as pipe:
             if outcome.arguments:
                 call = tool_history.call_record(

@@ -52,10 +52,9 @@ class EventPublisher:
 
     async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
         """Append ``events`` in order, in one round trip."""
-        if len(events) == 1:
-            await self.publish(stream, events[0])
-            return
-        if not events:
+        if len(events) <= 1:  # nothing to send, or one append: no pipeline needed
+            for event in events:
+                await self.publish(stream, event)
             return
         async with self._broker.redis.pipeline(transaction=False) as pipe:
             for event in events:
