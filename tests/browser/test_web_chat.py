@@ -373,6 +373,20 @@ def stored_ids(stack: Stack, user: str, thread_id: str, expected: int) -> list[s
         time.sleep(0.2)  # polling the store, not waiting instead of asserting
 
 
+def drop_socket(page: Page) -> int:
+    """Close the page's socket; returns how many resumes the page had seen before, for
+    :func:`wait_for_resume`."""
+    before = len(page.evaluate("window.__memoria.resumes"))
+    page.evaluate("window.__memoria.socket.close()")
+    return before
+
+
+def wait_for_resume(page: Page, before: int) -> None:
+    """Until the page's new socket has resumed: its connection state alone may still read
+    "connected" from the socket just closed, and a second close would then hit that one."""
+    page.wait_for_function(f"window.__memoria.resumes.length > {before}", timeout=TIMEOUT_MS)
+
+
 def test_reconnect_resumes_without_losing_or_repeating(
     stack: Stack, tab: Tab, artifacts: Path
 ) -> None:
@@ -384,14 +398,15 @@ def test_reconnect_resumes_without_losing_or_repeating(
     # Drop the socket as soon as the cycle's first frame arrived: the rest comes by replay.
     send(page, "remember that my dog is called Rex")
     page.wait_for_function("window.__memoria.socket.lastEventId !== null")
-    page.evaluate("window.__memoria.socket.close()")
+    wait_for_resume(page, drop_socket(page))
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(1)
     expect(assistant(page, 'Saved: "My dog is called Rex".')).to_have_count(1)
 
     # Drop it again and write while it is down: the message waits and goes out on reconnect.
-    page.evaluate("window.__memoria.socket.close()")
+    dropped = drop_socket(page)
     send(page, "what is my dog called?")
+    wait_for_resume(page, dropped)
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(2)
     expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(
@@ -499,12 +514,8 @@ def test_a_long_thread_loads_earlier_messages_on_demand(
     # A reconnect that cannot replay everything draws the thread again: the older messages
     # the reader loaded stay, and so does their place.
     page.eval_on_selector("#scroller", "s => { s.scrollTop = 0; }")
-    resumes_before = len(page.evaluate("window.__memoria.resumes"))
     page.evaluate("window.__memoria.socket.lastEventId = '0-1'")  # older than the stream
-    page.evaluate("window.__memoria.socket.close()")
-    page.wait_for_function(
-        f"window.__memoria.resumes.length > {resumes_before}", timeout=TIMEOUT_MS
-    )
+    wait_for_resume(page, drop_socket(page))
     assert page.evaluate("window.__memoria.resumes.at(-1).complete") is False
     expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
     expect(page.locator("#messages > li[data-id]")).to_have_count(len(stored))
