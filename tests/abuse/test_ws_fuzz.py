@@ -131,7 +131,9 @@ def assert_error(reply: Frame, *codes: str) -> None:
     assert reply["code"] in DOCUMENTED_ERROR_CODES, reply
     assert reply["code"] in codes, reply
     assert isinstance(reply["message"], str) and reply["message"], reply
-    assert set(reply) == {"type", "code", "message"}, reply
+    # Only a rate refusal says when to send again; no other error frame carries more.
+    extra = {"retry_after"} if reply["code"] == "rate_limited" else set()
+    assert set(reply) == {"type", "code", "message"} | extra, reply
 
 
 async def still_usable(client: ChatClient, thread_id: str = "t-after") -> list[Frame]:
@@ -480,6 +482,7 @@ async def test_the_rate_limit_counts_only_accepted_messages_and_answers_rate_lim
                     assert_error(reply, "rate_limited")
                     wait = re.search(r"try again in ([0-9]+) s$", reply["message"])
                     assert wait is not None and 1 <= int(wait.group(1)) <= 60, reply
+                    assert reply["retry_after"] == int(wait.group(1)), reply
             elif step == "invalid":
                 assert_error(await reply_to(client, '{"type": "message"}'), "invalid_frame")
             else:

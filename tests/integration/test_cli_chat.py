@@ -108,6 +108,28 @@ def test_a_scripted_chat_saves_recalls_lists_and_forgets(stack: Stack, tmp_path:
     assert "\x1b" not in output
 
 
+def test_a_script_longer_than_the_burst_keeps_every_line(stack: Stack) -> None:
+    """The gateway's defaults take 10 messages at once from one socket, then one every 2 s: the
+    lines past the burst are refused with ``rate_limited`` at first, and the chat sends each
+    again when the gateway says, so every line is answered."""
+    lines = [f"remember that box {n} holds item {n}" for n in range(1, 14)]
+    argv = [str(MEMORIA), "chat", "--url", stack.base_url, "--user", "bea"]
+    done = subprocess.run(
+        argv,
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        env=cli_env(),
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert "too many messages for the gateway's rate limit: sending it again in" in done.stdout
+    assert "not sent" not in done.stdout
+    saved = sorted(memory["content"] for memory in memories_of(stack, "bea"))
+    assert saved == sorted(f"Box {n} holds item {n}" for n in range(1, 14))
+
+
 def wait_for_output(path: Path, text: str) -> str:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:

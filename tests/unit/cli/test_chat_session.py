@@ -23,6 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from memoria_cli.chat.lines import LineReader
 from memoria_cli.chat.render import ChatView
 from memoria_cli.chat.repl import EXIT_FAILED, EXIT_OK, chat
+from memoria_cli.chat.resend import ResendPolicy
 from memoria_cli.chat.session import ChatSession, CycleOutcome, socket_url
 from memoria_cli.gateway_client import Connection
 
@@ -159,7 +160,7 @@ async def gateway_url() -> AsyncIterator[StartGateway]:
         await server.wait_closed()
 
 
-async def run_chat(url: str, lines: list[str]) -> Run:
+async def run_chat(url: str, lines: list[str], *, resend: ResendPolicy | None = None) -> Run:
     output, errors = io.StringIO(), io.StringIO()
     view = ChatView(Console(file=output, width=100, color_system=None), echo_input=True)
     script = LineReader(io.StringIO("".join(f"{line}\n" for line in lines)), prompt=False)
@@ -171,6 +172,7 @@ async def run_chat(url: str, lines: list[str]) -> Run:
             script,
             errors=Console(file=errors, width=200, color_system=None),
             reconnect_delays=FAST_RETRIES,
+            resend=resend,
         )
     return Run(code, output.getvalue(), errors.getvalue())
 
@@ -250,14 +252,90 @@ async def test_a_refused_message_is_reported_and_the_chat_goes_on(
 ) -> None:
     async def play(socket: Socket) -> None:
         await socket.receive()
-        await socket.send({"type": "error", "code": "rate_limited", "message": "try again in 2 s"})
+        await socket.send({"type": "error", "code": "too_large", "message": "over 8000 chars"})
         await socket.answer(Cycle(2, "again", "Got it."))
 
-    url, _ = await gateway_url([play])
+    url, gateway = await gateway_url([play])
     run = await run_chat(url, ["first", "again"])
     assert run.code == EXIT_OK, run.errors
-    assert "error (rate_limited): try again in 2 s" in run.output
+    assert "error (too_large): over 8000 chars" in run.output
     assert "Got it." in run.output
+    assert [frame["content"] for frame in gateway.received] == ["first", "again"]  # not resent
+
+
+def rate_limited(retry_after: int) -> Frame:
+    return {"type": "error", "code": "rate_limited", "retry_after": retry_after,
+            "message": f"too many messages; try again in {retry_after} s"}  # fmt: skip
+
+
+async def test_a_message_over_the_rate_limit_is_sent_again_when_the_gateway_says(
+    gateway_url: StartGateway,
+) -> None:
+    """A script's line is not lost to the rate limit: the chat waits the frame's
+    ``retry_after`` and sends the same frame (same client id) until it is taken."""
+    sent_at: list[float] = []
+
+    async def play(socket: Socket) -> None:
+        loop = asyncio.get_running_loop()
+        for wait in (1, 0):
+            await socket.receive()
+            sent_at.append(loop.time())
+            await socket.send(rate_limited(wait))
+        await socket.receive()
+        sent_at.append(loop.time())
+        cycle = Cycle(1, "first", "Taken at last.")
+        await socket.send(cycle.accepted(), *cycle.frames())
+        await socket.answer(Cycle(2, "second", "And the next line.", first_event=10))
+
+    url, gateway = await gateway_url([play])
+    run = await run_chat(url, ["first", "second"])
+
+    assert run.code == EXIT_OK, run.errors
+    firsts = [frame for frame in gateway.received if frame["content"] == "first"]
+    assert len(firsts) == 3
+    assert len({frame["id"] for frame in firsts}) == 1  # the gateway takes it at most once
+    assert sent_at[1] - sent_at[0] >= 0.9  # waited the second it was told
+    assert "sending it again in 1 s" in run.output
+    assert "error (rate_limited)" not in run.output
+    assert run.output.index("Taken at last.") < run.output.index("And the next line.")
+
+
+async def test_a_message_the_broker_could_not_queue_is_sent_again(
+    gateway_url: StartGateway,
+) -> None:
+    away = {"type": "error", "code": "broker_unavailable", "message": "nothing was accepted"}
+
+    async def play(socket: Socket) -> None:
+        await socket.receive()
+        await socket.send(away)
+        await socket.answer(Cycle(1, "hello", "Hello after the outage."))
+
+    url, gateway = await gateway_url([play])
+    run = await run_chat(url, ["hello"], resend=ResendPolicy(broker_delays=(0.01,)))
+
+    assert run.code == EXIT_OK, run.errors
+    assert [frame["content"] for frame in gateway.received] == ["hello", "hello"]
+    assert "the gateway cannot queue messages right now: sending it again" in run.output
+    assert "Hello after the outage." in run.output
+
+
+async def test_a_refusal_that_does_not_lift_is_reported_and_the_chat_goes_on(
+    gateway_url: StartGateway,
+) -> None:
+    async def play(socket: Socket) -> None:
+        for _ in range(3):
+            await socket.receive()
+            await socket.send(rate_limited(0))
+        await socket.answer(Cycle(2, "next", "The next line still runs."))
+
+    url, gateway = await gateway_url([play])
+    run = await run_chat(url, ["first", "next"], resend=ResendPolicy(rate_limited_tries=3))
+
+    assert run.code == EXIT_OK, run.errors
+    assert [frame["content"] for frame in gateway.received] == ["first"] * 3 + ["next"]
+    assert run.output.count("error (rate_limited)") == 1
+    assert "not sent: too many messages at once" in run.output
+    assert "The next line still runs." in run.output
 
 
 # -- a dropped connection ---------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """`memoria chat`: log in, open the socket, then read lines until the end.
 
 A message waits for its cycle to end before the next line is read, so a script piped in
-runs turn by turn, exactly as someone typing would. Slash commands use the HTTP API.
+runs turn by turn, exactly as someone typing would; one the gateway cannot take yet (the rate
+limit, the broker away) is sent again after the wait the gateway names (``resend``). Slash
+commands use the HTTP API.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import httpx
 from rich.console import Console
@@ -28,6 +30,7 @@ from memoria_cli.chat.commands import (
 )
 from memoria_cli.chat.lines import LineReader, is_terminal, terminal_kept
 from memoria_cli.chat.render import ChatView
+from memoria_cli.chat.resend import RESENT_CODES, ResendPolicy, send_until_taken
 from memoria_cli.chat.session import (
     CYCLE_SILENCE_S,
     RECONNECT_DELAYS_S,
@@ -44,6 +47,10 @@ EXIT_FAILED: Final = 1
 DEFAULT_THREAD: Final = "main"
 """The web chat's default thread too: both open the same conversation."""
 CLIENT_ID_BYTES: Final = 16  # 22 URL-safe characters: within the protocol's 8 to 64
+WAIT_NOTES: Final = {
+    "rate_limited": "too many messages for the gateway's rate limit",
+    "broker_unavailable": "the gateway cannot queue messages right now",
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class _Context:
     client: httpx.AsyncClient
     view: ChatView
     state: ChatState
+    resend: ResendPolicy
 
 
 def new_client_id() -> str:
@@ -67,11 +75,14 @@ async def chat(
     errors: Console,
     environ: Mapping[str, str] | None = None,
     reconnect_delays: Sequence[float] = RECONNECT_DELAYS_S,
+    resend: ResendPolicy | None = None,
 ) -> int:
     """The whole command; the exit code."""
     state = ChatState(thread)
 
     def on_frame(frame: Frame) -> None:
+        if frame.get("type") == "error" and frame.get("code") in RESENT_CODES:
+            return  # a reply that _say waits out and sends again, or reports when it gives up
         # A socket carries every thread of the user; only the current one is on screen.
         if frame.get("thread_id") in (None, state.thread):
             view.show(frame)
@@ -87,7 +98,8 @@ async def chat(
             await session.open()
             try:
                 view.notice(f"thread {thread} · /help lists the commands · Ctrl-D leaves")
-                return await _converse(_Context(session, client, view, state), lines)
+                context = _Context(session, client, view, state, resend or ResendPolicy())
+                return await _converse(context, lines)
             finally:
                 view.end_reply()
                 await session.close()
@@ -131,11 +143,22 @@ async def _say(ctx: _Context, text: str) -> None:
     frame = ClientMessage(
         type="message", thread_id=ctx.state.thread, content=text, id=new_client_id()
     )
+    payload = frame.model_dump(mode="json", exclude_none=True)
+
+    async def send() -> Frame:
+        return await ctx.session.send(payload)
+
+    def waiting(refusal: Mapping[str, Any], seconds: float) -> None:
+        note = WAIT_NOTES.get(str(refusal.get("code")), "not taken")
+        ctx.view.warning(f"{note}: sending it again in {seconds:g} s")
+
     ctx.view.begin_reply()
     try:
-        reply = await ctx.session.send(frame.model_dump(mode="json", exclude_none=True))
+        reply = await send_until_taken(send, ctx.resend, waiting)
         if reply.get("type") != "accepted":
-            return  # the view has shown the error; the message was not taken
+            if reply.get("code") in RESENT_CODES:
+                ctx.view.show(reply)  # gave up waiting: on_frame left it to us
+            return  # the message was not taken; the view has said why
         outcome = await ctx.session.wait_for_cycle(str(reply.get("id")))
     finally:
         ctx.view.end_reply()

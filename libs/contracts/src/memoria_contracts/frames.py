@@ -166,6 +166,13 @@ class ErrorFrame(_Frame):
     type: Literal["error"] = "error"
     code: ErrorCode
     message: str
+    retry_after: int | None = Field(
+        default=None,
+        ge=0,
+        # Left out of the frame when unset: only ``rate_limited`` carries it.
+        exclude_if=lambda value: value is None,
+        description="rate_limited only: whole seconds until the same frame would be taken.",
+    )
 
 
 ServerFrame = Annotated[

@@ -33,18 +33,22 @@ async def refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
 
 
 def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
+    seconds = retry_after_seconds(wait)
     return ErrorFrame(
         code="rate_limited",
         message=f"too many messages: at most {bucket.per_minute} a minute on one connection "
-        f"(bursts of {bucket.burst}); try again in {retry_after_seconds(wait)} s",
+        f"(bursts of {bucket.burst}); try again in {seconds} s",
+        retry_after=seconds,
     )
 
 
 def user_rate_limited(limit: UserRateLimit, wait: float) -> ErrorFrame:
+    seconds = retry_after_seconds(wait)
     return ErrorFrame(
         code="rate_limited",
         message=f"too many messages: at most {limit.per_minute} a minute for one user, all "
-        f"connections together; try again in {retry_after_seconds(wait)} s",
+        f"connections together; try again in {seconds} s",
+        retry_after=seconds,
     )
 
 
