@@ -75,6 +75,17 @@ def test_a_portuguese_fact_gets_topic_keys_in_both_languages() -> None:
     assert {"nome", "user's name", "meu nome"} <= set(bindings)
 
 
+@pytest.mark.parametrize("statement", ["I moved to Porto", "Me mudei para o Porto"])
+def test_a_move_is_found_by_a_later_question_about_where_the_user_lives(statement: str) -> None:
+    """ "Where do I live now?" must find the move, not only the older "I live in Lisbon"."""
+    assert {"where I live", "onde eu moro"} <= set(fact_of(statement).bindings)
+
+
+def test_a_subject_with_digits_or_a_hyphen_is_a_key_of_its_own() -> None:
+    assert "e-mail" in fact_of("My e-mail is ana@example.com").bindings
+    assert "2 kids" in fact_of("My 2 kids are Rui and Bia").bindings
+
+
 async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> None:
     semantic = await MODEL.reasoning(
         request("MemorySearch", context_for("Hi, what is my name?")), SearchPlan
@@ -191,3 +202,20 @@ async def test_closing_lines_say_that_no_language_model_answers() -> None:
 async def test_the_delete_everything_question_is_asked_in_the_users_language() -> None:
     assert "TODAS as suas memórias" in await reply("Question", "apague todas as minhas memórias")
     assert read("yes").intent == Intent.CONFIRM
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "My e-mail is ana@example.com",  # a hyphen in the subject
+        "My 2 kids are Rui and Bia",  # a digit in the subject
+        "I'm 34 years old",  # a number of more than one digit
+        "Tenho 34 anos",
+        "I have 12 plants",
+        "I just moved to Berlin",  # life events, said without "remember"
+        "Me mudei para o Porto",
+        "I started a new job at Google",
+    ],
+)
+def test_plain_first_person_facts_are_kept(statement: str) -> None:
+    assert read(statement).intent == Intent.SAVE

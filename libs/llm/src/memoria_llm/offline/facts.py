@@ -60,7 +60,11 @@ _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
 _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     (r"allerg\w*|alerg\w*", "allergy", "alergia"),
     (r"my name|i'?m called|meu nome|me chamo", "user's name", "meu nome"),
-    (r"live|living|moro|morando|home", "where I live", "onde eu moro"),
+    (
+        r"live|living|moved|move|moro|morando|home|mudei|mudou|mudamos|mudanca",
+        "where I live",
+        "onde eu moro",
+    ),
     (r"work|job|profession|trabalho|emprego|profissao", "my job", "meu trabalho"),
     (r"birthday|born|aniversario|nasci", "birthday", "aniversario"),
     (r"password|senha", "password", "senha"),
@@ -93,7 +97,7 @@ _STOPWORD_TEXT: Final = (
 _STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
 _WORD: Final = re.compile(r"[a-z0-9']+")
 _MY_SUBJECT: Final = re.compile(
-    r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z' ]{1,40}?) (?:is|are|was|e|era|sao)\b"
+    r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z0-9'\- ]{1,40}?) (?:is|are|was|e|era|sao)\b"
 )
 
 

@@ -101,17 +101,25 @@ _QUESTION_START: Final = _rx(
 )
 _ABOUT_USER: Final = _rx(r"\b(?:my|me|i|mine|meu|minha|meus|minhas|eu|mim)\b")
 # First-person facts worth keeping without an explicit "remember" (seed 001: be proactive).
+# A subject may hold digits and hyphens ("my e-mail is", "my 2 kids are"); numbers are whole
+# ("I'm 34", "tenho 34 anos"); life events count ("I moved to Porto", "me mudei").
 _FACT: Final = _rx(
-    r"^(?:my [a-z' ]{1,40} (?:is|are|was)|i (?:am|'m|was) (?:allergic|a |an |from|vegan|"
-    r"vegetarian|married|born|[0-9])|i'm (?:allergic|a |an |from|vegan|vegetarian|married)|"
-    r"i live|i work|i'?m learning|i have (?:a|an|two|three|[0-9])|i like|i love|i prefer|i hate|"
+    r"^(?:my [a-z0-9'\- ]{1,40} (?:is|are|was)|i(?: am|'m| was) (?:allergic|a |an |from|vegan|"
+    r"vegetarian|married|born|[0-9]+)|"
+    r"i live|i work|i'?m learning|i have (?:a|an|two|three|[0-9]+)|i like|i love|i prefer|i hate|"
     r"i don'?t (?:like|eat|drink)|i can'?t (?:eat|drink|have)|i'?m planning|i plan|i want to|"
-    r"i'?m going to|i'?m trying to|meu [a-z ]{1,40} (?:e|era|sao)|minha [a-z ]{1,40} (?:e|era|sao)|"
-    r"meus [a-z ]{1,40} sao|minhas [a-z ]{1,40} sao|eu (?:sou|moro|trabalho|tenho|gosto|adoro|"
-    r"prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|vou)|"
+    r"i'?m going to|i'?m trying to|"
+    r"i(?:'?ve| have)? (?:just |recently |finally )?(?:moved|started|got (?:married|divorced|"
+    r"engaged|a|an)|graduated|retired|joined|bought|quit)|"
+    r"i (?:drive|own|speak|study|use|play)|"
+    r"meu [a-z0-9\- ]{1,40} (?:e|era|sao)|minha [a-z0-9\- ]{1,40} (?:e|era|sao)|"
+    r"meus [a-z0-9\- ]{1,40} sao|minhas [a-z0-9\- ]{1,40} sao|eu (?:sou|moro|trabalho|tenho|gosto|"
+    r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
+    r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei)|"
+    r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|"
     r"sou (?:alergic|vegan|vegetarian|casad|de |do |da )|moro (?:em|no|na)|"
     r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo)|"
-    r"tenho (?:um|uma|dois|duas|[0-9])|gosto de|adoro|prefiro|odeio)\b"
+    r"tenho (?:um|uma|dois|duas|[0-9]+)|gosto de|adoro|prefiro|odeio)\b"
 )
 
 
