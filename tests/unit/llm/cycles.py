@@ -62,11 +62,14 @@ async def run_cycle(
     text: str,
     *,
     found_per_search: Sequence[int] = (1,),
+    found: Sequence[tuple[str, int]] | None = None,
     history: Sequence[ChatRecord] = (),
     choices: Sequence[str] = ACTIONS,
 ) -> list[str]:
     """The actions the offline planner takes for ``text``; the k-th search finds
-    ``found_per_search[k]`` memories (the last number repeats)."""
+    ``found_per_search[k]`` memories (the last number repeats), each a fact matching ``text``
+    (a memory about what the message names). ``found`` instead: the memories every search
+    shows, as (content, search number from 1) pairs."""
     model = OfflineModel()
     steps: list[StepRecord] = []
     transcript: list[ChatRecord] = []
@@ -79,9 +82,13 @@ async def run_cycle(
         if action == "MemorySearch":
             count = found_per_search[min(searches, len(found_per_search) - 1)]
             searches += 1
+            if found is not None:
+                shown = [content for content, search in found if search == searches]
+            else:
+                shown = [f"{text} ({step}.{n})" for n in range(1, count + 1)]
             transcript += [
-                memory_card(step, n, f"mem_s{step}n{n}", f"fact {step}.{n}")
-                for n in range(1, count + 1)
+                memory_card(step, n, f"mem_s{step}n{n}", content)
+                for n, content in enumerate(shown, start=1)
             ]
         if action in ENDING:
             break

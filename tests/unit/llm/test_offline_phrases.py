@@ -1,4 +1,4 @@
-"""The offline planner on a labelled phrase set: 88 English and Portuguese messages, each with
+"""The offline planner on a labelled phrase set: 89 English and Portuguese messages, each with
 the actions a user would expect when memory holds a matching fact. The bar (issue 5) is 90%
 of the set right; every miss is printed so a rule change shows what it broke."""
 
@@ -56,6 +56,7 @@ PHRASES: Final[list[tuple[str, list[str]]]] = [
     ("Meu e-mail é ana@exemplo.com", SAVE),
     ("Tenho 34 anos", SAVE),
     ("Me mudei para o Porto", SAVE),
+    ("Sou alérgica a camarão", SAVE),
     # -- search, English
     ("What is my name?", SEARCH),
     ("What am I allergic to?", SEARCH),

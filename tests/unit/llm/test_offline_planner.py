@@ -15,7 +15,7 @@ from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import StepRecord
 from memoria_llm.offline import LABEL, OfflineModel
-from memoria_llm.offline.facts import fact_of
+from memoria_llm.offline.facts import fact_of, shares_subject
 from memoria_llm.offline.intents import Intent, read
 from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
@@ -112,11 +112,69 @@ async def test_a_correction_updates_the_best_match_with_the_new_statement() -> N
 async def test_forgetting_deletes_only_the_best_match() -> None:
     context = context_for(
         "Forget my allergy",
-        transcript=[memory_card(1, 1, "mem_a", "peanuts"), memory_card(1, 2, "mem_b", "cats")],
+        transcript=[
+            memory_card(1, 1, "mem_a", "I am allergic to peanuts"),
+            memory_card(1, 2, "mem_b", "Allergy season starts in May"),
+        ],
         steps=[StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")],
     )
     plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
     assert plan.memory_ids == ["mem_a"]
+
+
+SEARCHED = [StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")]
+
+
+async def test_a_correction_changes_the_memory_about_its_subject_not_the_top_score() -> None:
+    """The small embedder may rank an unrelated memory first; a correction must not
+    overwrite it. Here the move ranks first, the allergy second."""
+    context = context_for(
+        "Na verdade não sou mais alérgica a camarão",
+        transcript=[
+            memory_card(1, 1, "mem_move", "Me mudei para o Porto"),
+            memory_card(1, 2, "mem_allergy", "Sou alérgica a camarão"),
+        ],
+        steps=SEARCHED,
+    )
+    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    assert [update.memory_id for update in plan.updates] == ["mem_allergy"]
+
+
+async def test_a_correction_about_nothing_found_is_saved_and_changes_nothing() -> None:
+    unrelated = [("Me mudei para o Porto", 1), ("Meu nome é Carla", 1)]
+    actions = await run_cycle("Na verdade não sou mais alérgica a camarão", found=unrelated)
+    assert actions == ["MemorySearch", "MemorySave", "Finalize"]
+
+
+async def test_a_forget_about_nothing_found_deletes_nothing() -> None:
+    actions = await run_cycle("Forget my allergy", found=[("I moved to Porto", 1)])
+    assert actions == ["MemorySearch", "Finalize"]
+
+
+@pytest.mark.parametrize(
+    ("said", "held"),
+    [
+        ("Forget my allergy", ["Sou alérgica a camarão"]),  # a topic across languages
+        ("Esqueça minha alergia", ["I am allergic to peanuts", "allergy"]),
+        ("my favorite colour is green", ["My favourite colour is blue"]),
+        ("Remova o número do passaporte", ["My passport number is X1234567"]),
+        ("I moved to Porto", ["I live in Lisbon", "where I live"]),
+    ],
+)
+def test_a_memory_about_the_same_subject_shares_it(said: str, held: list[str]) -> None:
+    assert shares_subject(said, held)
+
+
+@pytest.mark.parametrize(
+    ("said", "held"),
+    [
+        ("não sou mais alérgica a camarão", ["Me mudei para o Porto", "where I live"]),
+        ("my flight is TP9999", ["My dog is called Rex", "my pet"]),
+        ("the wifi password is now moon77", ["I'm planning a trip to Japan"]),
+    ],
+)
+def test_a_memory_about_something_else_does_not(said: str, held: list[str]) -> None:
+    assert not shares_subject(said, held)
 
 
 async def test_no_plan_is_an_output_error_not_a_guess() -> None:
@@ -199,6 +257,23 @@ async def test_closing_lines_say_that_no_language_model_answers() -> None:
     assert MODEL.label(Mode.CHAT) == LABEL == "offline planner (no LLM)"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Forget my allergy", 'I found no memory about "My allergy", so I forgot nothing.'),
+        ("Esqueça minha alergia", 'Não encontrei nenhuma memória sobre "Minha alergia"'),
+    ],
+)
+async def test_a_forget_that_found_nothing_about_its_subject_says_so(
+    text: str, expected: str
+) -> None:
+    context = context_for(
+        text, transcript=[memory_card(1, 1, "mem_move", "I moved to Porto")], steps=SEARCHED
+    )
+    pieces = [piece async for piece in MODEL.chat(request("Finalize", context))]
+    assert "".join(pieces).startswith(expected)
+
+
 async def test_the_delete_everything_question_is_asked_in_the_users_language() -> None:
     assert "TODAS as suas memórias" in await reply("Question", "apague todas as minhas memórias")
     assert read("yes").intent == Intent.CONFIRM
@@ -215,6 +290,9 @@ async def test_the_delete_everything_question_is_asked_in_the_users_language() -
         "I just moved to Berlin",  # life events, said without "remember"
         "Me mudei para o Porto",
         "I started a new job at Google",
+        "Sou alérgica a camarão",  # the whole word, in either gender
+        "Sou vegano",
+        "Sou casada",
     ],
 )
 def test_plain_first_person_facts_are_kept(statement: str) -> None:

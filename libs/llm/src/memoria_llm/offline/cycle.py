@@ -8,6 +8,7 @@ from typing import Final
 
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import replies
+from memoria_llm.offline.facts import shares_subject
 from memoria_llm.offline.intents import Intent, Reading, read
 
 SEARCH_ACTION: Final = "MemorySearch"
@@ -21,6 +22,9 @@ class CycleView:
     """Ids of the memories shown in this cycle, best first (the order search returned)."""
     found_last: list[str]
     """Ids shown by the latest search step (empty when it found nothing)."""
+    targets: list[str]
+    """Of ``found``, the memories about what the message names (``shares_subject``): the only
+    ones a correction or a forget may change."""
     asked_delete_all: bool
     """The assistant's previous turn asked whether to delete every memory."""
 
@@ -51,6 +55,21 @@ def _found_by_step(context: CycleContext) -> dict[int, list[str]]:
     return by_step
 
 
+def _texts_of_found(context: CycleContext) -> dict[str, list[str]]:
+    """Each memory card's content and bindings, by memory id."""
+    texts: dict[str, list[str]] = {}
+    for record in context.transcript:
+        content = record.content
+        if record.modal != "memory" or not isinstance(content, dict):
+            continue
+        memory_id = content.get("memory_id")
+        bindings = content.get("bindings")
+        keys = [str(b) for b in bindings] if isinstance(bindings, list) else []
+        if isinstance(memory_id, str):
+            texts[memory_id] = [str(content.get("content", "")), *keys]
+    return texts
+
+
 def _asked_to_delete_everything(context: CycleContext) -> bool:
     """The previous turn of the assistant was the "delete everything?" question: the
     confirmation lives in the conversation, so no state is kept anywhere else."""
@@ -73,10 +92,12 @@ def view(context: CycleContext) -> CycleView:
     reading = read(str(context.original_message.content))
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
+    texts = _texts_of_found(context)
     return CycleView(
         reading=reading,
         steps=list(context.steps),
         found=found,
         found_last=by_step.get(_last_search_step(context.steps), []),
+        targets=[i for i in found if shares_subject(reading.statement, texts.get(i, []))],
         asked_delete_all=_asked_to_delete_everything(context),
     )

@@ -11,6 +11,7 @@ English later, or the other way round.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -21,6 +22,7 @@ MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critic
 MAX_BINDINGS: Final = 5
 MAX_KEYWORDS: Final = 6
 MAX_BINDING_CHARS: Final = 300
+STEM_CHARS: Final = 5
 
 # First match wins: the most specific types first.
 _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
@@ -76,6 +78,9 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     (r"trip|travel|vacation|holiday|viagem|viajar|ferias", "travel plans", "planos de viagem"),
     (r"favou?rite|favorit[oa]", "favourites", "favoritos"),
+    (r"passport|passaporte", "passport", "passaporte"),
+    (r"phone|mobile|cell|telefone|celular", "phone", "telefone"),
+    (r"e-?mail", "e-mail", "e-mail"),
     (
         r"eat|food|diet|vegan|vegetarian|comida|comer|dieta|vegan[oa]|vegetarian[oa]",
         "food",
@@ -92,7 +97,8 @@ _STOPWORD_TEXT: Final = (
     "my mine you your it its this that these those do does did have has had not no yes so "
     "very really just also too please remember note que o os as um uma uns umas de do da "
     "dos das em no na nos nas por para com e eu meu minha meus minhas voce seu sua ele "
-    "ela isso isto esse essa aquele aquela mais muito ja tambem nao sim lembre anota guarde"
+    "ela isso isto esse essa aquele aquela mais muito ja tambem nao sim lembre anota guarde "
+    "now anymore longer agora"
 )
 _STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
 _WORD: Final = re.compile(r"[a-z0-9']+")
@@ -116,20 +122,46 @@ def memory_type_of(statement: str) -> MemoryType:
     return "user_profile"
 
 
+def _topics(folded: str) -> list[tuple[str, str]]:
+    return [names for pattern, names in _TOPICS if pattern.search(folded)]
+
+
+def _content_words(folded: str) -> list[str]:
+    return [w for w in _WORD.findall(folded) if w not in _STOPWORDS and len(w) > 1]
+
+
 def bindings_of(statement: str) -> list[str]:
     folded = fold(statement)
     keys: list[str] = [statement[:MAX_BINDING_CHARS]]
     subject = _MY_SUBJECT.match(folded)
     if subject:
         keys.append(subject.group("subject").strip())
-    for pattern, (english, portuguese) in _TOPICS:
-        if pattern.search(folded):
-            keys += [english, portuguese]
-    words = [w for w in _WORD.findall(folded) if w not in _STOPWORDS and len(w) > 1]
+    for english, portuguese in _topics(folded):
+        keys += [english, portuguese]
+    words = _content_words(folded)
     if len(words) > 1:
         keys.append(" ".join(words[:MAX_KEYWORDS]))
     unique = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
     return unique[:MAX_BINDINGS]
+
+
+def _stems(folded: str) -> set[str]:
+    """Content words cut to their first letters: "allergic"/"allergy", "alergica"/"alergia"
+    and "favourite"/"favourites" meet; words of two letters or fewer say too little."""
+    return {w[:STEM_CHARS] for w in _content_words(folded) if len(w) > 2}
+
+
+def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
+    """Whether a memory (its content and bindings) is about what ``statement`` names: a word
+    stem or a topic in common. A correction or a forget acts only on such a memory; the
+    embedder alone is not evidence enough, since a small model scores unrelated sentences of
+    one language above its cut-off (a "no longer allergic" correction once overwrote "I moved
+    to Porto")."""
+    said = fold(statement)
+    held = fold(" ".join(memory_texts))
+    if _stems(said) & _stems(held):
+        return True
+    return bool(set(_topics(said)) & set(_topics(held)))
 
 
 def fact_of(statement: str) -> Fact:

@@ -117,7 +117,8 @@ _FACT: Final = _rx(
     r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
     r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei)|"
     r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|"
-    r"sou (?:alergic|vegan|vegetarian|casad|de |do |da )|moro (?:em|no|na)|"
+    r"sou (?:alergic[oa]|intolerante|vegan[oa]?|vegetarian[oa]|casad[oa]|solteir[oa]|"
+    r"divorciad[oa]|um |uma |de |do |da )|moro (?:em|no|na)|"
     r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo)|"
     r"tenho (?:um|uma|dois|duas|[0-9]+)|gosto de|adoro|prefiro|odeio)\b"
 )

@@ -12,6 +12,7 @@ from typing import Final
 
 from pydantic import ValidationError
 
+from memoria_contracts.text import one_line
 from memoria_llm.offline import plans, replies
 from memoria_llm.offline.cycle import CycleView, view
 from memoria_llm.offline.intents import Intent
@@ -100,6 +101,9 @@ class OfflineModel(LanguageModel):
             return replies.text("done", language)
         if not cycle.steps or intent == Intent.SMALL_TALK:
             return f"{replies.text('introduction', language)} {note}"
+        if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
+            query = one_line(cycle.reading.statement, replies.QUOTE_CHARS)
+            return f"{replies.text('nothing_to_forget', language, query=query)} {note}"
         return f"{replies.text('done', language)} {note}"
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:

@@ -2,7 +2,8 @@
 
 Each intent is a short, fixed path through the actions; the path moves on as steps are done,
 and branches on what a search found (a correction with nothing to correct saves the new
-fact; a question about the user with nothing in memory asks the user).
+fact; a question about the user with nothing in memory asks the user). A correction or a
+forget acts only on a found memory about what the message names (``CycleView.targets``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def wanted(view: CycleView) -> str:
     if intent == Intent.UPDATE:
         if SEARCH not in done:
             return SEARCH
-        if view.found:
+        if view.targets:
             return UPDATE if UPDATE not in done else FINALIZE
         return SAVE if SAVE not in done else FINALIZE  # nothing to correct: a new fact
     if view.delete_all_confirmed:
@@ -49,7 +50,7 @@ def wanted(view: CycleView) -> str:
     if intent == Intent.DELETE:
         if SEARCH not in done:
             return SEARCH
-        return DELETE if view.found and DELETE not in done else FINALIZE
+        return DELETE if view.targets and DELETE not in done else FINALIZE
     if intent == Intent.DELETE_ALL:
         return QUESTION if QUESTION not in done else FINALIZE  # never without a "yes"
     return FINALIZE

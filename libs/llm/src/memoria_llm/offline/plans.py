@@ -36,19 +36,20 @@ def plan_for(task: str, view: CycleView) -> dict[str, Any]:
         return {"queries": [reading.statement], "mode": "semantic"}
     if task == "MemorySave":
         return {"memories": [_memory(reading.statement)]}
-    if task == "MemoryUpdate" and view.found:
+    if task == "MemoryUpdate" and view.targets:
         fact = fact_of(reading.statement)
         return {
             "updates": [
                 {
-                    "_id": view.found[0],
+                    "_id": view.targets[0],
                     "content": fact.content,
                     "bindings": fact.bindings,
                     "memory_type": fact.memory_type,
                 }
             ]
         }
-    if task == "MemoryDelete" and view.found:
-        # "forget X" forgets the best match only; everything only after a confirmation.
-        return {"memory_ids": view.found_last if everything else view.found[:1]}
+    if task == "MemoryDelete" and everything and view.found_last:
+        return {"memory_ids": view.found_last}  # only after a confirmation
+    if task == "MemoryDelete" and view.targets:
+        return {"memory_ids": view.targets[:1]}  # "forget X" forgets the best match only
     raise NoPlan(f"the offline planner has no plan for {task} here")

@@ -51,6 +51,10 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "Could you tell me a bit more?",
         "pt": "Pode me contar um pouco mais?",
     },
+    "nothing_to_forget": {
+        "en": 'I found no memory about "{query}", so I forgot nothing.',
+        "pt": 'Não encontrei nenhuma memória sobre "{query}", então não esqueci nada.',
+    },
     "cancelled": {"en": "Okay, cancelled.", "pt": "Tudo bem, cancelado."},
     "kept": {
         "en": "Okay, I kept all your memories.",
