@@ -3,8 +3,9 @@ memories found so far, and whether the message confirms a pending "delete everyt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import replies
@@ -41,16 +42,23 @@ class CycleView:
         return any(step.status == "failed" for step in self.steps)
 
 
-def _found_by_step(context: CycleContext) -> dict[int, list[str]]:
-    """Memory ids shown per step. A step's messages are ``<cycle>.<step>.<n>``."""
-    by_step: dict[int, list[str]] = {}
+def _cards(context: CycleContext) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(message id, memory id, card) of each memory card the cycle has shown."""
     for record in context.transcript:
         content = record.content
         if record.modal != "memory" or not isinstance(content, dict):
             continue
         memory_id = content.get("memory_id")
-        step = record.id.rsplit(".", 2)[-2] if record.id.count(".") >= 2 else ""
-        if isinstance(memory_id, str) and step.isdigit():
+        if isinstance(memory_id, str):
+            yield record.id, memory_id, content
+
+
+def _found_by_step(context: CycleContext) -> dict[int, list[str]]:
+    """Memory ids shown per step. A step's messages are ``<cycle>.<step>.<n>``."""
+    by_step: dict[int, list[str]] = {}
+    for message_id, memory_id, _ in _cards(context):
+        step = message_id.rsplit(".", 2)[-2] if message_id.count(".") >= 2 else ""
+        if step.isdigit():
             by_step.setdefault(int(step), []).append(memory_id)
     return by_step
 
@@ -58,15 +66,10 @@ def _found_by_step(context: CycleContext) -> dict[int, list[str]]:
 def _texts_of_found(context: CycleContext) -> dict[str, list[str]]:
     """Each memory card's content and bindings, by memory id."""
     texts: dict[str, list[str]] = {}
-    for record in context.transcript:
-        content = record.content
-        if record.modal != "memory" or not isinstance(content, dict):
-            continue
-        memory_id = content.get("memory_id")
-        bindings = content.get("bindings")
+    for _, memory_id, card in _cards(context):
+        bindings = card.get("bindings")
         keys = [str(b) for b in bindings] if isinstance(bindings, list) else []
-        if isinstance(memory_id, str):
-            texts[memory_id] = [str(content.get("content", "")), *keys]
+        texts[memory_id] = [str(card.get("content", "")), *keys]
     return texts
 
 
