@@ -274,6 +274,27 @@ async def test_a_forget_that_found_nothing_about_its_subject_says_so(
     assert "".join(pieces).startswith(expected)
 
 
+async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> None:
+    """Every answer's label says "no LLM"; the closing line says it once, not every turn.
+    A reply that could not help (small talk) always says why."""
+    saved = [StepRecord(step=1, action="MemorySave", status="ok", summary="saved 1")]
+
+    async def closing(text: str, history: list[ChatRecord]) -> str:
+        context = context_for(text, history=history, steps=saved)
+        return "".join([piece async for piece in MODEL.chat(request("Finalize", context))])
+
+    first = await closing("Remember that I like tea", [])
+    assert first.startswith("Done.")
+    assert "no language model is configured" in first
+    # Closings are not history (seed 000); the planner's explanations are, under its label.
+    explained = assistant('Saved: "I like tea".').model_copy(update={"model": LABEL})
+    assert await closing("Remember that I like jazz", [explained]) == "Done."
+    # Another model's answers earlier in the thread (a key was set then) do not count.
+    by_gemini = explained.model_copy(update={"model": "gemini-2.5-flash"})
+    assert "no language model" in await closing("Remember that I like jazz", [by_gemini])
+    assert "no language model is configured" in await reply("Finalize", "How are you?")
+
+
 async def test_the_delete_everything_question_is_asked_in_the_users_language() -> None:
     assert "TODAS as suas memórias" in await reply("Question", "apague todas as minhas memórias")
     assert read("yes").intent == Intent.CONFIRM

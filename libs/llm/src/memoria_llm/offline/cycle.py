@@ -28,6 +28,10 @@ class CycleView:
     ones a correction or a forget may change."""
     asked_delete_all: bool
     """The assistant's previous turn asked whether to delete every memory."""
+    told_no_model: bool = False
+    """The planner answered earlier in the recent history: the first closing of its first
+    cycle said that no language model answers. (Closings themselves are not history, seed
+    000, so the planner's other answers are what shows it was here.)"""
 
     @property
     def delete_all_confirmed(self) -> bool:
@@ -103,4 +107,8 @@ def view(context: CycleContext) -> CycleView:
         found_last=by_step.get(_last_search_step(context.steps), []),
         targets=[i for i in found if shares_subject(reading.statement, texts.get(i, []))],
         asked_delete_all=_asked_to_delete_everything(context),
+        told_no_model=any(
+            record.role == "assistant" and record.model == replies.LABEL
+            for record in context.history
+        ),
     )

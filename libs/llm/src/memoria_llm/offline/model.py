@@ -27,7 +27,7 @@ from memoria_llm.port import (
     UnsupportedMode,
 )
 
-LABEL: Final = "offline planner (no LLM)"
+LABEL: Final = replies.LABEL
 _PIECES: Final = re.compile(r"\S+\s*")
 
 log = logging.getLogger("memoria.llm.offline")
@@ -89,6 +89,9 @@ class OfflineModel(LanguageModel):
     @staticmethod
     def _closing(cycle: CycleView, language: replies.Language) -> str:
         note = replies.text("no_model", language)
+        # Said once in a thread's recent history is enough after a memory action (every
+        # answer's label says "no LLM" too); a reply that could not help says it each time.
+        told = "" if cycle.told_no_model else note
         failed = [step for step in cycle.steps if step.status == "failed"]
         if failed:
             return f"{replies.text('failed', language, detail=failed[-1].summary)} {note}"
@@ -103,8 +106,8 @@ class OfflineModel(LanguageModel):
             return f"{replies.text('introduction', language)} {note}"
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
             query = one_line(cycle.reading.statement, replies.QUOTE_CHARS)
-            return f"{replies.text('nothing_to_forget', language, query=query)} {note}"
-        return f"{replies.text('done', language)} {note}"
+            return f"{replies.text('nothing_to_forget', language, query=query)} {told}".strip()
+        return f"{replies.text('done', language)} {told}".strip()
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         raise UnsupportedMode(

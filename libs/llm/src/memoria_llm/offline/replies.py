@@ -14,6 +14,9 @@ from memoria_llm.offline.text import fold
 
 Language = Literal["en", "pt"]
 
+LABEL: Final = "offline planner (no LLM)"
+"""Who wrote each answer (``ChatRecord.model``): the planner's name on every message."""
+
 QUOTE_CHARS: Final = 120
 MAX_LISTED: Final = 10
 
