@@ -249,6 +249,22 @@ async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> 
     assert saved == 'Guardei: "Moro em Lisboa".'
 
 
+async def test_a_search_answer_names_the_memories_about_the_question() -> None:
+    """Search favours recall; the answer, like a model reading the results, names only the
+    memories about what was asked, and all of them when none is."""
+    found = [
+        {"memory_id": "mem_wife", "content": "My wife Ana was born on March 3"},
+        {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
+    ]
+    answer = await reply("MemorySearch", "What am I allergic to?", found=found, looked_for=["x"])
+    assert answer == 'From your memories: "I am allergic to peanuts".'
+    pt = await reply("MemorySearch", "Do que eu tenho alergia?", found=found, looked_for=["x"])
+    assert pt == 'Nas suas memórias: "I am allergic to peanuts".'
+    where = await reply("MemorySearch", "Where do I live?", found=found, looked_for=["x"])
+    assert "My wife Ana" in where
+    assert "allergic" in where  # nothing about it: both, ranked
+
+
 async def test_closing_lines_say_that_no_language_model_answers() -> None:
     hello = await reply("Finalize", "Hello!")
     assert "no language model is configured" in hello

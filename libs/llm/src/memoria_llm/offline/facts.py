@@ -101,6 +101,12 @@ _STOPWORD_TEXT: Final = (
     "now anymore longer agora"
 )
 _STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
+# How a question is asked, not what about: never evidence that a memory answers it.
+_ASKING_TEXT: Final = (
+    "what whats what's when where who whom which how why tell remind know remember forget "
+    "qual quais quando onde quem como porque lembra sabe esqueca esquece"
+)
+_ASKING_WORDS: Final = frozenset(_ASKING_TEXT.split())
 _WORD: Final = re.compile(r"[a-z0-9']+")
 _MY_SUBJECT: Final = re.compile(
     r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z0-9'\- ]{1,40}?) (?:is|are|was|e|era|sao)\b"
@@ -148,12 +154,14 @@ def bindings_of(statement: str) -> list[str]:
 def _stems(folded: str) -> set[str]:
     """Content words cut to their first letters: "allergic"/"allergy", "alergica"/"alergia"
     and "favourite"/"favourites" meet; words of two letters or fewer say too little."""
-    return {w[:STEM_CHARS] for w in _content_words(folded) if len(w) > 2}
+    words = _content_words(folded)
+    return {w[:STEM_CHARS] for w in words if len(w) > 2 and w not in _ASKING_WORDS}
 
 
 def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
     """Whether a memory (its content and bindings) is about what ``statement`` names: a word
-    stem or a topic in common. A correction or a forget acts only on such a memory; the
+    stem or a topic in common (question words aside). A correction or a forget acts only on
+    such a memory, and a search's answer names only such memories when there are any: the
     embedder alone is not evidence enough, since a small model scores unrelated sentences of
     one language above its cut-off (a "no longer allergic" correction once overwrote "I moved
     to Porto")."""

