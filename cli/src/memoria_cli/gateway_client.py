@@ -21,6 +21,8 @@ RATE_LIMITED_TRIES: Final = 20
 """A request refused for the user's request rate (429) is sent again after the gateway's
 ``Retry-After``, this many times in all: a long import goes on at the allowed pace."""
 MAX_RETRY_AFTER_S: Final = 60.0
+DEFAULT_RETRY_AFTER_S: Final = 1.0
+"""The wait when a refusal names none (or not as a number)."""
 
 
 class GatewayError(Exception):
@@ -80,15 +82,19 @@ def _rate_limited(response: httpx.Response) -> bool:
     return response.status_code == httpx.codes.TOO_MANY_REQUESTS
 
 
-def _retry_after(state: tenacity.RetryCallState) -> float:
-    """The gateway's ``Retry-After`` (seconds; 1 if absent or not a number), at most a minute."""
-    assert state.outcome is not None  # tenacity waits only after an attempt
-    header = state.outcome.result().headers.get("Retry-After", "1")
-    try:
-        seconds = float(header)
-    except ValueError:
-        seconds = 1.0
+def bounded_wait(seconds: float) -> float:
+    """A wait the gateway named, kept between 0 and a minute."""
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _retry_after(state: tenacity.RetryCallState) -> float:
+    """The gateway's ``Retry-After`` (seconds; the default if absent or not a number)."""
+    assert state.outcome is not None  # tenacity waits only after an attempt
+    header = state.outcome.result().headers.get("Retry-After")
+    try:
+        return bounded_wait(float(header))
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER_S
 
 
 async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> httpx.Response:

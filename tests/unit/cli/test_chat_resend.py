@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from memoria_cli.chat.resend import (
+from memoria_cli.chat.resend import ResendPolicy, retry_after
+from memoria_cli.gateway_client import (
     DEFAULT_RETRY_AFTER_S,
-    ResendPolicy,
-    retry_after,
+    MAX_RETRY_AFTER_S,
+    RATE_LIMITED_TRIES,
 )
-from memoria_cli.gateway_client import MAX_RETRY_AFTER_S, RATE_LIMITED_TRIES
 
 
 def refusal(code: str, **fields: object) -> dict[str, object]:

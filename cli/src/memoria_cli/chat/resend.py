@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import tenacity
 
-from memoria_cli.gateway_client import MAX_RETRY_AFTER_S, RATE_LIMITED_TRIES
+from memoria_cli.gateway_client import DEFAULT_RETRY_AFTER_S, RATE_LIMITED_TRIES, bounded_wait
 
 Frame = Mapping[str, Any]
 
@@ -27,8 +27,6 @@ RESENT_CODES: Final = frozenset({"rate_limited", "broker_unavailable"})
 BROKER_RETRY_DELAYS_S: Final = (1.0, 2.0, 4.0, 8.0, 16.0)
 """Waits after each ``broker_unavailable`` in a row: about half a minute in all, longer than a
 broker restart with its append-only file takes here."""
-DEFAULT_RETRY_AFTER_S: Final = 1.0
-"""For a ``rate_limited`` frame without ``retry_after`` (a gateway older than the field)."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +48,12 @@ class ResendPolicy:
 
 
 def retry_after(reply: Frame) -> float:
-    """The frame's ``retry_after``, within 0 to a minute; the default when absent or odd."""
+    """The frame's ``retry_after``, within 0 to a minute; the default when absent (a gateway
+    older than the field) or not a number."""
     value = reply.get("retry_after")
     if isinstance(value, bool) or not isinstance(value, int | float):
         return DEFAULT_RETRY_AFTER_S
-    return min(max(float(value), 0.0), MAX_RETRY_AFTER_S)
+    return bounded_wait(float(value))
 
 
 async def send_until_taken(
