@@ -28,7 +28,7 @@ class CycleView:
     ones a correction or a forget may change."""
     asked_delete_all: bool
     """The assistant's previous turn asked whether to delete every memory."""
-    told_no_model: bool = False
+    told_no_model: bool
     """The planner answered earlier in the recent history: the first closing of its first
     cycle said that no language model answers. (Closings themselves are not history, seed
     000, so the planner's other answers are what shows it was here.)"""

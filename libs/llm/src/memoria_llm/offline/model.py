@@ -28,7 +28,6 @@ from memoria_llm.port import (
     UnsupportedMode,
 )
 
-LABEL: Final = replies.LABEL
 _PIECES: Final = re.compile(r"\S+\s*")
 
 log = logging.getLogger("memoria.llm.offline")
@@ -40,7 +39,7 @@ class OfflineModel(LanguageModel):
         return "offline"
 
     def label(self, mode: Mode) -> str:
-        return LABEL
+        return replies.LABEL
 
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
         if request.context is None:
