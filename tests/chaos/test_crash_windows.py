@@ -59,6 +59,9 @@ class FailingOnce(EventPublisher):
             raise
         self.sent.append((stream, event))
 
+    async def execute(self, pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
+        return list(await pipe.execute(raise_on_error=raise_on_error))
+
     def _count(self, stream: Stream) -> None:
         if stream is Stream.CHAT_OUT:
             self._chat_out += 1

@@ -45,6 +45,10 @@ class RecordingPublisher(EventPublisher):
     async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
         self.sent.extend((stream, event) for event in events)
 
+    async def execute(self, pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
+        """The pipeline's other writes still reach Redis (its state is real)."""
+        return list(await pipe.execute(raise_on_error=raise_on_error))
+
     def on(self, stream: Stream) -> list[Envelope]:
         return [event for sent_to, event in self.sent if sent_to is stream]
 

@@ -41,6 +41,9 @@ class WritingPublisher(RecordingPublisher):
         await super().queue(pipe, stream, event)
         await self._real.queue(pipe, stream, event)
 
+    async def execute(self, pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
+        return await self._real.execute(pipe, raise_on_error=raise_on_error)
+
 
 @contextmanager
 def round_trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:

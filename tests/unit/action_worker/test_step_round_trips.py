@@ -55,7 +55,8 @@ async def ready_worker(
     warm_up = step_requested("Finalize", 1).model_copy(update={"cycle_id": "cyc_warmup"})
     await worker.on_action_requested(warm_up, step_delivery(1))
     publisher.clear()
-    await redis.delete(*(stream.value for stream in WORKER_STREAMS))
+    for stream in WORKER_STREAMS:  # emptied, not deleted: a stream's creation is not a step's
+        await redis.xtrim(stream.value, maxlen=0, approximate=False)
     return worker, publisher
 
 

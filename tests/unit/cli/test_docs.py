@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from memoria_cli.docs import asyncapi_documents, render_readme
+from memoria_contracts.streams import READERS
 from memoria_runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,3 +43,19 @@ def test_asyncapi_documents_describe_the_streams_each_service_uses() -> None:
     # The memory service's own group on the cycle's streams (cycle traces).
     assert {"memoria:chat.in", "memoria:actions", "memoria:actions.done"} <= channels["memory"]
     assert {"memoria:chat.out", "memoria:chat.in"} <= channels["gateway"]
+
+
+def test_the_stream_topology_names_every_group_a_service_reads() -> None:
+    """Streams are created with the groups of READERS (bus/topology.py): a group a service
+    reads that READERS leaves out would miss what was appended before it first started."""
+    read: set[tuple[str, str]] = set()
+    for document in asyncapi_documents().values():
+        for key, channel in yaml.safe_load(document)["channels"].items():
+            address = channel["address"]
+            role = key.removeprefix(f"{address}:")
+            if role not in {"publish", "gateway-fanout"}:
+                read.add((address, role))
+    declared = {
+        (stream.value, group.value) for stream, groups in READERS.items() for group in groups
+    }
+    assert read == declared

@@ -86,13 +86,14 @@ async def start(
     handler: object,
     stream: Stream,
     slots: int = DEFAULT_SLOTS,
+    group: Group = Group.DECISION,
 ) -> EventPublisher:
     broker = create_broker(settings)
     subscribe_group(
         broker,
         settings,
         stream=stream,
-        group=Group.DECISION,
+        group=group,
         handler=handler,  # type: ignore[arg-type]
         description="test",
         slots=slots,
@@ -216,14 +217,56 @@ async def test_a_consumer_group_removed_under_a_running_consumer_is_created_agai
     await eventually(lambda: seen == ["before"])
     await redis.delete(Stream.CHAT_IN.value)  # the stream and its group are gone
 
-    async def published_until_handled() -> None:
-        # The group comes back at the stream's end: what was appended before that is
-        # not this consumer's to read, so keep appending until one arrives.
-        while "after" not in seen:
-            await publisher.publish(Stream.CHAT_IN, message("after"))
-            await asyncio.sleep(0.2)
+    # Whoever comes first, this append or the consumer noticing, the entry is not skipped:
+    # an append never creates a stream without the groups that read it.
+    await publisher.publish(Stream.CHAT_IN, message("after"))
+    await eventually(lambda: seen == ["before", "after"])
 
-    await asyncio.wait_for(published_until_handled(), WAIT_S)
+
+async def publisher_alone(running: list[MemoriaBroker], settings: Settings) -> EventPublisher:
+    broker = create_broker(settings)
+    publisher = EventPublisher(broker, settings)
+    publisher.declare(Stream.CHAT_IN, "test")
+    await broker.start()
+    running.append(broker)
+    return publisher
+
+
+@pytest.mark.parametrize("group", [Group.DECISION, Group.MEMORY_TRACE])
+async def test_entries_appended_before_their_reader_ever_started_are_handled(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker], group: Group
+) -> None:
+    """First start on an empty broker: compose and Kubernetes start services in any order, so
+    a gateway can take a message before decision (or the memory service, which keeps the
+    cycle's trace) has ever run. The message waits for its readers; it is not skipped."""
+    settings = settings_for(redis_url)
+    early = await publisher_alone(running, settings)
+    await early.publish(Stream.CHAT_IN, message("early"))
+
+    seen: list[str] = []
+    await start(running, settings, contents_into(seen), Stream.CHAT_IN, group=group)
+    await eventually(lambda: seen == ["early"])
+
+
+async def test_entries_appended_in_a_pipeline_after_a_flush_are_not_skipped(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """Services append most entries in pipelines, beside the writes they must follow."""
+    settings = settings_for(redis_url)
+    seen: list[str] = []
+    publisher = await start(running, settings, contents_into(seen), Stream.CHAT_IN)
+    await publisher.publish(Stream.CHAT_IN, message("before"))
+    await eventually(lambda: seen == ["before"])
+    await redis.delete(Stream.CHAT_IN.value)
+
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set("memoria:test:written-first", "1")
+        await publisher.queue(pipe, Stream.CHAT_IN, message("one"))
+        await publisher.queue(pipe, Stream.CHAT_IN, message("two"))
+        await publisher.execute(pipe)
+
+    await eventually(lambda: seen == ["before", "one", "two"])
+    assert await redis.get("memoria:test:written-first") == b"1"
 
 
 async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
@@ -418,6 +461,31 @@ async def test_request_reply(redis: Redis, redis_url: str, running: list[Memoria
     assert isinstance(reply.payload, HistoryPage)
     with pytest.raises(RpcError, match="too_many"):
         await client.call(query(500))
+
+
+async def test_a_request_sent_before_its_server_ever_started_is_answered(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """The memory service starting after decision, on an empty broker: the first request
+    is answered when the server comes, not lost until the client's timeout sends it again."""
+
+    async def handler(event: Envelope, delivery: Delivery) -> Envelope:
+        return Envelope(
+            user_id=event.user_id, thread_id=event.thread_id, payload=HistoryPage(messages=[])
+        )
+
+    settings = settings_for(redis_url, rpc_timeout_seconds=WAIT_S)
+    await publisher_alone(running, settings)
+    client = RpcClient(running[-1], settings, Stream.MEMORY_RPC)
+    asking = asyncio.create_task(
+        client.call(Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=5)))
+    )
+    await asyncio.sleep(0.3)  # the request is in the stream before anyone reads it
+    await start(running, settings, handler, Stream.MEMORY_RPC, group=Group.MEMORY)
+
+    # Well inside the first attempt's timeout: a lost request would only be sent again then.
+    reply = await asyncio.wait_for(asking, WAIT_S / 2)
+    assert isinstance(reply.payload, HistoryPage)
 
 
 async def test_concurrent_requests_each_get_their_own_reply(

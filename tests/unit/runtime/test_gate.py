@@ -6,7 +6,7 @@ from typing import cast
 
 from redis.asyncio import Redis
 
-from memoria_contracts.streams import Stream
+from memoria_contracts.streams import READERS, Group, Stream
 from memoria_runtime import keys
 from memoria_runtime.gate import KeyWrite, ThreadGate
 
@@ -172,3 +172,38 @@ async def test_a_queued_refresh_survives_a_broker_that_forgot_the_script(redis: 
     assert owner == b"m1"
     assert await g.refreshed(refresh, "ana", "t1", "m1") is True
     assert await redis.ttl(keys.thread_lock("ana", "t1")) > 5
+
+
+async def unread_by(redis: Redis, group: Group) -> list[bytes]:
+    """What ``group`` has yet to read on chat.in (nothing at all: no such group)."""
+    reply = cast(
+        "list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]",
+        await redis.xreadgroup(group.value, "reader", {Stream.CHAT_IN.value: ">"}),
+    )
+    return [fields[b"__data__"] for _, entries in reply for _, fields in entries]
+
+
+async def test_a_queued_message_released_after_a_flush_waits_for_every_reader(
+    redis: Redis,
+) -> None:
+    """The gate creates chat.in with the groups that read it (ADR 0018), when it releases a
+    queued message as when it admits one."""
+    g = gate(redis)
+    await g.admit("ana", "t1", "m1", b"frame-1")
+    await g.admit("ana", "t1", "m2", b"frame-2")
+    await redis.delete(Stream.CHAT_IN.value)  # a flushed broker, with m2 still waiting
+    await g.release("ana", "t1", "m1")
+
+    for group in READERS[Stream.CHAT_IN]:
+        assert await unread_by(redis, group) == [b"frame-2"]
+
+
+async def test_a_message_admitted_on_an_empty_broker_waits_for_every_reader(
+    redis: Redis,
+) -> None:
+    """Before decision and the memory service have ever started: both read it when they
+    come."""
+    await gate(redis).admit("ana", "t1", "m1", b"frame-1")
+
+    for group in READERS[Stream.CHAT_IN]:
+        assert await unread_by(redis, group) == [b"frame-1"]

@@ -29,3 +29,17 @@ class Group(StrEnum):
     cycle's trace of its messages)."""
     MEMORY_TRACE = "memory-trace"
     """The memory service's group on chat.in, actions and actions.done: each cycle's trace."""
+
+
+READERS: dict[Stream, tuple[Group, ...]] = {
+    Stream.CHAT_IN: (Group.DECISION, Group.MEMORY_TRACE),
+    Stream.ACTIONS: (Group.ACTION_WORKER, Group.MEMORY_TRACE),
+    Stream.ACTIONS_DONE: (Group.DECISION, Group.MEMORY_TRACE),
+    Stream.CHAT_OUT: (Group.MEMORY_HISTORY,),
+    Stream.MEMORY_RPC: (Group.MEMORY,),
+    Stream.DEAD_LETTER: (),
+}
+"""The consumer groups that read each stream. A stream is only ever created together with
+all of them (memoria_runtime.bus.topology), so no entry can be appended where a group that
+must read it does not exist yet. Gateways read chat.out without a group (every replica reads
+all of it), and nothing reads the dead letters but people."""

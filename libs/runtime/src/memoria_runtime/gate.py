@@ -25,8 +25,25 @@ from redis.exceptions import NoScriptError
 
 from memoria_contracts.streams import Stream
 from memoria_runtime import keys
+from memoria_runtime.bus.topology import groups_of
 
-_ADMIT = """
+# chat.in is created only with the groups that read it (ARGV: their names, space-separated),
+# as every stream is (bus/topology.py): a message admitted before decision ever started must
+# not be skipped by a group created after it. A script is atomic, so nothing comes between.
+_APPEND = """
+local function append(stream, maxlen, data, groups)
+  if redis.call('EXISTS', stream) == 0 then
+    for group in string.gmatch(groups, '%S+') do
+      redis.call('XGROUP', 'CREATE', stream, group, '$', 'MKSTREAM')
+    end
+  end
+  redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', '__data__', data)
+end
+"""
+
+_ADMIT = (
+    _APPEND
+    + """
 if ARGV[6] ~= '' then
   local first = redis.call('SET', KEYS[4], ARGV[1], 'NX', 'EX', ARGV[5])
   if not first then return {'duplicate', redis.call('GET', KEYS[4])} end
@@ -44,13 +61,16 @@ end
 local tab = string.find(entry, '\\t', 1, true)
 local id = string.sub(entry, 1, tab - 1)
 redis.call('SET', KEYS[1], id, 'EX', ARGV[4])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', '__data__', string.sub(entry, tab + 1))
+append(KEYS[3], ARGV[3], string.sub(entry, tab + 1), ARGV[7])
 if id == ARGV[1] then return {'dispatched', id} end
 return {'queued', ARGV[1]}
 """
+)
 
-_RELEASE = """
-if #KEYS > 3 then redis.call('SET', KEYS[4], ARGV[4], 'EX', ARGV[5]) end
+_RELEASE = (
+    _APPEND
+    + """
+if #KEYS > 3 then redis.call('SET', KEYS[4], ARGV[5], 'EX', ARGV[6]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return '' end
 local entry = redis.call('LPOP', KEYS[2])
 if not entry then
@@ -60,9 +80,10 @@ end
 local tab = string.find(entry, '\\t', 1, true)
 local id = string.sub(entry, 1, tab - 1)
 redis.call('SET', KEYS[1], id, 'EX', ARGV[2])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', '__data__', string.sub(entry, tab + 1))
+append(KEYS[3], ARGV[3], string.sub(entry, tab + 1), ARGV[4])
 return id
 """
+)
 
 _REFRESH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -113,6 +134,7 @@ class Opening:
 
 
 _SEEN_TTL_S = 24 * 3600  # how long a client-chosen message id is remembered
+_CHAT_IN_GROUPS = " ".join(groups_of(Stream.CHAT_IN.value))
 
 
 @dataclass(frozen=True)
@@ -154,6 +176,7 @@ class ThreadGate:
                 self._lock_ttl_s,
                 _SEEN_TTL_S,
                 client_message_id or "",
+                _CHAT_IN_GROUPS,
             ],
         )
         return AdmitResult(outcome=outcome.decode(), message_id=known_id.decode())
@@ -169,7 +192,7 @@ class ThreadGate:
             keys.thread_queue(user_id, thread_id),
             Stream.CHAT_IN.value,
         ]
-        args: list[Any] = [message_id, self._lock_ttl_s, self._maxlen]
+        args: list[Any] = [message_id, self._lock_ttl_s, self._maxlen, _CHAT_IN_GROUPS]
         if save is not None:
             lock_keys.append(save.key)
             args += [save.value, save.ttl_s]

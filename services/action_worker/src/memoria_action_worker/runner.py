@@ -90,7 +90,7 @@ class StepRunner:
             accounting.queue_add(pipe, event.cycle_id, totals)
             pipe.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
-            await pipe.execute()
+            await self.publisher.execute(pipe)
 
     async def _until_cycle_ends(
         self, cycle_id: str, work: Awaitable[ActionOutcome]

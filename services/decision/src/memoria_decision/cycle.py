@@ -282,7 +282,7 @@ class CycleEngine:
             self.store.queue_create(pipe, state)
             pipe.hgetall(keys.ACTION_CATALOG)
             await self._queue_post(pipe, state, ChatPosted(message=state.original))
-            created, catalog, *_ = await pipe.execute()
+            created, catalog, *_ = await self.publisher.execute(pipe)
         state = await self.store.created(state, created)
         state.echoed = True  # saved with the next state, as _echo says
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
@@ -388,7 +388,7 @@ class CycleEngine:
                 call = tool_history.call_record(state.cycle_id, step, action)
                 await self._queue_post(pipe, state, ChatPosted(message=call))
             await self.publisher.queue(pipe, Stream.ACTIONS, request)
-            await pipe.execute()
+            await self.publisher.execute(pipe)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
 
     async def _prepare(
@@ -414,7 +414,7 @@ class CycleEngine:
                 pipe.hgetall(keys.ACTION_CATALOG)
             queued = len(pipe)
             await self._queue_post(pipe, state, status)
-            results = await pipe.execute(raise_on_error=False)
+            results = await self.publisher.execute(pipe, raise_on_error=False)
         results, posted = results[:queued], results[queued:]
         if entries is None:
             entries = results.pop()
@@ -600,7 +600,7 @@ class CycleEngine:
                 )
                 await self._queue_post(pipe, state, ChatPosted(message=call))
             await self._queue_post(pipe, state, ChatPosted(message=result))
-            await pipe.execute()
+            await self.publisher.execute(pipe)
 
     async def _tool_result(
         self, state: CycleState, step: int, action: str, status: str, summary: str

@@ -52,6 +52,7 @@ from memoria_runtime.bus.broker import MemoriaBroker, ReaderDocs
 from memoria_runtime.bus.deadletter import dead_letter
 from memoria_runtime.bus.entries import Entry, opened, read_entry
 from memoria_runtime.bus.signing import reply_channel, signer_for
+from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.health import stop_task
 from memoria_runtime.settings import Settings
 
@@ -164,12 +165,7 @@ class GroupConsumer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        redis = self._broker.redis
-        try:
-            await redis.xgroup_create(self.stream.value, self.group.value, id="$", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await create_stream(self._broker.redis, self.stream.value, self.group)
         self._loops = [
             asyncio.create_task(self._read_forever(), name=f"read {self._name}"),
             asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self._name}"),
@@ -310,12 +306,7 @@ class GroupConsumer:
         persistence): create it again, as at start."""
         log.warning("%s: consumer group missing; creating it again", self._name)
         try:
-            await self._broker.redis.xgroup_create(
-                self.stream.value, self.group.value, id="$", mkstream=True
-            )
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+            await create_stream(self._broker.redis, self.stream.value, self.group)
         except RedisError:
             await asyncio.sleep(_RETRY_AFTER_S[-1])
 

@@ -4,6 +4,9 @@ AsyncAPI description of each published stream."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
 
 from faststream.redis import StreamSub
 from prometheus_client import Counter
@@ -16,7 +19,18 @@ from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer, signer_for
+from memoria_runtime.bus.topology import append, groups_of
 from memoria_runtime.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """An append queued on a pipeline: where its reply will be, and what to append again if
+    its stream was missing."""
+
+    index: int
+    stream: Stream
+    framed: bytes
 
 
 class EventPublisher:
@@ -34,6 +48,7 @@ class EventPublisher:
         self._maxlen = settings.stream_maxlen
         self._signer = signer or signer_for(settings)
         self._published: dict[Stream, Counter] = {}
+        self._queued: WeakKeyDictionary[Pipeline, list[_Queued]] = WeakKeyDictionary()
 
     def declare(self, stream: Stream, description: str) -> None:
         self._broker.publisher(
@@ -46,8 +61,7 @@ class EventPublisher:
 
     async def publish(self, stream: Stream, event: Envelope) -> None:
         framed = await self._framed(stream, event)
-        # approximate=True (redis-py's default) sends MAXLEN with '~': trimming stays O(1).
-        await self._broker.redis.xadd(stream.value, {DATA_FIELD: framed}, maxlen=self._maxlen)
+        await append(self._broker.redis, stream.value, framed, maxlen=self._maxlen)
         self._published[stream].inc()
 
     async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
@@ -59,14 +73,36 @@ class EventPublisher:
         async with self._broker.redis.pipeline(transaction=False) as pipe:
             for event in events:
                 await self.queue(pipe, stream, event)
-            await pipe.execute()
+            await self.execute(pipe)
 
     async def queue(self, pipe: Pipeline, stream: Stream, event: Envelope) -> None:
         """The append queued on ``pipe``, to go in the round trip of the writes it must follow
-        (the server runs a pipeline's commands in order). Counted as published when queued."""
+        (the server runs a pipeline's commands in order). Counted as published when queued.
+        Run the pipeline with :meth:`execute`, which makes again an append that found its
+        stream missing."""
         framed = await self._framed(stream, event)
-        pipe.xadd(stream.value, {DATA_FIELD: framed}, maxlen=self._maxlen)
+        self._queued.setdefault(pipe, []).append(_Queued(len(pipe), stream, framed))
+        # approximate=True (redis-py's default) sends MAXLEN with '~': trimming stays O(1).
+        pipe.xadd(
+            stream.value,
+            {DATA_FIELD: framed},
+            maxlen=self._maxlen,
+            nomkstream=bool(groups_of(stream.value)),  # topology.py
+        )
         self._published[stream].inc()
+
+    async def execute(self, pipe: Pipeline, *, raise_on_error: bool = True) -> list[Any]:
+        """``pipe.execute()``; then each queued append that found no stream (a broker flushed
+        or restarted empty since the last one) is made again, in order, once its stream
+        exists with its groups. Returns the pipeline's replies."""
+        queued = self._queued.pop(pipe, [])
+        replies = await pipe.execute(raise_on_error=raise_on_error)
+        for item in queued:
+            if replies[item.index] is None:
+                replies[item.index] = await append(
+                    self._broker.redis, item.stream.value, item.framed, maxlen=self._maxlen
+                )
+        return replies
 
     async def _framed(self, stream: Stream, event: Envelope) -> bytes:
         if stream not in self._published:

@@ -26,7 +26,7 @@ from faststream.redis.parser.message import MessageFormat
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from memoria_runtime.bus.entries import DATA_FIELD
+from memoria_runtime.bus.topology import append
 from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.bus.replies")
@@ -72,7 +72,7 @@ class ReplyInbox:
                 headers=dict(headers),
                 correlation_id=correlation_id,
             )
-            await self._redis.xadd(stream, {DATA_FIELD: frame}, maxlen=maxlen, approximate=True)
+            await append(self._redis, stream, frame, maxlen=maxlen)
             async with asyncio.timeout(timeout_s):
                 return await asyncio.shield(waiting)
         finally:
