@@ -6,6 +6,7 @@ connection, pick a theme. Screenshots are kept as artifacts (conftest.py says wh
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import uuid
@@ -16,7 +17,15 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, ViewportSize, expect
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Locator,
+    Page,
+    ViewportSize,
+    WebSocketRoute,
+    expect,
+)
 from stack import Stack, running_stack
 from ws_client import chat
 
@@ -443,6 +452,69 @@ def test_refused_message_keeps_the_text(stack: Stack, tab: Tab) -> None:
     expect(page.locator("#messages .msg--user")).to_have_count(0)
     notice.get_by_role("button", name="Dismiss").click()
     expect(page.locator("#notices .notice")).to_have_count(0)
+
+
+REFUSED_FOR_NOW: list[dict[str, Any]] = [
+    {"code": "rate_limited", "message": "Too many messages: try again in 1 s", "retry_after": 1},
+    {"code": "broker_unavailable", "message": "The message could not be queued."},
+]
+
+
+def test_a_message_refused_for_now_is_sent_again_by_itself(stack: Stack, tab: Tab) -> None:
+    """``rate_limited`` and ``broker_unavailable`` are about the moment, not the message: the
+    page waits and sends the same frame again instead of handing the text back. The gateway
+    is made to refuse through the page's own socket (Playwright's WebSocket route), once with
+    each code, as it answers when over the rate or without its broker."""
+    page = tab.page
+    sent_ids: list[str] = []
+
+    def refuse_twice(route: WebSocketRoute) -> None:
+        server = route.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            frame = json.loads(message) if isinstance(message, str) else {}
+            if frame.get("type") == "message":
+                sent_ids.append(frame["id"])
+                if len(sent_ids) <= len(REFUSED_FOR_NOW):
+                    route.send(json.dumps({"type": "error", **REFUSED_FOR_NOW[len(sent_ids) - 1]}))
+                    return
+            server.send(message)
+
+        route.on_message(from_page)
+
+    page.route_web_socket(re.compile(r"/ws(\?|$)"), refuse_twice)
+    login(tab, stack, unique("patient"))
+    send(page, "I love hiking")
+
+    pending = page.locator("#messages .msg--user.is-pending .msg__meta")
+    expect(pending).to_contain_text("trying again in 1 s")
+    expect(assistant(page, 'Saved: "I love hiking".')).to_be_visible()
+    expect(user_bubbles(page, "I love hiking")).to_have_count(1)
+    expect(page.locator("#messages .msg--user.is-pending")).to_have_count(0)
+    expect(page.locator("#composer-input")).to_have_value("")
+    expect(page.locator("#notices .notice--error")).to_have_count(0)
+    assert len(sent_ids) == 3 and len(set(sent_ids)) == 1, sent_ids  # one client id throughout
+
+    # When to stop: every other refusal is final at once; these two after so many.
+    delays = page.evaluate(
+        """async () => {
+          const { resendDelay } = await import("/static/js/resend.js");
+          const limited = (extra) => ({ type: "error", code: "rate_limited", ...extra });
+          const broker = { type: "error", code: "broker_unavailable" };
+          return [
+            resendDelay(limited({ retry_after: 7 }), 1),
+            resendDelay(limited({}), 1),
+            resendDelay(limited({ retry_after: 3600 }), 1),
+            resendDelay(limited({ retry_after: 7 }), 20),
+            resendDelay(broker, 1),
+            resendDelay(broker, 5),
+            resendDelay(broker, 6),
+            resendDelay({ type: "error", code: "too_large" }, 1),
+            resendDelay({ type: "accepted" }, 1),
+          ];
+        }"""
+    )
+    assert delays == [7, 1, 60, None, 1, 16, None, None, None]
 
 
 def test_a_tab_over_the_socket_cap_says_why_and_stays_offline(

@@ -8,6 +8,7 @@ import { clientId } from "./ids.js";
 import { MemoriesPanel } from "./memories.js";
 import { clearNotices, initNotices, notify } from "./notices.js";
 import { PersonaPicker } from "./persona.js";
+import { resendDelay } from "./resend.js";
 import { clearSession, loadSession, saveSession, tokenSubject } from "./session.js";
 import { ChatSocket } from "./socket.js";
 import { initTheme } from "./theme.js";
@@ -323,6 +324,14 @@ function showFrame(frame) {
 
 function onReply(sent, reply) {
   const mine = state.sent.get(sent.id);
+  if (mine && reply.type !== "accepted") {
+    mine.refusals = (mine.refusals || 0) + 1;
+    const wait = resendDelay(reply, mine.refusals);
+    if (wait !== null) {
+      resendLater(sent, wait);
+      return;
+    }
+  }
   state.sent.delete(sent.id);
   const open = sent.thread_id === state.threadId;
   if (reply.type === "accepted") {
@@ -346,6 +355,17 @@ function onReply(sent, reply) {
     autosize();
   }
   notify(`${ERROR_TEXT[reply.code] || "Refused"}: ${reply.message}`, { kind: "error", code: reply.code });
+}
+
+/** Not taken yet, but not refused for good: the same frame (same client id) goes again. */
+function resendLater(frame, seconds) {
+  const shown = () => frame.thread_id === state.threadId;
+  if (shown()) conversation.pendingNote(frame.id, `Not sent yet: trying again in ${Math.max(1, Math.ceil(seconds))} s…`);
+  setTimeout(() => {
+    if (!state.socket || !state.sent.has(frame.id)) return; // logged out meanwhile
+    if (shown()) conversation.pendingNote(frame.id, state.socket.connected ? "Sending…" : "Waiting for the connection…");
+    state.socket.send(frame);
+  }, seconds * 1000);
 }
 
 function onResumed(resumed) {

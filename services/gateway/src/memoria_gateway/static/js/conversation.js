@@ -158,6 +158,13 @@ export class Conversation {
     }, true);
   }
 
+  /** What a message the server has not taken yet is waiting for. */
+  pendingNote(localId, text) {
+    const element = this.items.get(localId);
+    if (!element || !element.classList.contains("is-pending")) return;
+    element.querySelector(".msg__meta").replaceChildren(text);
+  }
+
   /** The server accepted a pending message under its own id. */
   confirm(localId, serverId, cycleId) {
     const element = this.items.get(localId);
