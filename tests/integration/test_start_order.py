@@ -1,11 +1,11 @@
 """Services start in any order: docker-compose starts the gateway once Redis and the memory
 service are healthy, Kubernetes keeps no order at all. On a first deployment a user can
 send a message before decision and the workers have ever run; it must be answered when they
-come, not skipped by consumer groups created after it (ADR 0018)."""
+come: not skipped by consumer groups created after it (ADR 0018), nor refused with
+`no_workers` by a decision that came up a moment before the workers."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,6 @@ def wait_serving(stack: Stack) -> None:
     raise TimeoutError(f"the gateway did not get ready:\n{stack.all_logs()}")
 
 
-async def advertised(redis: Redis) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not await redis.hlen("memoria:actions:catalog"):
-        assert time.monotonic() < deadline, "no worker advertised its actions"
-        await asyncio.sleep(0.1)
-
-
 async def test_a_message_sent_before_decision_ever_started_is_answered(
     redis: Redis, redis_url: str, milvus_server: Any, tmp_path: Path
 ) -> None:
@@ -62,10 +55,9 @@ async def test_a_message_sent_before_decision_ever_started_is_answered(
             assert accepted["type"] == "accepted"
             assert await redis.xlen(Stream.CHAT_IN.value) == 1  # taken, and nobody to read it
 
-            # The worker first, so that decision finds an action to run when it starts.
-            stack.start("action-worker")
-            await advertised(redis)
+            # Decision first: the cycle waits for the worker's actions (no_workers_wait_seconds).
             stack.start("decision")
+            stack.start("action-worker")
             frames = await client.cycle(accepted["id"], timeout=START_TIMEOUT_S)
     finally:
         stack.shutdown()

@@ -37,7 +37,10 @@ def engine_for(
         redis,
         publisher,
         rules=[ScriptRule(decide=decide or ["Finalize"])],
-        settings=Settings(_env_file=None, llm_prices={"scripted": SCRIPTED_PRICE}),
+        # A test without workers here is about usage, not about waiting for them.
+        settings=Settings(
+            _env_file=None, llm_prices={"scripted": SCRIPTED_PRICE}, no_workers_wait_seconds=0
+        ),
     )
 
 

@@ -318,6 +318,13 @@ class Settings(BaseSettings):
     step_timeout_seconds: float = Field(
         default=120.0, description="Longest a step may run before the cycle ends with a notice."
     )
+    no_workers_wait_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="How long a cycle waits for an action worker to advertise its actions "
+        "when none does (decision up before the workers, a worker restarting) before it ends "
+        "with the `no_workers` notice. 0: end at once.",
+    )
     decision_retries: int = Field(
         default=2, description="Re-asks when the LLM names an unknown action; then Finalize."
     )

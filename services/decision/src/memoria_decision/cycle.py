@@ -59,6 +59,7 @@ tracer = trace.get_tracer("memoria.decision")
 
 _SWEEP_BATCH = 50  # deadlines handled per sweep
 _ENDED_MARK_TTL_S = 24 * 3600
+_WORKERS_POLL_S = 0.25  # how often a cycle without workers looks for one
 
 # Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
 ATTR_CYCLE_ID = "memoria.cycle_id"
@@ -356,6 +357,8 @@ class CycleEngine:
         if not shown:
             await self._post(state, thinking)
         if not catalog:
+            catalog = await self._workers_within(self.settings.no_workers_wait_seconds)
+        if not catalog:
             await self._end(state, "no_workers", i18n.text("no_workers", state.language))
             return
         try:
@@ -390,6 +393,19 @@ class CycleEngine:
             await self.publisher.queue(pipe, Stream.ACTIONS, request)
             await self.publisher.execute(pipe)
         log.info("cycle %s step %d: %s", state.cycle_id, step, action)
+
+    async def _workers_within(self, seconds: float) -> list[ActionSpec]:
+        """The live actions once a worker advertises some, within ``seconds``; none after.
+        No worker is most often a moment: services start in any order (a message taken
+        before the workers were up reaches decision when it starts: ADR 0018), and a lone
+        worker restarts in a few seconds."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_WORKERS_POLL_S)
+            specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
+            if specs:
+                return specs
+        return []
 
     async def _prepare(
         self, state: CycleState, *, recorded: int | None, known: Known, status: ChatPosted
