@@ -265,6 +265,37 @@ async def test_a_search_answer_names_the_memories_about_the_question() -> None:
     assert "allergic" in where  # nothing about it: both, ranked
 
 
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [
+        ("Forget my passport", 'I looked for "My passport" in your memories.'),
+        ("Esqueça meu passaporte", 'Procurei "Meu passaporte" nas suas memórias.'),
+        ("Actually my passport number is X1", 'I looked for "My passport number is X1" in'),
+    ],
+)
+async def test_a_search_for_what_to_change_names_no_unrelated_memory(
+    said: str, expected: str
+) -> None:
+    """Before a forget or a correction, the search's answer is not the memories it happened
+    to find: naming them read as if they were about to be changed."""
+    found = [
+        {"memory_id": "mem_name", "content": "Meu nome é Zoe e moro em Lisboa"},
+        {"memory_id": "mem_allergy", "content": "Sou alérgica a camarão"},
+    ]
+    answer = await reply("MemorySearch", said, found=found, looked_for=["x"])
+    assert answer.startswith(expected)
+    assert "Zoe" not in answer and "camarão" not in answer
+
+
+async def test_a_search_for_what_to_forget_names_the_memory_about_it() -> None:
+    found = [
+        {"memory_id": "mem_name", "content": "My name is Zoe"},
+        {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
+    ]
+    answer = await reply("MemorySearch", "Forget my allergy", found=found, looked_for=["x"])
+    assert answer == 'From your memories: "I am allergic to peanuts".'
+
+
 async def test_closing_lines_say_that_no_language_model_answers() -> None:
     hello = await reply("Finalize", "Hello!")
     assert "no language model is configured" in hello

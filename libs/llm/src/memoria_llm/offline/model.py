@@ -29,6 +29,7 @@ from memoria_llm.port import (
 )
 
 _PIECES: Final = re.compile(r"\S+\s*")
+_CHANGING: Final = frozenset({Intent.UPDATE, Intent.DELETE})
 
 log = logging.getLogger("memoria.llm.offline")
 
@@ -78,7 +79,14 @@ class OfflineModel(LanguageModel):
             return self._closing(cycle, language)
         results = replies.results_of(request.metadata)
         if request.task == "MemorySearch":
-            results = _about_the_subject(results, cycle.reading.statement)
+            statement = cycle.reading.statement
+            if cycle.reading.intent in _CHANGING and not _about(results, statement):
+                # A search to find what to correct or forget: unrelated memories answer nothing
+                # here, and naming them reads as if they were the target. What follows says
+                # whether one was (the step's results lack the bindings the choice reads).
+                query = one_line(statement, replies.QUOTE_CHARS)
+                return replies.text("looked_for", language, query=query)
+            results = _about_the_subject(results, statement)
         return replies.explanation(request.task, results, language)
 
     @staticmethod
@@ -118,17 +126,24 @@ class OfflineModel(LanguageModel):
         )
 
 
+def _about(results: dict[str, Any], statement: str) -> list[Any]:
+    """The found memories that share a subject with ``statement`` (``shares_subject``)."""
+    found = results.get("found")
+    if not isinstance(found, list):
+        return []
+    return [
+        memory
+        for memory in found
+        if isinstance(memory, dict) and shares_subject(statement, [str(memory.get("content"))])
+    ]
+
+
 def _about_the_subject(results: dict[str, Any], statement: str) -> dict[str, Any]:
     """A search's results as the answer names them: the memories about what the user asked,
     when any is (recall is favoured in search, docs/relevance.md, so a model would skip the
     rest; the rules skip them here). None about it: all, ranked, rather than an answer of
     nothing. The cards of every found memory are shown all the same."""
-    found = results.get("found")
-    if not isinstance(found, list) or results.get("mode") == "chronological":
+    if results.get("mode") == "chronological":
         return results
-    about = [
-        memory
-        for memory in found
-        if isinstance(memory, dict) and shares_subject(statement, [str(memory.get("content"))])
-    ]
+    about = _about(results, statement)
     return results | {"found": about} if about else results

@@ -36,6 +36,10 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": 'I found nothing about "{query}" in your memories.',
         "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
     },
+    "looked_for": {
+        "en": 'I looked for "{query}" in your memories.',
+        "pt": 'Procurei "{query}" nas suas memórias.',
+    },
     "listed_none": {
         "en": "You have no memories saved yet.",
         "pt": "Você ainda não tem memórias guardadas.",
