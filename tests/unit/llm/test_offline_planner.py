@@ -268,9 +268,10 @@ async def test_a_search_answer_names_the_memories_about_the_question() -> None:
 @pytest.mark.parametrize(
     ("said", "expected"),
     [
-        ("Forget my passport", 'I looked for "My passport" in your memories.'),
-        ("Esqueça meu passaporte", 'Procurei "Meu passaporte" nas suas memórias.'),
-        ("Actually my passport number is X1", 'I looked for "My passport number is X1" in'),
+        ("Forget my passport", 'I looked for "my passport" in your memories.'),
+        ("Esqueça meu passaporte", 'Procurei "meu passaporte" nas suas memórias.'),
+        ("Actually my passport number is X1", 'I looked for "my passport number is X1" in'),
+        ("Forget Ana's birthday", 'I looked for "Ana\'s birthday" in your memories.'),
     ],
 )
 async def test_a_search_for_what_to_change_names_no_unrelated_memory(
@@ -307,8 +308,8 @@ async def test_closing_lines_say_that_no_language_model_answers() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Forget my allergy", 'I found no memory about "My allergy", so I forgot nothing.'),
-        ("Esqueça minha alergia", 'Não encontrei nenhuma memória sobre "Minha alergia"'),
+        ("Forget my allergy", 'I found no memory about "my allergy", so I forgot nothing.'),
+        ("Esqueça minha alergia", 'Não encontrei nenhuma memória sobre "minha alergia"'),
     ],
 )
 async def test_a_forget_that_found_nothing_about_its_subject_says_so(

@@ -12,7 +12,6 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from memoria_contracts.text import one_line
 from memoria_llm.offline import plans, replies
 from memoria_llm.offline.cycle import CycleView, view
 from memoria_llm.offline.facts import shares_subject
@@ -84,7 +83,7 @@ class OfflineModel(LanguageModel):
                 # A search to find what to correct or forget: unrelated memories answer nothing
                 # here, and naming them reads as if they were the target. What follows says
                 # whether one was (the step's results lack the bindings the choice reads).
-                query = one_line(statement, replies.QUOTE_CHARS)
+                query = replies.mid_sentence(statement)
                 return replies.text("looked_for", language, query=query)
             results = _about_the_subject(results, statement)
         return replies.explanation(request.task, results, language)
@@ -116,7 +115,7 @@ class OfflineModel(LanguageModel):
         if not cycle.steps or intent == Intent.SMALL_TALK:
             return f"{replies.text('introduction', language)} {note}"
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
-            query = one_line(cycle.reading.statement, replies.QUOTE_CHARS)
+            query = replies.mid_sentence(cycle.reading.statement)
             return f"{replies.text('nothing_to_forget', language, query=query)} {told}".strip()
         return f"{replies.text('done', language)} {told}".strip()
 

@@ -102,6 +102,24 @@ def is_delete_all_question(message: str) -> bool:
     return any(mark in folded for mark in _DELETE_ALL_MARKS)
 
 
+_NEVER_NAMES: Final = frozenset(
+    {
+        *("my", "our", "your", "the", "a", "an"),
+        *("meu", "minha", "meus", "minhas", "nosso", "nossa", "seu", "sua"),
+        *("o", "os", "as", "um", "uma"),
+    }
+)
+"""First words a statement capitalises only because they start it (``text.tidy``)."""
+
+
+def mid_sentence(statement: str) -> str:
+    """``statement`` quoted inside a sentence: one line, and "My passport" as "my passport"
+    (a first word that is never a name loses the capital ``tidy`` gave it)."""
+    line = one_line(statement, QUOTE_CHARS)
+    first = line.split(" ", 1)[0]
+    return line[:1].lower() + line[1:] if fold(first) in _NEVER_NAMES else line
+
+
 def quote(content: object) -> str:
     return f'"{one_line(content, QUOTE_CHARS)}"'
 
