@@ -77,15 +77,20 @@ class OfflineModel(LanguageModel):
         if request.task == "Finalize":
             return self._closing(cycle, language)
         results = replies.results_of(request.metadata)
-        if request.task == "MemorySearch":
+        # A listing (chronological) names everything; a semantic search's answer names the
+        # memories about what was asked, or all of them when none is: recall is favoured in
+        # search (docs/relevance.md), so a model would skip the rest and the rules skip them
+        # here. Its cards show every found memory all the same.
+        if request.task == "MemorySearch" and results.get("mode") != "chronological":
             statement = cycle.reading.statement
-            if cycle.reading.intent in _CHANGING and not _about(results, statement):
+            if about := _about(results, statement):
+                results = results | {"found": about}
+            elif cycle.reading.intent in _CHANGING:
                 # A search to find what to correct or forget: unrelated memories answer nothing
                 # here, and naming them reads as if they were the target. What follows says
                 # whether one was (the step's results lack the bindings the choice reads).
                 query = replies.mid_sentence(statement)
                 return replies.text("looked_for", language, query=query)
-            results = _about_the_subject(results, statement)
         return replies.explanation(request.task, results, language)
 
     @staticmethod
@@ -135,14 +140,3 @@ def _about(results: dict[str, Any], statement: str) -> list[Any]:
         for memory in found
         if isinstance(memory, dict) and shares_subject(statement, [str(memory.get("content"))])
     ]
-
-
-def _about_the_subject(results: dict[str, Any], statement: str) -> dict[str, Any]:
-    """A search's results as the answer names them: the memories about what the user asked,
-    when any is (recall is favoured in search, docs/relevance.md, so a model would skip the
-    rest; the rules skip them here). None about it: all, ranked, rather than an answer of
-    nothing. The cards of every found memory are shown all the same."""
-    if results.get("mode") == "chronological":
-        return results
-    about = _about(results, statement)
-    return results | {"found": about} if about else results
