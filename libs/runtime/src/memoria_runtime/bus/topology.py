@@ -6,11 +6,12 @@ first append, a message a gateway took before decision had ever started (compose
 Kubernetes start services in any order), or appended after a flushed broker before the
 readers noticed, would be skipped, and its cycle would never start. So:
 
-* a stream is created only here, in one transaction with all the groups of
-  ``memoria_contracts.streams.READERS`` (and the caller's own), each at the end of the new,
-  empty stream;
-* every append is made with ``NOMKSTREAM``; an append that finds no stream gets ``None``,
-  calls :func:`create_stream`, and is made again (publisher.py, replies.py).
+* a stream is created only with all the groups of ``memoria_contracts.streams.READERS``
+  (and the caller's own), each at the end of the new, empty stream: here, in one
+  transaction, or in the thread gate's scripts (gate.py), which append to ``chat.in`` and
+  create it the same way inside the script;
+* every other append is made with ``NOMKSTREAM``; an append that finds no stream gets
+  ``None``, calls :func:`create_stream`, and is made again (publisher.py, replies.py).
 
 A group missing from a stream that exists (a group added by a new release, one destroyed
 by hand) still starts at the end: reading the retained history from the start could run
