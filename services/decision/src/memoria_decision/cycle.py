@@ -399,8 +399,9 @@ class CycleEngine:
         No worker is most often a moment: services start in any order (a message taken
         before the workers were up reaches decision when it starts: ADR 0018), and a lone
         worker restarts in a few seconds."""
-        deadline = asyncio.get_running_loop().time() + seconds
-        while asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while loop.time() < deadline:
             await asyncio.sleep(_WORKERS_POLL_S)
             specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
             if specs:
