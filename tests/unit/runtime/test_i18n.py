@@ -16,6 +16,16 @@ from memoria_runtime.i18n import TEXTS, detect_language, text
         ("what is my name?", "en"),
         ("forget my address", "en"),
         ("ok", "en"),
+        # An accented name inside an English sentence is a name, not Portuguese.
+        ("I work as a nurse at the Charité hospital.", "en"),
+        ("I moved to São Paulo last year", "en"),
+        ("I had crème brûlée at the café", "en"),
+        # Portuguese without a single accent, or with only a name accented.
+        ("Moro em São Paulo", "pt"),
+        ("Tenho 34 anos", "pt"),
+        ("Me chamo Ana", "pt"),
+        ("Sou alérgica a camarão", "pt"),
+        ("Não", "pt"),
     ],
 )
 def test_detect_language(message: str, language: str) -> None:

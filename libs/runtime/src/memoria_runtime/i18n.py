@@ -7,89 +7,28 @@ from typing import Final
 
 from memoria_contracts.events import Language
 
-_PT_HINTS: Final = frozenset(
-    [
-        "que",
-        "não",
-        "nao",
-        "você",
-        "voce",
-        "meu",
-        "minha",
-        "é",
-        "está",
-        "esta",
-        "isso",
-        "isto",
-        "para",
-        "com",
-        "uma",
-        "um",
-        "obrigado",
-        "olá",
-        "ola",
-        "oi",
-        "lembre",
-        "lembra",
-        "qual",
-        "quais",
-        "quando",
-        "onde",
-        "porque",
-        "por",
-        "favor",
-        "sim",
-        "tudo",
-        "bem",
-        "apague",
-        "esqueça",
-        "anota",
-        "guarde",
-        "na",
-        "verdade",
-        "atualize",
-        "eu",
-        "sou",
-        "tenho",
-        "gosto",
-    ]
-)
-_EN_HINTS: Final = frozenset(
-    [
-        "the",
-        "is",
-        "are",
-        "you",
-        "your",
-        "my",
-        "i",
-        "what",
-        "when",
-        "where",
-        "why",
-        "please",
-        "remember",
-        "forget",
-        "note",
-        "yes",
-        "thanks",
-        "thank",
-        "hello",
-        "hi",
-        "is",
-        "it",
-        "this",
-        "that",
-        "do",
-        "does",
-        "with",
-        "about",
-        "delete",
-        "actually",
-    ]
-)
-_WORD = re.compile(r"[a-zà-ú]+", re.IGNORECASE)
+# Words of one language that the other hardly uses ("do", "a", "no", "me", "as" and "e" are
+# both, so neither list has them).
+_PT_HINT_TEXT: Final = """
+    que não nao você voce meu minha meus minhas é está esta estou isso isto para com uma um
+    obrigado obrigada olá ola oi lembre lembra lembro qual quais quando onde porque por favor
+    sim tudo bem apague esqueça esqueca anota guarde na verdade atualize eu sou tenho gosto
+    em de da dos das o os ao aos mas muito também tambem foi moro trabalho ele ela eles seu
+    sua mim hoje ontem amanhã amanha agora ainda já ja sobre chamo filha filho tem são anos
+    faz mudei pra pode nome
+"""
+_EN_HINT_TEXT: Final = """
+    the is are you your my i what when where why please remember forget note yes thanks
+    thank hello hi it this that does with about delete actually and of to in on at am was
+    were have has had will would can could we our he she they his her an which who how not
+    be been from now like live work moved name know tell there here just also but if or
+    because
+"""
+_PT_HINTS: Final = frozenset(_PT_HINT_TEXT.split())
+_EN_HINTS: Final = frozenset(_EN_HINT_TEXT.split())
+_WORD = re.compile(r"[^\W\d_]+")
 _PT_ONLY_LETTERS = re.compile(r"[ãõçâêôáéíóúà]", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?:\n]\s*$")
 
 TEXTS: Final[dict[str, dict[Language, str]]] = {
     "thinking": {"en": "Thinking...", "pt": "Pensando..."},
@@ -258,13 +197,32 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
 
 
 def detect_language(text: str) -> Language:
-    """Portuguese or English, by accented letters and common words; English when unsure."""
-    if _PT_ONLY_LETTERS.search(text):
-        return "pt"
-    words = [w.lower() for w in _WORD.findall(text)]
-    pt = sum(w in _PT_HINTS for w in words)
-    en = sum(w in _EN_HINTS for w in words)
-    return "pt" if pt > en else "en"
+    """Portuguese or English, by the words of each language a message uses; English when
+    unsure. An accented letter counts for Portuguese, except in a capitalised word inside a
+    sentence: a name ("the Charité hospital", "I moved to São Paulo") says nothing about the
+    language it is mentioned in."""
+    pt = en = 0
+    accented = False
+    for match in _WORD.finditer(text):
+        word = match.group()
+        lower = word.lower()
+        if lower in _PT_HINTS:
+            pt += 1
+        elif lower in _EN_HINTS:
+            en += 1
+        elif _PT_ONLY_LETTERS.search(word):
+            accented = True
+            if not _is_name(text, match.start(), word):
+                pt += 1
+    if pt != en:
+        return "pt" if pt > en else "en"
+    return "pt" if accented else "en"
+
+
+def _is_name(text: str, start: int, word: str) -> bool:
+    """A capitalised word that does not start a sentence."""
+    before = text[:start]
+    return word[:1].isupper() and bool(before.strip()) and not _SENTENCE_END.search(before)
 
 
 def text(key: str, language: Language, **values: object) -> str:
