@@ -61,6 +61,10 @@ async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
     assert harness.settings.memory_type_descriptions["constraint"] in plan_prompt
     found = json.loads(explain_request.metadata["results"])["found"]
     assert [f["memory_id"] for f in found] == ["mem_nuts1", "mem_vegan1"]
+    assert "some key" not in explain_request.prompt.messages[-1].content
+    # Each memory's keys, for rule-based providers only: they read a memory's subject there.
+    keys = json.loads(explain_request.metadata["bindings"])
+    assert keys == {"mem_nuts1": ["some key"], "mem_vegan1": ["some key"]}
 
 
 async def test_nothing_found_is_said_and_is_not_a_failure(harness: Harness) -> None:

@@ -90,7 +90,12 @@ async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> Non
     semantic = await MODEL.reasoning(
         request("MemorySearch", context_for("Hi, what is my name?")), SearchPlan
     )
-    assert (semantic.queries, semantic.mode) == (["What is my name?"], "semantic")
+    # The question, and the key the rules store with every memory about a name.
+    assert (semantic.queries, semantic.mode) == (["What is my name?", "user's name"], "semantic")
+    move = await MODEL.reasoning(
+        request("MemorySearch", context_for("I moved to Hamburg last month")), SearchPlan
+    )
+    assert move.queries == ["I moved to Hamburg last month", "where I live"]
     everything = await MODEL.reasoning(
         request("MemorySearch", context_for("What do you know about me?")), SearchPlan
     )
@@ -159,6 +164,8 @@ async def test_a_forget_about_nothing_found_deletes_nothing() -> None:
         ("my favorite colour is green", ["My favourite colour is blue"]),
         ("Remova o número do passaporte", ["My passport number is X1234567"]),
         ("I moved to Porto", ["I live in Lisbon", "where I live"]),
+        ("What is my name?", ["I'm Marco"]),  # an introduction is about the name
+        ("Qual é o meu nome?", ["Sou a Ana"]),
     ],
 )
 def test_a_memory_about_the_same_subject_shares_it(said: str, held: list[str]) -> None:
@@ -241,8 +248,11 @@ async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> 
     assert "Nas suas memórias" in await reply(
         "MemorySearch", "do que eu tenho alergia?", found=found, looked_for=["alergia"]
     )
-    nothing = await reply("MemorySearch", "where do I live?", found=[], looked_for=["home"])
-    assert nothing == 'I found nothing about "home" in your memories.'
+    nothing = await reply(
+        "MemorySearch", "where do I live?", found=[], looked_for=["where do I live?", "home"]
+    )
+    # The user's words, not the topic keys the rules added to them.
+    assert nothing == 'I found nothing about "where do I live?" in your memories.'
     saved = await reply(
         "MemorySave", "lembre que moro em Lisboa", saved=[{"content": "Moro em Lisboa"}]
     )
@@ -356,13 +366,98 @@ async def test_the_delete_everything_question_is_asked_in_the_users_language() -
         "I'm 34 years old",  # a number of more than one digit
         "Tenho 34 anos",
         "I have 12 plants",
-        "I just moved to Berlin",  # life events, said without "remember"
-        "Me mudei para o Porto",
         "I started a new job at Google",
         "Sou alérgica a camarão",  # the whole word, in either gender
         "Sou vegano",
         "Sou casada",
+        "I’m allergic to peanuts",  # the apostrophe phones type
+        "Hi, I'm Marco",  # an introduction: a capitalised name after "I'm"
+        "Sou o Marco",
+        "Me chamo Ana",
+        "My daughter Lena turns 7 on March 3rd",  # family, said without "is"
+        "Minha filha Lena faz 7 anos em março",
+        "Lena's birthday is on March 3rd",
     ],
 )
 def test_plain_first_person_facts_are_kept(statement: str) -> None:
     assert read(statement).intent == Intent.SAVE
+
+
+@pytest.mark.parametrize("statement", ["I'm tired", "I'm fine", "It's raining", "That's great"])
+def test_how_the_user_feels_is_not_a_fact_to_keep(statement: str) -> None:
+    assert read(statement).intent == Intent.SMALL_TALK
+
+
+async def test_facts_joined_in_one_message_are_saved_as_memories_of_their_own() -> None:
+    plan = await MODEL.reasoning(
+        request("MemorySave", context_for("Hi, I'm Marco and I live in Berlin.")), SavePlan
+    )
+    name, home = plan.memories
+    assert (name.content, home.content) == ("I'm Marco", "I live in Berlin")
+    assert "user's name" in name.bindings
+    assert "where I live" in home.bindings
+    pt = await MODEL.reasoning(
+        request("MemorySave", context_for("Sou o Marco, moro em Berlim")), SavePlan
+    )
+    assert [m.content for m in pt.memories] == ["Sou o Marco", "Moro em Berlim"]
+
+
+@pytest.mark.parametrize(
+    "statement", ["Remember that I like tea and coffee", "I live where I work and study"]
+)
+async def test_a_clause_that_is_no_fact_of_its_own_keeps_the_statement_whole(
+    statement: str,
+) -> None:
+    plan = await MODEL.reasoning(request("MemorySave", context_for(statement)), SavePlan)
+    assert len(plan.memories) == 1
+
+
+def test_a_family_fact_is_found_by_its_topics() -> None:
+    bindings = fact_of("My daughter Lena turns 7 on March 3rd").bindings
+    assert {"birthday", "my family"} <= set(bindings)
+
+
+@pytest.mark.parametrize(
+    ("said", "held"),
+    [
+        ("I moved to Hamburg last month.", "I live in Berlin"),
+        ("Me mudei para o Porto", "Moro em Lisboa"),
+        ("I'm no longer allergic to penicillin", "I'm allergic to penicillin"),
+        ("Não sou mais vegetariana", "Sou vegetariana"),
+    ],
+)
+async def test_a_move_or_a_fact_no_longer_true_replaces_the_memory_about_it(
+    said: str, held: str
+) -> None:
+    assert await run_cycle(said, found=[(held, 1)]) == ["MemorySearch", "MemoryUpdate", "Finalize"]
+    unrelated = [("My dog is called Rex", 1)]
+    assert await run_cycle(said, found=unrelated) == ["MemorySearch", "MemorySave", "Finalize"]
+
+
+async def test_a_correction_keeps_the_topics_of_the_memory_it_replaces() -> None:
+    """ "What is my job?" must still find the job once it no longer says "work"."""
+    context = context_for(
+        "Actually I'm not a nurse anymore, I'm a paramedic now",
+        transcript=[memory_card(1, 1, "mem_job", "I work as a nurse at the Charité hospital")],
+        steps=SEARCHED,
+    )
+    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    (update,) = plan.updates
+    assert {"my job", "meu trabalho"} <= set(update.bindings or [])
+
+
+async def test_a_search_answer_reads_the_found_memories_keys() -> None:
+    found = [
+        {"memory_id": "mem_home", "content": "I moved to Hamburg last month"},
+        {"memory_id": "mem_job", "content": "I'm not a nurse anymore, I'm a paramedic now"},
+    ]
+    keys = {"mem_home": ["where I live"], "mem_job": ["my job", "meu trabalho"]}
+    metadata = {
+        "results": json.dumps({"found": found, "looked_for": ["What is my job?"]}),
+        "bindings": json.dumps(keys),
+    }
+    context = context_for("What is my job?")
+    pieces = [p async for p in MODEL.chat(request("MemorySearch", context, metadata))]
+    assert "".join(pieces) == (
+        "From your memories: \"I'm not a nurse anymore, I'm a paramedic now\"."
+    )

@@ -320,19 +320,30 @@ class MemoryCalls:
 
 
 async def explain(
-    ctx: ActionContext, *, task: str, system: str, ask: str, results: object
+    ctx: ActionContext,
+    *,
+    task: str,
+    system: str,
+    ask: str,
+    results: object,
+    bindings: dict[str, list[str]] | None = None,
 ) -> ChatRecord | None:
     """Stream the step's short explanation (seed 000: chat-history true, role assistant).
     ``results`` go into the prompt and, as JSON, into ``metadata["results"]`` for rule-based
-    providers. A model failure here does not undo the memory work already done, so it is
+    providers; ``bindings`` (each memory's search keys, by id) only into
+    ``metadata["bindings"]``: rules read a memory's subject from its keys, a model from its
+    content. A model failure here does not undo the memory work already done, so it is
     logged and the step still succeeds (reporting it as failed would invite a repeat)."""
     results_json = json.dumps(results, ensure_ascii=False, default=str)
+    metadata = {"results": results_json}
+    if bindings:
+        metadata["bindings"] = json.dumps(bindings, ensure_ascii=False)
     request = agent_request(
         ctx,
         task,
         system,
         f"{ask}\n\nResults (JSON):\n{results_json}",
-        metadata={"results": results_json},
+        metadata=metadata,
     )
     try:
         return await ctx.chat.stream(

@@ -26,6 +26,8 @@ class CycleView:
     targets: list[str]
     """Of ``found``, the memories about what the message names (``shares_subject``): the only
     ones a correction or a forget may change."""
+    texts: dict[str, list[str]]
+    """Each found memory's content and bindings, by id."""
     asked_delete_all: bool
     """The assistant's previous turn asked whether to delete every memory."""
     told_no_model: bool
@@ -106,6 +108,7 @@ def view(context: CycleContext) -> CycleView:
         found=found,
         found_last=by_step.get(_last_search_step(context.steps), []),
         targets=[i for i in found if shares_subject(reading.statement, texts.get(i, []))],
+        texts=texts,
         asked_delete_all=_asked_to_delete_everything(context),
         told_no_model=any(
             record.role == "assistant" and record.model == replies.LABEL

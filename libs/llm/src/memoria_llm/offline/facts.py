@@ -68,7 +68,11 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "onde eu moro",
     ),
     (r"work|job|profession|trabalho|emprego|profissao", "my job", "meu trabalho"),
-    (r"birthday|born|aniversario|nasci", "birthday", "aniversario"),
+    (
+        r"birthday|born|turns [0-9]+|aniversario|nasci|faz [0-9]+ anos|fara [0-9]+ anos",
+        "birthday",
+        "aniversario",
+    ),
     (r"password|senha", "password", "senha"),
     (r"dog|cat|pet|cachorr[oa]|gat[oa]", "my pet", "meu animal de estimacao"),
     (
@@ -87,6 +91,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "comida",
     ),
 )
+_NAME_TOPIC: Final = ("user's name", "meu nome")
 _TOPICS: Final = tuple(
     (re.compile(rf"\b(?:{cues})\b"), (english, portuguese))
     for cues, english, portuguese in _TOPIC_CUES
@@ -108,6 +113,17 @@ _ASKING_TEXT: Final = (
 )
 _ASKING_WORDS: Final = frozenset(_ASKING_TEXT.split())
 _WORD: Final = re.compile(r"[a-z0-9']+")
+# "I'm Marco", "Sou a Ana", "me chamo Ana": read on the user's own text, where a name is
+# capitalised; the words below follow "I'm" capitalised without being names.
+_INTRODUCTION: Final = re.compile(
+    r"^(?:I'?m|I am|(?:[Ee]u )?[Ss]ou (?:o|a)|(?:[Ee]u )?[Mm]e chamo|[Cc]all me|"
+    r"[Pp]ode me chamar de)\s+(?P<name>[A-ZÀ-Þ][a-zà-ÿ'-]+)\b"
+)
+_NOT_NAME_TEXT: Final = (
+    "Fine Ok Okay Good Great Sorry Here Back Done Ready Not So Just Sure Glad Happy Tired "
+    "Busy Still Also Very Really Bem Aqui"
+)
+_NOT_NAMES: Final = frozenset(_NOT_NAME_TEXT.split())
 _MY_SUBJECT: Final = re.compile(
     r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z0-9'\- ]{1,40}?) (?:is|are|was|e|era|sao)\b"
 )
@@ -118,6 +134,22 @@ class Fact:
     content: str
     memory_type: MemoryType
     bindings: list[str]
+
+
+def introduces(statement: str) -> bool:
+    """Whether ``statement`` (the user's own words) gives the user's name: "I'm Marco"."""
+    match = _INTRODUCTION.match(statement.replace("\u2019", "'"))
+    return match is not None and match.group("name") not in _NOT_NAMES
+
+
+def topic_keys(statement: str) -> list[str]:
+    """The English key of each topic ``statement`` is about, as ``bindings_of`` stores it: a
+    search for them finds a memory by its subject when its words differ ("I moved to
+    Hamburg" and "I live in Berlin" are both "where I live")."""
+    topics = _topics(fold(statement))
+    if introduces(statement):
+        topics.insert(0, _NAME_TOPIC)
+    return list(dict.fromkeys(english for english, _ in topics))
 
 
 def memory_type_of(statement: str) -> MemoryType:
@@ -136,13 +168,20 @@ def _content_words(folded: str) -> list[str]:
     return [w for w in _WORD.findall(folded) if w not in _STOPWORDS and len(w) > 1]
 
 
-def bindings_of(statement: str) -> list[str]:
+def bindings_of(statement: str, replacing: Sequence[str] = ()) -> list[str]:
+    """``replacing``: the texts of the memory this statement corrects. Its topics stay keys:
+    "I'm a paramedic now" replacing "I work as a nurse" is still the answer to "what is my
+    job?"."""
     folded = fold(statement)
     keys: list[str] = [statement[:MAX_BINDING_CHARS]]
     subject = _MY_SUBJECT.match(folded)
     if subject:
         keys.append(subject.group("subject").strip())
-    for english, portuguese in _topics(folded):
+    topics = _topics(folded)
+    if introduces(statement):
+        topics.insert(0, _NAME_TOPIC)
+    topics += _topics(fold(" ".join(replacing)))
+    for english, portuguese in dict.fromkeys(topics):
         keys += [english, portuguese]
     words = _content_words(folded)
     if len(words) > 1:
@@ -169,9 +208,20 @@ def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
     held = fold(" ".join(memory_texts))
     if _stems(said) & _stems(held):
         return True
-    return bool(set(_topics(said)) & set(_topics(held)))
+    return bool(_all_topics(said, [statement]) & _all_topics(held, memory_texts))
 
 
-def fact_of(statement: str) -> Fact:
+def _all_topics(folded: str, texts: Sequence[str]) -> set[tuple[str, str]]:
+    topics = set(_topics(folded))
+    if any(introduces(text) for text in texts):
+        topics.add(_NAME_TOPIC)
+    return topics
+
+
+def fact_of(statement: str, replacing: Sequence[str] = ()) -> Fact:
     content = tidy(statement)
-    return Fact(content=content, memory_type=memory_type_of(content), bindings=bindings_of(content))
+    return Fact(
+        content=content,
+        memory_type=memory_type_of(content),
+        bindings=bindings_of(content, replacing),
+    )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from memoria_llm.offline.facts import introduces
 from memoria_llm.offline.text import Folded, is_question, tidy
 
 
@@ -36,6 +37,9 @@ class Reading:
     """The user's words after the cue (the whole message when there is no cue)."""
     about_user: bool = False
     """A question about the user ("what is MY ..."): if memory has nothing, ask them."""
+    facts: tuple[str, ...] = ()
+    """What to save, one memory each: the statement's clauses when each is a fact of its own
+    ("I'm Marco and I live in Berlin"), else the statement."""
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -112,8 +116,16 @@ _FACT: Final = _rx(
     r"i(?:'?ve| have)? (?:just |recently |finally )?(?:moved|started|got (?:married|divorced|"
     r"engaged|a|an)|graduated|retired|joined|bought|quit)|"
     r"i (?:drive|own|speak|study|use|play)|"
+    r"my (?:wife|husband|partner|son|daughter|kids?|children|mother|mom|mum|father|dad|parents|"
+    r"brother|sister|boyfriend|girlfriend|fiancee?|dog|cat|pet|best friend|grandmother|"
+    r"grandfather|grandma|grandpa|boss|baby)(?:'s)? \w+|"
+    r"(?!(?:it|that|what|there|here|who|where|how|he|she|let)'s)[a-z]+'s [a-z0-9'\- ]{1,40} "
+    r"(?:is|are|was)|"
     r"meu [a-z0-9\- ]{1,40} (?:e|era|sao)|minha [a-z0-9\- ]{1,40} (?:e|era|sao)|"
-    r"meus [a-z0-9\- ]{1,40} sao|minhas [a-z0-9\- ]{1,40} sao|eu (?:sou|moro|trabalho|tenho|gosto|"
+    r"meus [a-z0-9\- ]{1,40} sao|minhas [a-z0-9\- ]{1,40} sao|"
+    r"(?:meu|minha|meus|minhas) (?:esposa|marido|parceir[oa]|filh[oa]s?|mae|pai|pais|irmas?|"
+    r"irmaos?|namorad[oa]|noiv[oa]|cachorr[oa]|gat[oa]|chefe|avo|bebe|melhor amig[oa]) \w+|"
+    r"sou (?:o|a) |(?:eu )?me chamo|eu (?:sou|moro|trabalho|tenho|gosto|"
     r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
     r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei)|"
     r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|"
@@ -123,9 +135,47 @@ _FACT: Final = _rx(
     r"tenho (?:um|uma|dois|duas|[0-9]+)|gosto de|adoro|prefiro|odeio)\b"
 )
 
+# A fact that replaces one memory holds: a move, something no longer true. Like a correction,
+# it changes the memory about its subject when one is found and is saved when none is.
+_CHANGED: Final = _rx(
+    r"^(?:i(?:'?ve| have)? (?:just |recently |finally )?moved (?:to|into|back to)|"
+    r"i(?:'m| am)? no longer|i(?:'m| am) not [a-z' ]{1,40} any ?more|"
+    r"i (?:don'?t|do not) [a-z' ]{1,40} any ?more|"
+    r"(?:eu )?(?:me )?mudei (?:para|pra)|(?:eu )?nao (?:sou|moro|trabalho|tenho|gosto) mais|"
+    r"(?:eu )?ja nao|agora (?:eu )?(?:moro|trabalho|sou))\b"
+)
+# Where a message joins facts of its own: "I'm Marco and I live in Berlin", "Sou a Ana, moro
+# no Porto". A clause must start with its own subject, so "I like tea and coffee" stays one.
+_CLAUSE_BREAK: Final = _rx(
+    r"\s*(?:[,;.]\s*(?:(?:and|but|e|mas) )?|\s(?:and|but|e|mas) )"
+    r"(?=(?:i|eu|moro|trabalho|tenho|sou|gosto|estou)\b|"
+    r"(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40} (?:is|are|was|e|era|sao)\b)"
+)
+
 
 def read(message: str) -> Reading:
     """The intent of one user message."""
+    reading = _read(message)
+    if reading.intent != Intent.SAVE:
+        return reading
+    return Reading(reading.intent, reading.statement, facts=_facts_in(reading.statement))
+
+
+def _facts_in(statement: str) -> tuple[str, ...]:
+    folded = Folded.of(statement)
+    clauses: list[str] = []
+    begin = 0
+    for cut in _CLAUSE_BREAK.finditer(folded.text):
+        if cut.start() > begin:
+            clauses.append(tidy(folded.original_between(begin, cut.start())))
+            begin = cut.end()
+    clauses.append(tidy(folded.original_from(begin)))
+    if len(clauses) > 1 and all(_read(clause).intent == Intent.SAVE for clause in clauses):
+        return tuple(clauses)
+    return (statement,)
+
+
+def _read(message: str) -> Reading:
     folded = Folded.of(message)
     lead = _LEAD_IN.match(folded.text)
     start = lead.end() if lead else 0
@@ -157,6 +207,8 @@ def read(message: str) -> Reading:
         return Reading(Intent.SMALL_TALK, whole)
     if question or _QUESTION_START.match(text):
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
-    if _FACT.match(text):
+    if _CHANGED.match(text):
+        return Reading(Intent.UPDATE, whole)
+    if _FACT.match(text) or introduces(whole):
         return Reading(Intent.SAVE, whole)
     return Reading(Intent.SMALL_TALK, whole)

@@ -83,7 +83,8 @@ class OfflineModel(LanguageModel):
         # here. Its cards show every found memory all the same.
         if request.task == "MemorySearch" and results.get("mode") != "chronological":
             statement = cycle.reading.statement
-            if about := _about(results, statement):
+            keys = replies.results_of(request.metadata, "bindings")
+            if about := _about(results, statement, keys):
                 results = results | {"found": about}
             elif cycle.reading.intent in _CHANGING:
                 # A search to find what to correct or forget: unrelated memories answer nothing
@@ -130,13 +131,19 @@ class OfflineModel(LanguageModel):
         )
 
 
-def _about(results: dict[str, Any], statement: str) -> list[Any]:
-    """The found memories that share a subject with ``statement`` (``shares_subject``)."""
+def _about(results: dict[str, Any], statement: str, keys: dict[str, Any]) -> list[Any]:
+    """The found memories that share a subject with ``statement`` (``shares_subject``), by
+    their content and their bindings (``keys``, by memory id)."""
     found = results.get("found")
     if not isinstance(found, list):
         return []
     return [
         memory
         for memory in found
-        if isinstance(memory, dict) and shares_subject(statement, [str(memory.get("content"))])
+        if isinstance(memory, dict) and shares_subject(statement, _texts(memory, keys))
     ]
+
+
+def _texts(memory: dict[str, Any], keys: dict[str, Any]) -> list[str]:
+    bindings = keys.get(str(memory.get("memory_id")))
+    return [str(memory.get("content")), *(bindings if isinstance(bindings, list) else [])]

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from memoria_llm.offline.cycle import CycleView
-from memoria_llm.offline.facts import fact_of
+from memoria_llm.offline.facts import fact_of, topic_keys
 from memoria_llm.offline.intents import Intent
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns
+MAX_QUERIES: Final = 3
 
 
 class NoPlan(Exception):
@@ -33,11 +34,13 @@ def plan_for(task: str, view: CycleView) -> dict[str, Any]:
     if task == "MemorySearch":
         if everything:
             return {"queries": [EVERYTHING], "mode": "chronological", "limit": MAX_SEARCH}
-        return {"queries": [reading.statement], "mode": "semantic"}
+        # The user's words, and the keys of their topics (what the rules store as bindings).
+        queries = [reading.statement, *topic_keys(reading.statement)][:MAX_QUERIES]
+        return {"queries": list(dict.fromkeys(queries)), "mode": "semantic"}
     if task == "MemorySave":
-        return {"memories": [_memory(reading.statement)]}
+        return {"memories": [_memory(fact) for fact in reading.facts or [reading.statement]]}
     if task == "MemoryUpdate" and view.targets:
-        fact = fact_of(reading.statement)
+        fact = fact_of(reading.statement, replacing=view.texts.get(view.targets[0], []))
         return {
             "updates": [
                 {

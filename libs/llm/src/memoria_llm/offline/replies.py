@@ -131,9 +131,10 @@ def listing(items: Sequence[str]) -> str:
     return "; ".join(shown)
 
 
-def results_of(metadata: dict[str, str]) -> dict[str, Any]:
+def results_of(metadata: dict[str, str], key: str = "results") -> dict[str, Any]:
+    """The JSON object the action put under ``key`` (``{}`` when there is none)."""
     try:
-        results = json.loads(metadata.get("results", "{}"))
+        results = json.loads(metadata.get(key, "{}"))
     except json.JSONDecodeError:
         return {}
     return results if isinstance(results, dict) else {}
@@ -163,7 +164,8 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
             return text("found", language, items=_quoted(found, "content"))
         if results.get("mode") == "chronological":
             return text("listed_none", language)
-        query = ", ".join(results.get("looked_for") or [])
+        # The first query is the user's words; the rules' others are topic keys.
+        query = (results.get("looked_for") or [""])[0]
         return text("found_none", language, query=query)
     if task == "MemoryUpdate":
         parts = []

@@ -15,7 +15,12 @@ _SPACES = re.compile(r"\s+")
 _EDGES = re.compile(r"^[\s,:;.!-]+|[\s.!;,]+$")
 
 
+# Phones type "I’m" with a typographic apostrophe; the rules are written with "'".
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+
+
 def fold_char(ch: str) -> str:
+    ch = ch.translate(_APOSTROPHES)
     decomposed = unicodedata.normalize("NFKD", ch)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
@@ -43,6 +48,13 @@ class Folded:
             chars.pop()
             origin.pop()
         return cls(original, "".join(chars), tuple(origin))
+
+    def original_between(self, start: int, end: int) -> str:
+        """The user's text from the character that became ``start`` up to the one that
+        became ``end``."""
+        if end >= len(self._origin):
+            return self.original_from(start)
+        return self.original_from(start)[: self._origin[end] - self._origin[start]]
 
     def original_from(self, folded_index: int) -> str:
         """The user's text from the character that became ``folded_index``."""

@@ -151,6 +151,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
         ask="Explain the memory lookup you just did.",
         results=results,
+        bindings={m.memory_id: m.bindings for m in found.memories},
     )
     looked_for = ", ".join(f'"{q}"' for q in queries)
     if found.memories:
