@@ -209,6 +209,10 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
     )
     recalled = assistant(page, 'From your memories: "My favourite colour is green".')
     expect(recalled.locator(".model__name")).to_have_text(OFFLINE_LABEL)
+    # The search's answer is the cycle's last word (the thread was told there is no model):
+    # no "Done." bubble after it, and no status line left once the cycle ended.
+    expect(page.locator("#messages .msg--assistant").last).to_contain_text("From your memories")
+    expect(page.locator("#messages .status-row")).to_have_count(0)
     card.locator("summary").click()
     expect(card.locator(".mem__bindings li").first).to_be_visible()
     shoot(page, artifacts, "chat-light-desktop")

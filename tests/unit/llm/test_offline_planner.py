@@ -346,7 +346,8 @@ async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> Non
     assert "no language model is configured" in first
     # Closings are not history (seed 000); the planner's explanations are, under its label.
     explained = assistant('Saved: "I like tea".').model_copy(update={"model": LABEL})
-    assert await closing("Remember that I like jazz", [explained]) == "Done."
+    # Then the step's own answer ('Saved: "I like jazz".') is the last word: no "Done.".
+    assert await closing("Remember that I like jazz", [explained]) == ""
     # Another model's answers earlier in the thread (a key was set then) do not count.
     by_gemini = explained.model_copy(update={"model": "gemini-2.5-flash"})
     assert "no language model" in await closing("Remember that I like jazz", [by_gemini])

@@ -131,7 +131,8 @@ class LanguageModel(ABC):
 
     @abstractmethod
     def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        """Stream the answer text piece by piece."""
+        """Stream the answer text piece by piece. Nothing at all means nothing to add: a
+        closing after a step whose own answer said everything (the offline planner's)."""
 
     @abstractmethod
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:

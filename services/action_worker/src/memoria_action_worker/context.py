@@ -143,13 +143,19 @@ class ChatSink:
         role: Role,
         model: str,
         closing: bool = False,
-    ) -> ChatRecord:
-        """Forward each piece as a delta, then the complete message under the same id."""
+    ) -> ChatRecord | None:
+        """Forward each piece as a delta, then the complete message under the same id. A
+        model with nothing to say (no text at all) posts nothing: the offline planner's
+        closing after a step whose own answer said it all would be an empty bubble."""
         message_id = self._next_id()
         parts: list[str] = []
         async for piece in pieces:
+            if not piece:
+                continue
             parts.append(piece)
             await self._send(ChatDelta(message_id=message_id, content=piece))
+        if not parts:
+            return None
         record = self._record(
             message_id,
             modal="text",

@@ -123,7 +123,11 @@ class OfflineModel(LanguageModel):
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
             query = replies.mid_sentence(cycle.reading.statement)
             return f"{replies.text('nothing_to_forget', language, query=query)} {told}".strip()
-        return f"{replies.text('done', language)} {told}".strip()
+        # The step's own answer said what was done: a "Done." after it would be noise, so
+        # there is no closing at all, unless the thread has not been told there is no model.
+        if cycle.told_no_model:
+            return ""
+        return f"{replies.text('done', language)} {note}"
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         raise UnsupportedMode(

@@ -35,5 +35,8 @@ async def question(ctx: ActionContext) -> ActionOutcome:
         closing=True,
     )
     return ActionOutcome(
-        status="ok", ends_cycle=True, summary="asked the user a question", messages=[record]
+        status="ok",
+        ends_cycle=True,
+        summary="asked the user a question",
+        messages=[record] if record else [],
     )

@@ -1,6 +1,6 @@
 // The open thread, drawn from frames: one element per message id (a message that arrives
 // twice replaces itself), deltas appended to their bubble until the final message replaces
-// them, a status row (textForReplace) that the next message of the thread removes, memory
+// them, a status row (textForReplace) that the next message or its cycle's end removes, memory
 // cards, and one progress footer per live cycle. Model and memory text only ever becomes
 // Text nodes (markdown.js, memory-card.js).
 
@@ -204,7 +204,12 @@ export class Conversation {
       footer = fresh;
       this.footers.set(cycle.id, footer);
       this.refreshEmpty();
-      if (this.status && this.status.dataset.cycle === cycle.id) footer.before(this.status);
+      if (this.status && this.status.dataset.cycle === cycle.id) {
+        // A status line lasts until the next message, or until its cycle ends: a cycle may
+        // end with no message after it (a closing with nothing to add).
+        if (cycle.state === "ended") this.clearStatus();
+        else footer.before(this.status);
+      }
     });
   }
 
