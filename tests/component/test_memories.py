@@ -144,6 +144,45 @@ async def test_repeating_a_save_creates_nothing_twice(storage: MemoryStorage, us
     assert [m.memory_id for m in page.memories] == [first.memory_id]
 
 
+async def test_a_chat_save_of_what_a_memory_already_says_answers_with_that_memory(
+    storage: MemoryStorage, user: str
+) -> None:
+    """ "I live in Berlin" said again in another thread (another cycle, another key) is not a
+    second memory; case, spacing and the final full stop do not make it a new fact."""
+    first = await save(storage, user, "I live in Berlin.", ["where I live"])
+    again = await save(storage, user, "i live in  Berlin", ["home city"], reuse_same_content=True)
+    assert (again.created, again.memory_id) == (False, first.memory_id)
+    assert again.memory.content == "I live in Berlin."  # the memory as it was, unchanged
+    assert again.memory.bindings == ["where I live"]
+    page = await storage.reader.list(user, MemoryList())
+    assert isinstance(page, MemoryPage)
+    assert [m.memory_id for m in page.memories] == [first.memory_id]
+    # Another user's same words are theirs; the HTTP API's saves (no flag) always create.
+    other = await save(storage, f"{user}x", "I live in Berlin", reuse_same_content=True)
+    assert other.created and other.memory_id != first.memory_id
+    api = await save(storage, user, "I live in Berlin", ["where I live"])
+    assert api.created and api.memory_id != first.memory_id
+
+
+async def test_what_a_memory_says_follows_its_updates_and_its_deletion(
+    storage: MemoryStorage, user: str
+) -> None:
+    first = await save(storage, user, "I live in Berlin", ["where I live"])
+    await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=first.memory_id, content="I moved to Hamburg"),
+        cycle_id=None,
+        request_id="evt_1",
+    )
+    old = await save(storage, user, "I live in Berlin", reuse_same_content=True)
+    assert old.created  # no memory says that any more
+    new = await save(storage, user, "I moved to Hamburg", reuse_same_content=True)
+    assert (new.created, new.memory_id) == (False, first.memory_id)
+    await storage.writer.delete(user, MemoryDelete(memory_id=first.memory_id), cycle_id=None)
+    after = await save(storage, user, "I moved to Hamburg", reuse_same_content=True)
+    assert after.created and after.memory_id != first.memory_id
+
+
 async def test_vectors_from_the_embed_request_are_used_when_they_match_the_embedder(
     storage: MemoryStorage, user: str
 ) -> None:

@@ -170,6 +170,10 @@ class FakeMemoryService(MemoryClient):
     def _save(self, request: MemorySave) -> MemorySaved:
         # Like the service: the id derives from the idempotency key, so a repeat finds it.
         memory_id = "mem_" + hashlib.sha256(request.idempotency_key.encode()).hexdigest()[:12]
+        if request.reuse_same_content and memory_id not in self.memories:
+            for held in self.memories.values():
+                if held.content == request.content:  # the service also ignores case, spacing
+                    return MemorySaved(memory_id=held.memory_id, created=False, memory=held)
         created = memory_id not in self.memories
         if created:
             self.memories[memory_id] = memory(

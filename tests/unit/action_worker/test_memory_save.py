@@ -7,7 +7,7 @@ import json
 
 from memoria_contracts.memory import MemoryEmbed, MemoryFailure, MemorySave
 
-from .harness import CYCLE_ID, EMBEDDER, STEP, Harness
+from .harness import CYCLE_ID, EMBEDDER, STEP, Harness, memory
 from .plans import ACTIONS, SAVE_PLAN
 
 
@@ -43,6 +43,21 @@ async def test_embeds_all_bindings_once_and_saves_each_memory_with_its_vectors(
     assert outcome.arguments == {"memory_types": ["constraint", "critical_info"]}
     saved = json.loads(llm.requests[-1].metadata["results"])["saved"]
     assert [s["memory_id"] for s in saved] == ids
+
+
+async def test_a_fact_the_user_already_has_is_not_kept_twice(harness: Harness) -> None:
+    held = memory("mem_held1", "I am allergic to peanuts", memory_type="constraint")
+    harness.memory.memories[held.memory_id] = held
+    ctx, llm = harness.context("MemorySave", SAVE_PLAN, chat="I knew that one already.")
+
+    outcome = await ACTIONS["MemorySave"](ctx)
+
+    assert all(save.reuse_same_content for save in harness.memory.requests(MemorySave))
+    assert len(harness.memory.memories) == 2  # the booking is new, the allergy was held
+    results = json.loads(llm.requests[-1].metadata["results"])
+    assert [m["memory_id"] for m in results["already_saved"]] == ["mem_held1"]
+    assert "mem_held1" not in [m["memory_id"] for m in results["saved"]]
+    assert 'mem_held1 ("I am allergic to peanuts") (already saved)' in outcome.summary
 
 
 async def test_a_rerun_of_the_step_reuses_its_plan(harness: Harness) -> None:

@@ -275,6 +275,17 @@ async def test_a_search_answer_names_the_memories_about_the_question() -> None:
     assert "allergic" in where  # nothing about it: both, ranked
 
 
+async def test_a_save_of_what_memory_already_held_says_so() -> None:
+    known = [{"memory_id": "mem_a", "content": "I'm Marco"}]
+    new = [{"memory_id": "mem_b", "content": "I live in Berlin"}]
+    answer = await reply(
+        "MemorySave", "I'm Marco and I live in Berlin", saved=new, already_saved=known
+    )
+    assert answer == 'Saved: "I live in Berlin". I already had that: "I\'m Marco".'
+    pt = await reply("MemorySave", "Sou o Marco", saved=[], already_saved=known)
+    assert pt == 'Isso eu já tinha guardado: "I\'m Marco".'
+
+
 @pytest.mark.parametrize(
     ("said", "expected"),
     [

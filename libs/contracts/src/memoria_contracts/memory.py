@@ -212,6 +212,12 @@ class MemorySave(ContractModel):
     creation_datetime: AwareDatetime | None = Field(
         default=None, description="Kept from an export when importing; else now."
     )
+    reuse_same_content: bool = Field(
+        default=False,
+        description="When a memory of the user already says the same (case, spacing and end "
+        "punctuation aside), answer with it (created false) instead of keeping the fact "
+        "twice. The chat's saves set it; the HTTP API's do not (each call creates).",
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> MemorySave:
@@ -287,7 +293,10 @@ class MemorySaved(ContractModel):
     type: Literal["memory.saved"] = "memory.saved"
     success: Literal[True] = True
     memory_id: MemoryId
-    created: bool = Field(description="False when the save had already happened.")
+    created: bool = Field(
+        description="False when the save had already happened, or (reuse_same_content) a "
+        "memory already said the same: ``memory`` is that one."
+    )
     memory: Memory
 
 

@@ -31,6 +31,10 @@ _DELETE_ALL_MARKS: Final = ("delete all your memories", "apague todas as suas me
 _TEXTS: Final[dict[str, dict[Language, str]]] = {
     "saved": {"en": "Saved: {items}.", "pt": "Guardei: {items}."},
     "not_saved": {"en": "I could not save {items}.", "pt": "Não consegui guardar {items}."},
+    "already_saved": {
+        "en": "I already had that: {items}.",
+        "pt": "Isso eu já tinha guardado: {items}.",
+    },
     "found": {"en": "From your memories: {items}.", "pt": "Nas suas memórias: {items}."},
     "found_none": {
         "en": 'I found nothing about "{query}" in your memories.',
@@ -151,6 +155,14 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
         if saved := results.get("saved"):
             parts.append(
                 text("saved", language, items=listing([quote(m.get("content")) for m in saved]))
+            )
+        if known := results.get("already_saved"):
+            parts.append(
+                text(
+                    "already_saved",
+                    language,
+                    items=listing([quote(m.get("content")) for m in known]),
+                )
             )
         if failed := results.get("not_saved"):
             parts.append(

@@ -72,8 +72,8 @@ ENGLISH_VARIANT = ", plus one English version of the most important binding"
 
 EXPLAIN_SYSTEM = (
     "In {language}, tell the user in one "
-    "or two short sentences what you just saved in memory (and what could not be saved, if "
-    "anything). Use only the results given; never invent memories."
+    "or two short sentences what you just saved in memory (what was already there, and what "
+    "could not be saved, if anything). Use only the results given; never invent memories."
 )
 
 
@@ -163,6 +163,8 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
             vectors=embedded.vectors[offset : offset + len(planned.bindings)],
             embedder=embedded.embedder,
             source="chat",
+            # A fact the user already has is not kept twice ("I'm Marco" said in two threads).
+            reuse_same_content=True,
         )
         offset += len(planned.bindings)
         try:
@@ -175,7 +177,8 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
         else:
             refused.append((planned, reply.error_message))
     results = {
-        "saved": [memory_result(s.memory) for s in saved],
+        "saved": [memory_result(s.memory) for s in saved if s.created],
+        "already_saved": [memory_result(s.memory) for s in saved if not s.created],
         "not_saved": [{"content": p.content, "reason": e} for p, e in refused],
     }
     explanation = await explain(

@@ -61,6 +61,11 @@ class MemoryDocument(BaseModel):
     last_accessed: str
     updated_at: str
     cycle_id: str | None = None
+    content_key: str | None = Field(
+        default=None,
+        description="ids.content_key_for(content): finds a memory that already says what a "
+        "chat save would add. None on documents written before it existed.",
+    )
 
     @classmethod
     def from_stored(cls, document: dict[str, Any]) -> MemoryDocument:

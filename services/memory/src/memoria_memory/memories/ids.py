@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import re
+import unicodedata
+from typing import Any
 
 MEMORY_ID_PREFIX = "mem_"
 _MEMORY_ID_CHARS = 26  # 130 bits of the hash: collisions are not a practical concern
 _ROW_HASH_CHARS = 16
+_SPACES = re.compile(r"\s+")
+_END_PUNCTUATION = ".!;,"
 
 
 def _digest(*parts: str) -> str:
@@ -28,3 +34,15 @@ def row_id_for(memory_id: str, binding: str) -> str:
 
 def row_ids_for(memory_id: str, bindings: list[str]) -> list[str]:
     return [row_id_for(memory_id, binding) for binding in bindings]
+
+
+def content_key_for(content: Any) -> str:
+    """The same fact, however it was typed: text with case, spacing, Unicode form and end
+    punctuation aside ("I live in Berlin." and "i live in  berlin"); JSON by its canonical
+    form (keys sorted). The key is for finding a memory that already says it."""
+    if isinstance(content, str):
+        text = unicodedata.normalize("NFKC", content).casefold()
+        canonical = "text:" + _SPACES.sub(" ", text).strip().rstrip(_END_PUNCTUATION).strip()
+    else:
+        canonical = "json:" + json.dumps(content, sort_keys=True, ensure_ascii=False)
+    return _digest(canonical)

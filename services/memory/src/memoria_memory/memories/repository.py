@@ -31,6 +31,7 @@ class MemoryRepository:
         # SQLite's planner prefers the index above and reads every memory of the user
         # (bench/memory_search.py, docs/benchmarks.md).
         await self._memories.ensure_index([("user_id", 1), ("_id", 1), ("state", 1)])
+        await self._memories.ensure_index([("user_id", 1), ("content_key", 1), ("state", 1)])
         await self._memories.ensure_index([("state", 1), ("updated_at", 1)])
         await self._memories.ensure_index([("vector_collection", 1)])
         await self._changes.ensure_index([("user_id", 1), ("memory_id", 1), ("at", 1)])
@@ -39,6 +40,13 @@ class MemoryRepository:
 
     async def get(self, user_id: str, memory_id: str) -> MemoryDocument | None:
         found = await self._memories.find_one({"_id": memory_id, "user_id": user_id})
+        return MemoryDocument.from_stored(found) if found else None
+
+    async def saying(self, user_id: str, content_key: str) -> MemoryDocument | None:
+        """A ready memory of the user whose content has this key (``ids.content_key_for``)."""
+        found = await self._memories.find_one(
+            {"user_id": user_id, "content_key": content_key, "state": "ready"}
+        )
         return MemoryDocument.from_stored(found) if found else None
 
     async def insert(self, document: MemoryDocument) -> bool:

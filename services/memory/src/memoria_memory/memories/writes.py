@@ -32,7 +32,7 @@ from memoria_memory.embedding import Embedder
 from memoria_memory.faults import Faults
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument, PendingWrite
-from memoria_memory.memories.ids import memory_id_for, row_id_for, row_ids_for
+from memoria_memory.memories.ids import content_key_for, memory_id_for, row_id_for, row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.vectors import VectorRow, VectorStore
 
@@ -69,6 +69,10 @@ class MemoryWriter:
         memory_id = memory_id_for(user_id, request.idempotency_key)
         document = await self.repo.get(user_id, memory_id)
         created = False
+        if document is None and request.reuse_same_content:
+            said = await self.repo.saying(user_id, content_key_for(request.content))
+            if said is not None:
+                return MemorySaved(memory_id=said.id, created=False, memory=said.to_memory())
         if document is None:
             document = self._new_document(user_id, memory_id, request, cycle_id)
             await self.repo.remember_user(user_id)
@@ -111,6 +115,7 @@ class MemoryWriter:
             last_accessed=now,
             updated_at=now,
             cycle_id=cycle_id,
+            content_key=content_key_for(request.content),
         )
 
     # -- update -----------------------------------------------------------------------------
@@ -140,7 +145,11 @@ class MemoryWriter:
                 memory=before,
             )
         now = clock.stamp(clock.now())
-        changes |= {"updated_at": now, "last_accessed": now}
+        changes |= {
+            "updated_at": now,
+            "last_accessed": now,
+            "content_key": content_key_for(content),
+        }
         change_id = f"{document.id}.updated.{request_id}"
         if set(changes["bindings"]) == set(document.bindings):
             updated = document.model_copy(update=changes)
