@@ -86,3 +86,27 @@ async def test_portuguese_and_a_confirmed_delete_everything(stack: Stack) -> Non
     assert actions(confirmed)[:2] == ["MemorySearch", "MemoryDelete"]
     empty = await say(stack, "rui", "c", "O que você sabe sobre mim?")
     assert cards(empty) == []
+
+
+async def test_an_introduction_a_move_and_a_fact_told_twice(stack: Stack) -> None:
+    """What a newcomer types first: an introduction with a fact in it (two memories), the
+    same fact told again in another thread (still one), then a move (it replaces the old
+    address, so "where do I live?" has one answer)."""
+    hello = await say(stack, "max", "a", "Hi, I'm Max and I live in Berlin.")
+    assert actions(hello) == ["MemorySave", "Finalize"]
+    assert answers(hello)[0]["content"] == 'Saved: "I\'m Max"; "I live in Berlin".'
+
+    again = await say(stack, "max", "b", "I live in Berlin")
+    assert answers(again)[0]["content"] == 'I already had that: "I live in Berlin".'
+
+    moved = await say(stack, "max", "b", "I moved to Hamburg last month")
+    assert actions(moved) == ["MemorySearch", "MemoryUpdate", "Finalize"]
+    # The thread was told there is no model: the update's own answer is the last word, with
+    # no "Done." after it.
+    last = answers(moved)[-1]["content"]
+    assert last == 'Updated: "I live in Berlin" → "I moved to Hamburg last month".', last
+    where = await say(stack, "max", "c", "Where do I live?")
+    assert "I moved to Hamburg last month" in cards(where)
+    assert "I live in Berlin" not in cards(where)
+    everything = await say(stack, "max", "c", "What do you know about me?")
+    assert sorted(cards(everything)) == ["I moved to Hamburg last month", "I'm Max"]
