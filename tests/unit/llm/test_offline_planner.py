@@ -16,7 +16,7 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import StepRecord
 from memoria_llm.offline import LABEL, OfflineModel
 from memoria_llm.offline.facts import fact_of, shares_subject
-from memoria_llm.offline.intents import Intent, read
+from memoria_llm.offline.intents import Intent, Reading, read
 from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
 
@@ -389,13 +389,23 @@ async def test_the_delete_everything_question_is_asked_in_the_users_language() -
         "My daughter Lena turns 7 on March 3rd",  # family, said without "is"
         "Minha filha Lena faz 7 anos em março",
         "Lena's birthday is on March 3rd",
+        "Julia is my wife",
+        "We have a dog named Rex",
+        "I used to live in Lisbon",
+        "I need to buy milk",
+        "Sou médico",
+        "Eu nasci em 1990",
+        "Não gosto de cogumelos",
     ],
 )
 def test_plain_first_person_facts_are_kept(statement: str) -> None:
     assert read(statement).intent == Intent.SAVE
 
 
-@pytest.mark.parametrize("statement", ["I'm tired", "I'm fine", "It's raining", "That's great"])
+@pytest.mark.parametrize(
+    "statement",
+    ["I'm tired", "I'm fine", "It's raining", "That's great", "This is my question", "Sou eu"],
+)
 def test_how_the_user_feels_is_not_a_fact_to_keep(statement: str) -> None:
     assert read(statement).intent == Intent.SMALL_TALK
 
@@ -473,3 +483,26 @@ async def test_a_search_answer_reads_the_found_memories_keys() -> None:
     assert "".join(pieces) == (
         "From your memories: \"I'm not a nurse anymore, I'm a paramedic now\"."
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "statement"),
+    [
+        ("Can you remember that my car is a blue Golf?", "My car is a blue Golf"),
+        ("Pode lembrar que eu moro no Porto?", "Eu moro no Porto"),
+        ("Remind me to call mom tomorrow", "Call mom tomorrow"),
+    ],
+)
+def test_a_request_to_remember_asked_as_a_question_saves(message: str, statement: str) -> None:
+    assert read(message) == Reading(Intent.SAVE, statement, facts=(statement,))
+
+
+@pytest.mark.parametrize(
+    "message", ["Can you remember my passport number?", "Pode lembrar meu passaporte?"]
+)
+def test_can_you_remember_without_that_asks_to_recall(message: str) -> None:
+    assert read(message).intent == Intent.SEARCH
+
+
+def test_an_infinitive_is_a_request_to_save_only_after_pode() -> None:
+    assert read("Lembrar de algo").intent == Intent.SMALL_TALK

@@ -83,11 +83,18 @@ _UPDATE: Final = _rx(
     r"nao,? na verdade|pensando bem)\b(?: that| que)?[\s:,]*"
 )
 _SAVE: Final = _rx(
-    r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
+    r"^(?:(?:can you|could you|would you|pode|voce pode) )?(?:please )?"
     r"(?:remember|note|keep in mind|don'?t forget|do not forget|save|store|write down|"
-    r"memorize|take note|make a note|lembre-se|lembre|lembra|anota|anote|guarde|guarda|salve|"
-    r"salva|grave|memorize|nao esqueca|registre|registra)"
+    r"memorize|take note|make a note|remind me to|lembre-se|lembre|lembra|anota|anote|guarde|"
+    r"guarda|salve|salva|grave|memorize|nao esqueca|registre|registra|"
+    r"(?<=pode )(?:lembrar|anotar|guardar|salvar|gravar|registrar))\b"
     r"(?: (?:that|this|down|of this|de que|que|isso|disso|o seguinte|this down))?[\s:,]*"
+)
+# "Can you remember that ...?" asks to save, question mark or not ("can you remember my
+# passport number?" asks to recall: no "that").
+_ASKED_TO_SAVE: Final = _rx(
+    r"^(?:can|could|would) you (?:please )?(?:remember|note|save|write down|keep in mind) "
+    r"(?:that|this)\b|^(?:voce )?pode (?:lembrar|anotar|guardar|salvar|gravar) (?:que|isso)\b"
 )
 _SMALL_TALK: Final = _rx(
     r"^(?:thanks|thank you|thx|cheers|how are you|who are you|who is (?:this|answering)|"
@@ -111,6 +118,8 @@ _FACT: Final = _rx(
     r"^(?:my [a-z0-9'\- ]{1,40} (?:is|are|was)|i(?: am|'m| was) (?:allergic|a |an |from|vegan|"
     r"vegetarian|married|born|[0-9]+)|"
     r"i live|i work|i'?m learning|i have (?:a|an|two|three|[0-9]+)|i like|i love|i prefer|i hate|"
+    r"i used to|i need to|i have to|i must|we (?:have|live|are|own)|"
+    r"(?!(?:it|this|that|there|here|what|who|which|where)\b)[a-z]+ (?:is|was) my \w+|"
     r"i don'?t (?:like|eat|drink)|i can'?t (?:eat|drink|have)|i'?m planning|i plan|i want to|"
     r"i'?m going to|i'?m trying to|"
     r"i(?:'?ve| have)? (?:just |recently |finally )?(?:moved|started|got (?:married|divorced|"
@@ -127,7 +136,9 @@ _FACT: Final = _rx(
     r"irmaos?|namorad[oa]|noiv[oa]|cachorr[oa]|gat[oa]|chefe|avo|bebe|melhor amig[oa]) \w+|"
     r"sou (?:o|a) |(?:eu )?me chamo|eu (?:sou|moro|trabalho|tenho|gosto|"
     r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
-    r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei)|"
+    r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei|nasci|cresci|"
+    r"estudei|morei|trabalhei)|(?:eu )?nao (?:gosto|como|bebo|posso|suporto|tolero)|"
+    r"sou (?!eu\b)[a-z]+|"
     r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|"
     r"sou (?:alergic[oa]|intolerante|vegan[oa]?|vegetarian[oa]|casad[oa]|solteir[oa]|"
     r"divorciad[oa]|um |uma |de |do |da )|moro (?:em|no|na)|"
@@ -201,8 +212,8 @@ def _read(message: str) -> Reading:
         return Reading(Intent.DELETE, rest)
     if (rest := after(_UPDATE)) is not None and rest:
         return Reading(Intent.UPDATE, rest)
-    if (rest := after(_SAVE)) is not None and rest and not question:
-        return Reading(Intent.SAVE, rest)
+    if (rest := after(_SAVE)) is not None and rest and (not question or _ASKED_TO_SAVE.match(text)):
+        return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
     if not text or _SMALL_TALK.match(text):
         return Reading(Intent.SMALL_TALK, whole)
     if question or _QUESTION_START.match(text):
