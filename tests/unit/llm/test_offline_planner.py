@@ -422,6 +422,11 @@ async def test_facts_joined_in_one_message_are_saved_as_memories_of_their_own() 
         request("MemorySave", context_for("Sou o Marco, moro em Berlim")), SavePlan
     )
     assert [m.content for m in pt.memories] == ["Sou o Marco", "Moro em Berlim"]
+    two = await MODEL.reasoning(
+        request("MemorySave", context_for("Sou alérgica a camarão e adoro café")), SavePlan
+    )
+    assert [m.content for m in two.memories] == ["Sou alérgica a camarão", "Adoro café"]
+    assert two.memories[0].memory_type == "constraint"
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,8 @@ _CHANGED: Final = _rx(
 # no Porto". A clause must start with its own subject, so "I like tea and coffee" stays one.
 _CLAUSE_BREAK: Final = _rx(
     r"\s*(?:[,;.]\s*(?:(?:and|but|e|mas) )?|\s(?:and|but|e|mas) )"
-    r"(?=(?:i|eu|moro|trabalho|tenho|sou|gosto|estou)\b|"
+    r"(?=(?:i|we|eu|moro|trabalho|tenho|sou|gosto|estou|adoro|amo|prefiro|odeio|falo|estudo|"
+    r"nao (?:gosto|como|bebo|posso))\b|"
     r"(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40} (?:is|are|was|e|era|sao)\b)"
 )
 
