@@ -261,7 +261,7 @@ async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> 
 
 async def test_a_search_answer_names_the_memories_about_the_question() -> None:
     """Search favours recall; the answer, like a model reading the results, names only the
-    memories about what was asked, and all of them when none is."""
+    memories about what was asked, and all of them as the closest when none is."""
     found = [
         {"memory_id": "mem_wife", "content": "My wife Ana was born on March 3"},
         {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
@@ -271,8 +271,13 @@ async def test_a_search_answer_names_the_memories_about_the_question() -> None:
     pt = await reply("MemorySearch", "Do que eu tenho alergia?", found=found, looked_for=["x"])
     assert pt == 'Nas suas memórias: "I am allergic to peanuts".'
     where = await reply("MemorySearch", "Where do I live?", found=found, looked_for=["x"])
-    assert "My wife Ana" in where
-    assert "allergic" in where  # nothing about it: both, ranked
+    # Nothing about it: both, ranked, as the closest rather than as the answer.
+    assert where == (
+        'Nothing I found is clearly about "where do I live?"; the closest: '
+        '"My wife Ana was born on March 3"; "I am allergic to peanuts".'
+    )
+    pt = await reply("MemorySearch", "Onde eu moro?", found=found[:1], looked_for=["x"])
+    assert pt.startswith('Nada do que encontrei é claramente sobre "onde eu moro?"')
 
 
 async def test_a_save_of_what_memory_already_held_says_so() -> None:
@@ -511,3 +516,69 @@ def test_can_you_remember_without_that_asks_to_recall(message: str) -> None:
 
 def test_an_infinitive_is_a_request_to_save_only_after_pode() -> None:
     assert read("Lembrar de algo").intent == Intent.SMALL_TALK
+
+
+def said(role: str, text: str, n: int) -> ChatRecord:
+    return ChatRecord(id=f"h-{n}", chat_history=True, modal="text", role=role, content=text)
+
+
+def asked_back(question: str, language: str = "en") -> list[ChatRecord]:
+    """The turn where the planner found nothing and asked the user to tell it."""
+    ask = {
+        "en": "I don't have that in my memory yet. Could you tell me?",
+        "pt": "Ainda não tenho isso na memória. Pode me contar?",
+    }[language]
+    return [
+        said("user", question, 1),
+        said("assistant", "I found nothing about it in your memories.", 2),
+        said("assistant", ask, 3),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "fact"),
+    [
+        ("What's my daughter's name?", "Lena", "My daughter's name is Lena"),
+        ("Where do I live?", "in Porto.", "I live in Porto"),
+        ("What's the wifi password?", "sunflower42", "What's the wifi password? sunflower42"),
+        ("Qual é o meu nome?", "Ana", "Meu nome é Ana"),
+        ("Onde eu moro?", "no Porto", "Moro no Porto"),
+    ],
+)
+async def test_a_short_reply_to_could_you_tell_me_is_saved_as_the_answer(
+    question: str, answer: str, fact: str
+) -> None:
+    language = "pt" if question[0] in "QO" else "en"
+    history = asked_back(question, language)
+    assert await run_cycle(answer, history=history) == ["MemorySave", "Finalize"]
+    plan = await MODEL.reasoning(
+        request("MemorySave", context_for(answer, history=history)), SavePlan
+    )
+    assert [m.content for m in plan.memories] == [fact]
+
+
+@pytest.mark.parametrize("reply_text", ["I don't know", "não sei", "thanks!", "never mind"])
+async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> None:
+    history = asked_back("What's my daughter's name?")
+    assert "MemorySave" not in await run_cycle(reply_text, history=history)
+
+
+async def test_a_word_is_no_answer_when_nothing_was_asked() -> None:
+    history = [said("user", "What's my daughter's name?", 1), said("assistant", "Lena.", 2)]
+    assert await run_cycle("Lena", history=history) == ["Finalize"]
+
+
+@pytest.mark.parametrize(
+    ("question", "held", "expected"),
+    [
+        # Found, but about something else: ask the user, as when nothing was found.
+        ("Where do I live?", "My daughter's name is Lena", ["MemorySearch", "Question"]),
+        ("Onde eu moro?", "Meu nome é Ana", ["MemorySearch", "Question"]),
+        ("What do I do for a living?", "I work as a nurse", ["MemorySearch", "Finalize"]),
+        ("Where do I live?", "I moved to Porto", ["MemorySearch", "Finalize"]),
+    ],
+)
+async def test_a_question_about_the_user_asks_back_when_nothing_found_is_about_it(
+    question: str, held: str, expected: list[str]
+) -> None:
+    assert await run_cycle(question, found=[(held, 1)]) == expected

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import replies
+from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import shares_subject
 from memoria_llm.offline.intents import Intent, Reading, read
 
@@ -92,13 +93,44 @@ def _asked_to_delete_everything(context: CycleContext) -> bool:
     return False
 
 
+def _question_asked_back(context: CycleContext) -> str | None:
+    """The user's question when the assistant's previous turn asked them for the answer
+    ("I don't have that in my memory yet. Could you tell me?")."""
+    asked = False
+    for record in reversed(context.history):
+        if record.tool_record:
+            continue
+        if not asked:
+            if record.role == "assistant" and record.modal == "text":
+                if not replies.is_ask_missing(str(record.content)):
+                    return None
+                asked = True
+            continue
+        if record.role == "user" and record.modal == "text":
+            return str(record.content)
+    return None
+
+
+def _reading(context: CycleContext) -> Reading:
+    """The message's reading; a reply no rule understood, right after the planner asked the
+    user for what memory lacked, is the answer: a fact to save."""
+    reading = read(str(context.original_message.content))
+    if not reading.unread:
+        return reading
+    question = _question_asked_back(context)
+    if question is None:
+        return reading
+    statement = as_statement(question, reading.statement)
+    return Reading(Intent.SAVE, statement, facts=(statement,))
+
+
 def _last_search_step(steps: list[StepRecord]) -> int:
     searches = [step.step for step in steps if step.action == SEARCH_ACTION]
     return max(searches, default=0)
 
 
 def view(context: CycleContext) -> CycleView:
-    reading = read(str(context.original_message.content))
+    reading = _reading(context)
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
     texts = _texts_of_found(context)

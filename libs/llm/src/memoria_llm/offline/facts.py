@@ -67,7 +67,12 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "where I live",
         "onde eu moro",
     ),
-    (r"work|job|profession|trabalho|emprego|profissao", "my job", "meu trabalho"),
+    (
+        r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
+        r"carreira|ocupacao",
+        "my job",
+        "meu trabalho",
+    ),
     (
         r"birthday|born|turns [0-9]+|aniversario|nasci|faz [0-9]+ anos|fara [0-9]+ anos",
         "birthday",

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Final
 
 from memoria_llm.offline.facts import introduces
-from memoria_llm.offline.text import Folded, is_question, tidy
+from memoria_llm.offline.text import Folded, is_question, strip_edges, tidy
 
 
 class Intent(StrEnum):
@@ -40,6 +40,9 @@ class Reading:
     facts: tuple[str, ...] = ()
     """What to save, one memory each: the statement's clauses when each is a fact of its own
     ("I'm Marco and I live in Berlin"), else the statement."""
+    unread: bool = False
+    """No rule understood the message (small talk by default; ``statement`` as typed, not
+    capitalised): it may answer a question the planner asked (``CycleView``)."""
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -103,6 +106,11 @@ _SMALL_TALK: Final = _rx(
     r"good (?:morning|afternoon|evening|night)|bye|goodbye|see you|nice|great|cool|"
     r"obrigad[oa]|valeu|brigad[oa]|tudo bem|tudo bom|como vai|como voce esta|bom dia|"
     r"boa tarde|boa noite|tchau|ate logo|legal|otimo|beleza)\b"
+)
+# Replies that answer nothing, even right after the planner asked for something.
+_NO_ANSWER: Final = _rx(
+    r"^(?:i don'?t know|i do not know|no idea|not sure|i forgot|dunno|idk|nao sei|sei la|"
+    r"nao lembro|nao me lembro|esqueci|ok|okay|hm+|hmm+|ah|oh)\b"
 )
 _QUESTION_START: Final = _rx(
     r"^(?:what|whats|what's|when|where|who|whom|which|how|why|do you|did you|can you tell|"
@@ -223,4 +231,7 @@ def _read(message: str) -> Reading:
         return Reading(Intent.UPDATE, whole)
     if _FACT.match(text) or introduces(whole):
         return Reading(Intent.SAVE, whole)
-    return Reading(Intent.SMALL_TALK, whole)
+    if _NO_ANSWER.match(text):
+        return Reading(Intent.SMALL_TALK, whole)
+    # Kept as typed: it may become the end of a statement ("in Porto").
+    return Reading(Intent.SMALL_TALK, strip_edges(folded.original_from(start)), unread=True)

@@ -78,9 +78,9 @@ class OfflineModel(LanguageModel):
             return self._closing(cycle, language)
         results = replies.results_of(request.metadata)
         # A listing (chronological) names everything; a semantic search's answer names the
-        # memories about what was asked, or all of them when none is: recall is favoured in
-        # search (docs/relevance.md), so a model would skip the rest and the rules skip them
-        # here. Its cards show every found memory all the same.
+        # memories about what was asked. When none is, it names them as the closest, not as
+        # the answer: recall is favoured in search (docs/relevance.md) and the rules may miss
+        # a relation a reader sees. Its cards show every found memory all the same.
         if request.task == "MemorySearch" and results.get("mode") != "chronological":
             statement = cycle.reading.statement
             keys = replies.results_of(request.metadata, "bindings")
@@ -92,6 +92,11 @@ class OfflineModel(LanguageModel):
                 # whether one was (the step's results lack the bindings the choice reads).
                 query = replies.mid_sentence(statement)
                 return replies.text("looked_for", language, query=query)
+            elif found := results.get("found"):
+                query = replies.mid_sentence(statement)
+                return replies.text(
+                    "found_unsure", language, query=query, items=replies.quoted(found)
+                )
         return replies.explanation(request.task, results, language)
 
     @staticmethod

@@ -2,7 +2,7 @@
 
 Each intent is a short, fixed path through the actions; the path moves on as steps are done,
 and branches on what a search found (a correction with nothing to correct saves the new
-fact; a question about the user with nothing in memory asks the user). A correction or a
+fact; a question about the user with nothing about it in memory asks the user). A correction or a
 forget acts only on a found memory about what the message names (``CycleView.targets``).
 """
 
@@ -33,7 +33,9 @@ def wanted(view: CycleView) -> str:
     if intent in (Intent.SEARCH, Intent.LIST_ALL):
         if SEARCH not in done:
             return SEARCH
-        if not view.found and intent == Intent.SEARCH and view.reading.about_user:
+        # Nothing found about it (what was found shares no subject with the question): ask
+        # the user, whose short reply is then saved as the answer (cycle.py).
+        if not view.targets and intent == Intent.SEARCH and view.reading.about_user:
             return QUESTION if QUESTION not in done else FINALIZE
         return FINALIZE
     if intent == Intent.UPDATE:

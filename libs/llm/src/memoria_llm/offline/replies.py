@@ -36,6 +36,10 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Isso eu já tinha guardado: {items}.",
     },
     "found": {"en": "From your memories: {items}.", "pt": "Nas suas memórias: {items}."},
+    "found_unsure": {
+        "en": 'Nothing I found is clearly about "{query}"; the closest: {items}.',
+        "pt": 'Nada do que encontrei é claramente sobre "{query}"; o mais próximo: {items}.',
+    },
     "found_none": {
         "en": 'I found nothing about "{query}" in your memories.',
         "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
@@ -101,6 +105,11 @@ def delete_all_question(language: Language) -> str:
     return _DELETE_ALL_QUESTION[language]
 
 
+def is_ask_missing(message: str) -> bool:
+    """Whether ``message`` is the planner asking the user for what memory lacked."""
+    return message in _TEXTS["ask_missing"].values()
+
+
 def is_delete_all_question(message: str) -> bool:
     folded = fold(message)
     return any(mark in folded for mark in _DELETE_ALL_MARKS)
@@ -111,6 +120,8 @@ _NEVER_NAMES: Final = frozenset(
         *("my", "our", "your", "the", "a", "an"),
         *("meu", "minha", "meus", "minhas", "nosso", "nossa", "seu", "sua"),
         *("o", "os", "as", "um", "uma"),
+        *("what", "what's", "whats", "where", "when", "who", "which", "how", "why", "do", "did"),
+        *("qual", "quais", "onde", "quando", "quem", "como", "porque", "por"),
     }
 )
 """First words a statement capitalises only because they start it (``text.tidy``)."""
@@ -144,7 +155,8 @@ def results_of(metadata: dict[str, str], key: str = "results") -> dict[str, Any]
     return results if isinstance(results, dict) else {}
 
 
-def _quoted(entries: Sequence[Any], field: str) -> str:
+def quoted(entries: Sequence[Any], field: str = "content") -> str:
+    """Each entry's ``field`` quoted, listed."""
     return listing([quote(e.get(field)) if isinstance(e, dict) else quote(e) for e in entries])
 
 
@@ -173,7 +185,7 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
         return " ".join(parts) or text("done", language)
     if task == "MemorySearch":
         if found := results.get("found"):
-            return text("found", language, items=_quoted(found, "content"))
+            return text("found", language, items=quoted(found))
         if results.get("mode") == "chronological":
             return text("listed_none", language)
         # The first query is the user's words; the rules' others are topic keys.

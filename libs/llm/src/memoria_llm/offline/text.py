@@ -67,10 +67,14 @@ def fold(text: str) -> str:
     return Folded.of(text).text
 
 
+def strip_edges(text: str) -> str:
+    """Single spaces, no leading/trailing punctuation; the letters as the user typed them."""
+    return _EDGES.sub("", _SPACES.sub(" ", text).strip())
+
+
 def tidy(text: str) -> str:
-    """A statement as it will be stored: single spaces, no leading/trailing punctuation,
-    first letter capitalised."""
-    text = _EDGES.sub("", _SPACES.sub(" ", text).strip())
+    """A statement as it will be stored: :func:`strip_edges`, first letter capitalised."""
+    text = strip_edges(text)
     return text[:1].upper() + text[1:] if text else text
 
 
