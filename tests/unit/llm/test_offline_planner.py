@@ -575,6 +575,7 @@ async def test_a_word_is_no_answer_when_nothing_was_asked() -> None:
         ("Where do I live?", "My daughter's name is Lena", ["MemorySearch", "Question"]),
         ("Onde eu moro?", "Meu nome é Ana", ["MemorySearch", "Question"]),
         ("What do I do for a living?", "I work as a nurse", ["MemorySearch", "Finalize"]),
+        ("What do I do for a living?", "Moro em Lisboa", ["MemorySearch", "Question"]),
         ("Where do I live?", "I moved to Porto", ["MemorySearch", "Finalize"]),
     ],
 )

@@ -63,7 +63,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     (r"allerg\w*|alerg\w*", "allergy", "alergia"),
     (r"my name|i'?m called|meu nome|me chamo", "user's name", "meu nome"),
     (
-        r"live|living|moved|move|moro|morando|home|mudei|mudou|mudamos|mudanca",
+        r"live|living (?:in|at|with)|moved|move|moro|morando|home|mudei|mudou|mudamos|mudanca",
         "where I live",
         "onde eu moro",
     ),
