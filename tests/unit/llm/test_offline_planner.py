@@ -400,7 +400,12 @@ async def test_the_delete_everything_question_is_asked_in_the_users_language() -
         "I need to buy milk",
         "Sou médico",
         "Eu nasci em 1990",
-        "Não gosto de cogumelos",
+        "Não gosto de cogumelos",  # a negation, not a denial
+        "I broke up with my girlfriend",
+        "We got a new puppy called Bolt",
+        "I'm pregnant",
+        "Estou grávida",
+        "Troquei de emprego",
     ],
 )
 def test_plain_first_person_facts_are_kept(statement: str) -> None:
@@ -583,3 +588,34 @@ async def test_a_question_about_the_user_asks_back_when_nothing_found_is_about_i
     question: str, held: str, expected: list[str]
 ) -> None:
     assert await run_cycle(question, found=[(held, 1)]) == expected
+
+
+@pytest.mark.parametrize(
+    ("message", "statement"),
+    [
+        ("No, my name is Marco", "My name is Marco"),
+        ("That's wrong, I live in Porto", "I live in Porto"),
+        ("Não, eu moro no Porto", "Eu moro no Porto"),
+    ],
+)
+def test_a_denial_before_a_fact_corrects_it(message: str, statement: str) -> None:
+    assert read(message) == Reading(Intent.UPDATE, statement)
+
+
+@pytest.mark.parametrize("message", ["No", "No thanks", "No, I don't want that", "Não gosto"])
+def test_a_denial_before_no_fact_corrects_nothing(message: str) -> None:
+    assert read(message).intent != Intent.UPDATE
+
+
+@pytest.mark.parametrize(
+    "message", ["Tell me everything", "what do you remember?", "O que você sabe?"]
+)
+def test_what_do_you_know_lists_everything(message: str) -> None:
+    assert read(message).intent == Intent.LIST_ALL
+    assert read("what do you remember about my wife?").intent == Intent.SEARCH
+
+
+def test_an_age_is_found_by_a_question_about_it_in_either_language() -> None:
+    assert shares_subject("How old am I?", ["I'm 34"])
+    assert shares_subject("Quantos anos eu tenho?", ["I'm 34", "age", "idade"])
+    assert "age" in fact_of("Tenho 34 anos").bindings

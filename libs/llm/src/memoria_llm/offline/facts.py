@@ -79,6 +79,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "aniversario",
     ),
     (r"password|senha", "password", "senha"),
+    (r"age|how old|years old|i'?m [0-9]+|idade|quantos anos|[0-9]+ anos", "age", "idade"),
     (r"dog|cat|pet|cachorr[oa]|gat[oa]", "my pet", "meu animal de estimacao"),
     (
         r"wife|husband|son|daughter|mother|father|mom|dad|esposa|marido|filh[oa]|mae|pai",

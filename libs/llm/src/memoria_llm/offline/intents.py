@@ -73,7 +73,9 @@ _LIST_ALL: Final = _rx(
     r"(?:saved|stored|remembered|memorized)|everything you (?:know|remember) about me|"
     r"(?:liste|listar|lista|mostre|mostrar|mostra|quais sao) (?:todas )?(?:as )?(?:minhas )?"
     r"memorias|o que (?:voce|vc) (?:sabe|lembra|guardou|salvou) (?:sobre|de) mim|"
-    r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra) (?:sobre|de) mim)\b"
+    r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra) (?:sobre|de) mim)\b|"
+    r"^(?:tell me everything|what do you (?:know|remember)|o que (?:voce|vc) (?:sabe|lembra))"
+    r"\W*$"
 )
 _DELETE: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
@@ -84,6 +86,12 @@ _UPDATE: Final = _rx(
     r"^(?:actually|correction|update|change|in fact|i meant|wait|no,? actually|not anymore|"
     r"na verdade|correcao|corrigindo|atualize|atualiza|mude|muda|altere|altera|"
     r"nao,? na verdade|pensando bem)\b(?: that| que)?[\s:,]*"
+)
+# "No, I live in Porto": a denial before a fact corrects what memory holds about it. The
+# punctuation is required: "não gosto de…" is a negation, not a denial.
+_DENIAL: Final = _rx(
+    r"^(?:no|nope|wrong|that'?s (?:wrong|not right|not true)|that is (?:wrong|not right)|"
+    r"nao|errado|isso (?:esta|e) errado|nao e isso)\s*[:,.!-]\s*"
 )
 _SAVE: Final = _rx(
     r"^(?:(?:can you|could you|would you|pode|voce pode) )?(?:please )?"
@@ -126,7 +134,9 @@ _FACT: Final = _rx(
     r"^(?:my [a-z0-9'\- ]{1,40} (?:is|are|was)|i(?: am|'m| was) (?:allergic|a |an |from|vegan|"
     r"vegetarian|married|born|[0-9]+)|"
     r"i live|i work|i'?m learning|i have (?:a|an|two|three|[0-9]+)|i like|i love|i prefer|i hate|"
-    r"i used to|i need to|i have to|i must|we (?:have|live|are|own)|"
+    r"i used to|i need to|i have to|i must|we (?:have|live|are|own|got|bought|adopted)|"
+    r"i (?:broke up|adopted|lost|met|won)|"
+    r"i(?: am|'m) (?:pregnant|engaged|single|divorced|retired|unemployed|widowed)|"
     r"(?!(?:it|this|that|there|here|what|who|which|where)\b)[a-z]+ (?:is|was) my \w+|"
     r"i don'?t (?:like|eat|drink)|i can'?t (?:eat|drink|have)|i'?m planning|i plan|i want to|"
     r"i'?m going to|i'?m trying to|"
@@ -145,12 +155,15 @@ _FACT: Final = _rx(
     r"sou (?:o|a) |(?:eu )?me chamo|eu (?:sou|moro|trabalho|tenho|gosto|"
     r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
     r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei|nasci|cresci|"
-    r"estudei|morei|trabalhei)|(?:eu )?nao (?:gosto|como|bebo|posso|suporto|tolero)|"
+    r"estudei|morei|trabalhei|troquei|perdi|ganhei|adotei|terminei|conheci)|"
+    r"(?:eu )?nao (?:gosto|como|bebo|posso|suporto|tolero)|"
     r"sou (?!eu\b)[a-z]+|"
     r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|"
     r"sou (?:alergic[oa]|intolerante|vegan[oa]?|vegetarian[oa]|casad[oa]|solteir[oa]|"
     r"divorciad[oa]|um |uma |de |do |da )|moro (?:em|no|na)|"
-    r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo)|"
+    r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo|"
+    r"gravida|noiv[oa]|casad[oa]|solteir[oa]|desempregad[oa]|aposentad[oa]|estudando|"
+    r"trabalhando|morando)|"
     r"tenho (?:um|uma|dois|duas|[0-9]+)|gosto de|adoro|prefiro|odeio)\b"
 )
 
@@ -221,6 +234,9 @@ def _read(message: str) -> Reading:
         return Reading(Intent.DELETE, rest)
     if (rest := after(_UPDATE)) is not None and rest:
         return Reading(Intent.UPDATE, rest)
+    denied = after(_DENIAL)
+    if denied and not question and _read(denied).intent in (Intent.SAVE, Intent.UPDATE):
+        return Reading(Intent.UPDATE, denied)
     if (rest := after(_SAVE)) is not None and rest and (not question or _ASKED_TO_SAVE.match(text)):
         return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
     if not text or _SMALL_TALK.match(text):
