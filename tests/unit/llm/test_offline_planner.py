@@ -568,6 +568,12 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
     assert "MemorySave" not in await run_cycle(reply_text, history=history)
 
 
+async def test_i_dont_know_to_its_question_gets_no_help_text() -> None:
+    context = context_for("I don't know", history=asked_back("What's my daughter's name?"))
+    closing = "".join([p async for p in MODEL.chat(request("Finalize", context))])
+    assert closing == "All right. Tell me whenever you like, and I will remember it."
+
+
 async def test_a_word_is_no_answer_when_nothing_was_asked() -> None:
     history = [said("user", "What's my daughter's name?", 1), said("assistant", "Lena.", 2)]
     assert await run_cycle("Lena", history=history) == ["Finalize"]

@@ -30,6 +30,8 @@ class CycleView:
     texts: dict[str, list[str]]
     """Each found memory's content and bindings, by id."""
     asked_delete_all: bool
+    asked_back: str | None
+    """The user's question when the assistant's previous turn asked them for its answer."""
     """The assistant's previous turn asked whether to delete every memory."""
     told_no_model: bool
     """The planner answered earlier in the recent history: the first closing of its first
@@ -111,16 +113,13 @@ def _question_asked_back(context: CycleContext) -> str | None:
     return None
 
 
-def _reading(context: CycleContext) -> Reading:
+def _reading(context: CycleContext, asked_back: str | None) -> Reading:
     """The message's reading; a reply no rule understood, right after the planner asked the
-    user for what memory lacked, is the answer: a fact to save."""
+    user for what memory lacked (``asked_back``), is the answer: a fact to save."""
     reading = read(str(context.original_message.content))
-    if not reading.unread:
+    if not reading.unread or asked_back is None:
         return reading
-    question = _question_asked_back(context)
-    if question is None:
-        return reading
-    statement = as_statement(question, reading.statement)
+    statement = as_statement(asked_back, reading.statement)
     return Reading(Intent.SAVE, statement, facts=(statement,))
 
 
@@ -130,7 +129,8 @@ def _last_search_step(steps: list[StepRecord]) -> int:
 
 
 def view(context: CycleContext) -> CycleView:
-    reading = _reading(context)
+    asked_back = _question_asked_back(context)
+    reading = _reading(context, asked_back)
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
     texts = _texts_of_found(context)
@@ -142,6 +142,7 @@ def view(context: CycleContext) -> CycleView:
         targets=[i for i in found if shares_subject(reading.statement, texts.get(i, []))],
         texts=texts,
         asked_delete_all=_asked_to_delete_everything(context),
+        asked_back=asked_back,
         told_no_model=any(
             record.role == "assistant" and record.model == replies.LABEL
             for record in context.history

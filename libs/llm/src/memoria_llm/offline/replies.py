@@ -62,6 +62,10 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "I don't have that in my memory yet. Could you tell me?",
         "pt": "Ainda não tenho isso na memória. Pode me contar?",
     },
+    "no_answer": {
+        "en": "All right. Tell me whenever you like, and I will remember it.",
+        "pt": "Tudo bem. Quando quiser, me conte, e eu guardo.",
+    },
     "ask_more": {
         "en": "Could you tell me a bit more?",
         "pt": "Pode me contar um pouco mais?",
