@@ -167,25 +167,11 @@ def quoted(entries: Sequence[Any], field: str = "content") -> str:
 def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     """The short explanation a memory action streams after its work."""
     if task == "MemorySave":
-        parts = []
-        if saved := results.get("saved"):
-            parts.append(
-                text("saved", language, items=listing([quote(m.get("content")) for m in saved]))
-            )
-        if known := results.get("already_saved"):
-            parts.append(
-                text(
-                    "already_saved",
-                    language,
-                    items=listing([quote(m.get("content")) for m in known]),
-                )
-            )
-        if failed := results.get("not_saved"):
-            parts.append(
-                text(
-                    "not_saved", language, items=listing([quote(m.get("content")) for m in failed])
-                )
-            )
+        parts = [
+            text(key, language, items=quoted(entries))
+            for key in ("saved", "already_saved", "not_saved")
+            if (entries := results.get(key))
+        ]
         return " ".join(parts) or text("done", language)
     if task == "MemorySearch":
         if found := results.get("found"):
@@ -209,13 +195,7 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     if task == "MemoryDelete":
         parts = []
         if deleted := results.get("deleted"):
-            parts.append(
-                text(
-                    "deleted",
-                    language,
-                    items=listing([quote(d.get("deleted_content")) for d in deleted]),
-                )
-            )
+            parts.append(text("deleted", language, items=quoted(deleted, "deleted_content")))
         missing = [*results.get("not_found", []), *results.get("not_deleted", [])]
         if missing:
             parts.append(text("missing", language, items=listing(missing)))
