@@ -625,3 +625,5 @@ def test_an_age_is_found_by_a_question_about_it_in_either_language() -> None:
     assert shares_subject("How old am I?", ["I'm 34"])
     assert shares_subject("Quantos anos eu tenho?", ["I'm 34", "age", "idade"])
     assert "age" in fact_of("Tenho 34 anos").bindings
+    # A daughter's age is not the user's: her memory is keyed by birthday, not by age.
+    assert "age" not in fact_of("Minha filha Bia faz 7 anos").bindings

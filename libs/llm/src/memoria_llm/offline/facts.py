@@ -79,7 +79,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "aniversario",
     ),
     (r"password|senha", "password", "senha"),
-    (r"age|how old|years old|i'?m [0-9]+|idade|quantos anos|[0-9]+ anos", "age", "idade"),
+    (r"age|how old|years old|i'?m [0-9]+|idade|quantos anos|tenho [0-9]+ anos", "age", "idade"),
     (r"dog|cat|pet|cachorr[oa]|gat[oa]", "my pet", "meu animal de estimacao"),
     (
         r"wife|husband|son|daughter|mother|father|mom|dad|esposa|marido|filh[oa]|mae|pai",
@@ -152,10 +152,15 @@ def topic_keys(statement: str) -> list[str]:
     """The English key of each topic ``statement`` is about, as ``bindings_of`` stores it: a
     search for them finds a memory by its subject when its words differ ("I moved to
     Hamburg" and "I live in Berlin" are both "where I live")."""
+    return list(dict.fromkeys(english for english, _ in _topics_of(statement)))
+
+
+def _topics_of(statement: str) -> list[tuple[str, str]]:
+    """The topics of the user's own words: the cue words', and a name an introduction gives."""
     topics = _topics(fold(statement))
     if introduces(statement):
         topics.insert(0, _NAME_TOPIC)
-    return list(dict.fromkeys(english for english, _ in topics))
+    return topics
 
 
 def memory_type_of(statement: str) -> MemoryType:
@@ -183,10 +188,7 @@ def bindings_of(statement: str, replacing: Sequence[str] = ()) -> list[str]:
     subject = _MY_SUBJECT.match(folded)
     if subject:
         keys.append(subject.group("subject").strip())
-    topics = _topics(folded)
-    if introduces(statement):
-        topics.insert(0, _NAME_TOPIC)
-    topics += _topics(fold(" ".join(replacing)))
+    topics = _topics_of(statement) + _topics(fold(" ".join(replacing)))
     for english, portuguese in dict.fromkeys(topics):
         keys += [english, portuguese]
     words = _content_words(folded)
