@@ -131,8 +131,10 @@ class LanguageModel(ABC):
 
     @abstractmethod
     def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        """Stream the answer text piece by piece. Nothing at all means nothing to add: a
-        closing after a step whose own answer said everything (the offline planner's)."""
+        """Stream the answer text piece by piece. The offline planner may stream nothing: a
+        closing with nothing to add after a step whose own answer said it all (the step then
+        posts no message). A remote model that streams no text is an error
+        (:class:`LLMOutputError`), not silence."""
 
     @abstractmethod
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
