@@ -178,6 +178,8 @@ def test_a_memory_about_the_same_subject_shares_it(said: str, held: list[str]) -
         ("não sou mais alérgica a camarão", ["Me mudei para o Porto", "where I live"]),
         ("my flight is TP9999", ["My dog is called Rex", "my pet"]),
         ("the wifi password is now moon77", ["I'm planning a trip to Japan"]),
+        # The words of a topic key are not the memory's own ("user's name" vs "name").
+        ("What's my daughter's name?", ["I'm Nina", "user's name", "meu nome", "i'm nina"]),
     ],
 )
 def test_a_memory_about_something_else_does_not(said: str, held: list[str]) -> None:

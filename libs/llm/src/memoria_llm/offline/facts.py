@@ -98,6 +98,9 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     ),
 )
 _NAME_TOPIC: Final = ("user's name", "meu nome")
+_TOPIC_KEYS: Final = frozenset(
+    fold(key) for _, english, portuguese in _TOPIC_CUES for key in (english, portuguese)
+)
 _TOPICS: Final = tuple(
     (re.compile(rf"\b(?:{cues})\b"), (english, portuguese))
     for cues, english, portuguese in _TOPIC_CUES
@@ -214,7 +217,10 @@ def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
     to Porto")."""
     said = fold(statement)
     held = fold(" ".join(memory_texts))
-    if _stems(said) & _stems(held):
+    # A topic key's words are the topic's, not the memory's: "user's name" shares "name"
+    # with "what's my daughter's name?" without being about it. Topics compare below.
+    worded = fold(" ".join(text for text in memory_texts if fold(text) not in _TOPIC_KEYS))
+    if _stems(said) & _stems(worded):
         return True
     return bool(_all_topics(said, [statement]) & _all_topics(held, memory_texts))
 
