@@ -629,3 +629,30 @@ def test_an_age_is_found_by_a_question_about_it_in_either_language() -> None:
     assert "age" in fact_of("Tenho 34 anos").bindings
     # A daughter's age is not the user's: her memory is keyed by birthday, not by age.
     assert "age" not in fact_of("Minha filha Bia faz 7 anos").bindings
+
+
+async def test_a_memory_sharing_the_questions_topic_outranks_one_sharing_a_word() -> None:
+    found = [
+        {"memory_id": "mem_mia", "content": "My daughter's name is Mia"},
+        {"memory_id": "mem_nina", "content": "I'm Nina"},
+    ]
+    answer = await reply("MemorySearch", "What's my name?", found=found, looked_for=["x"])
+    assert answer == 'From your memories: "I\'m Nina".'
+    # The daughter's name is still the answer about the daughter.
+    daughter = await reply(
+        "MemorySearch", "What's my daughter's name?", found=found, looked_for=["x"]
+    )
+    assert daughter == 'From your memories: "My daughter\'s name is Mia".'
+
+
+async def test_a_forget_takes_the_memory_of_its_topic_over_a_better_ranked_word_match() -> None:
+    context = context_for(
+        "Forget my name",
+        transcript=[
+            memory_card(1, 1, "mem_mia", "My daughter's name is Mia"),
+            memory_card(1, 2, "mem_nina", "I'm Nina"),
+        ],
+        steps=SEARCHED,
+    )
+    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    assert plan.memory_ids == ["mem_nina"]

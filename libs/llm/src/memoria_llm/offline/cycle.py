@@ -10,7 +10,7 @@ from typing import Any, Final
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
-from memoria_llm.offline.facts import shares_subject
+from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent, Reading, read
 
 SEARCH_ACTION: Final = "MemorySearch"
@@ -25,8 +25,8 @@ class CycleView:
     found_last: list[str]
     """Ids shown by the latest search step (empty when it found nothing)."""
     targets: list[str]
-    """Of ``found``, the memories about what the message names (``shares_subject``): the only
-    ones a correction or a forget may change."""
+    """Of ``found``, the memories most closely about what the message names (``facts.about``):
+    the only ones a correction or a forget may change."""
     texts: dict[str, list[str]]
     """Each found memory's content and bindings, by id."""
     asked_delete_all: bool
@@ -139,7 +139,7 @@ def view(context: CycleContext) -> CycleView:
         steps=list(context.steps),
         found=found,
         found_last=by_step.get(_last_search_step(context.steps), []),
-        targets=[i for i in found if shares_subject(reading.statement, texts.get(i, []))],
+        targets=about(reading.statement, [(i, texts.get(i, [])) for i in found]),
         texts=texts,
         asked_delete_all=_asked_to_delete_everything(context),
         asked_back=asked_back,

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from enum import IntEnum
+from typing import Final, Literal, TypeVar
 
 from memoria_llm.offline.text import fold, tidy
 
+T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
 
 MAX_BINDINGS: Final = 5
@@ -208,21 +210,44 @@ def _stems(folded: str) -> set[str]:
     return {w[:STEM_CHARS] for w in words if len(w) > 2 and w not in _ASKING_WORDS}
 
 
+class Relation(IntEnum):
+    """How a memory relates to what the user said, weakest first."""
+
+    NONE = 0
+    WORD = 1  # a word stem in common
+    TOPIC = 2  # a topic in common ("where I live", "user's name")
+
+
+def about(statement: str, memories: Sequence[tuple[T, Sequence[str]]]) -> list[T]:
+    """Of ``memories`` (each an item and its texts: content, bindings), in their order, the
+    ones most closely about ``statement``: those sharing a topic with it when any does, else
+    those sharing a word. "What's my name?" is about "I'm Nina" (the name topic) rather
+    than "My daughter's name is Mia" (the word "name" only)."""
+    relations = [(item, relation(statement, texts)) for item, texts in memories]
+    best = max((r for _, r in relations), default=Relation.NONE)
+    return [item for item, r in relations if r == best != Relation.NONE]
+
+
 def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
-    """Whether a memory (its content and bindings) is about what ``statement`` names: a word
-    stem or a topic in common (question words aside). A correction or a forget acts only on
+    """Whether the memory relates to ``statement`` at all (:func:`relation`)."""
+    return relation(statement, memory_texts) > Relation.NONE
+
+
+def relation(statement: str, memory_texts: Sequence[str]) -> Relation:
+    """How a memory (its content and bindings) is about what ``statement`` names: a topic or
+    a word stem in common (question words aside). A correction or a forget acts only on
     such a memory, and a search's answer names only such memories when there are any: the
     embedder alone is not evidence enough, since a small model scores unrelated sentences of
     one language above its cut-off (a "no longer allergic" correction once overwrote "I moved
     to Porto")."""
     said = fold(statement)
     held = fold(" ".join(memory_texts))
+    if _all_topics(said, [statement]) & _all_topics(held, memory_texts):
+        return Relation.TOPIC
     # A topic key's words are the topic's, not the memory's: "user's name" shares "name"
-    # with "what's my daughter's name?" without being about it. Topics compare below.
+    # with "what's my daughter's name?" without being about it.
     worded = fold(" ".join(text for text in memory_texts if fold(text) not in _TOPIC_KEYS))
-    if _stems(said) & _stems(worded):
-        return True
-    return bool(_all_topics(said, [statement]) & _all_topics(held, memory_texts))
+    return Relation.WORD if _stems(said) & _stems(worded) else Relation.NONE
 
 
 def _all_topics(folded: str, texts: Sequence[str]) -> set[tuple[str, str]]:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from memoria_llm.offline import plans, replies
 from memoria_llm.offline.cycle import CycleView, view
-from memoria_llm.offline.facts import shares_subject
+from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent
 from memoria_llm.offline.planner import next_action
 from memoria_llm.port import (
@@ -143,16 +143,13 @@ class OfflineModel(LanguageModel):
 
 
 def _about(results: dict[str, Any], statement: str, keys: dict[str, Any]) -> list[Any]:
-    """The found memories that share a subject with ``statement`` (``shares_subject``), by
-    their content and their bindings (``keys``, by memory id)."""
+    """The found memories most closely about ``statement`` (``facts.about``), by their
+    content and their bindings (``keys``, by memory id)."""
     found = results.get("found")
     if not isinstance(found, list):
         return []
-    return [
-        memory
-        for memory in found
-        if isinstance(memory, dict) and shares_subject(statement, _texts(memory, keys))
-    ]
+    memories = [m for m in found if isinstance(m, dict)]
+    return about(statement, [(memory, _texts(memory, keys)) for memory in memories])
 
 
 def _texts(memory: dict[str, Any], keys: dict[str, Any]) -> list[str]:
