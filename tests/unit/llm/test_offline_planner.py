@@ -13,7 +13,7 @@ from memoria_action_worker.actions.memory_save import SavePlan
 from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import StepRecord
+from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import LABEL, OfflineModel
 from memoria_llm.offline.facts import fact_of, shares_subject
 from memoria_llm.offline.intents import Intent, Reading, read
@@ -102,11 +102,21 @@ async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> Non
     assert everything.mode == "chronological"
 
 
+SEARCHED = [StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")]
+
+
+def after_search(text: str, *memories: tuple[str, str]) -> CycleContext:
+    """The cycle of ``text`` once its search step showed ``memories`` (id, content), in
+    that order."""
+    cards = [
+        memory_card(1, n, memory_id, content) for n, (memory_id, content) in enumerate(memories, 1)
+    ]
+    return context_for(text, transcript=cards, steps=SEARCHED)
+
+
 async def test_a_correction_updates_the_best_match_with_the_new_statement() -> None:
-    context = context_for(
-        "Actually my favourite colour is green",
-        transcript=[memory_card(1, 1, "mem_blue", "My favourite colour is blue")],
-        steps=[StepRecord(step=1, action="MemorySearch", status="ok", summary="found 1")],
+    context = after_search(
+        "Actually my favourite colour is green", ("mem_blue", "My favourite colour is blue")
     )
     plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
     (update,) = plan.updates
@@ -115,31 +125,22 @@ async def test_a_correction_updates_the_best_match_with_the_new_statement() -> N
 
 
 async def test_forgetting_deletes_only_the_best_match() -> None:
-    context = context_for(
+    context = after_search(
         "Forget my allergy",
-        transcript=[
-            memory_card(1, 1, "mem_a", "I am allergic to peanuts"),
-            memory_card(1, 2, "mem_b", "Allergy season starts in May"),
-        ],
-        steps=[StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")],
+        ("mem_a", "I am allergic to peanuts"),
+        ("mem_b", "Allergy season starts in May"),
     )
     plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
     assert plan.memory_ids == ["mem_a"]
 
 
-SEARCHED = [StepRecord(step=1, action="MemorySearch", status="ok", summary="found 2")]
-
-
 async def test_a_correction_changes_the_memory_about_its_subject_not_the_top_score() -> None:
     """The small embedder may rank an unrelated memory first; a correction must not
     overwrite it. Here the move ranks first, the allergy second."""
-    context = context_for(
+    context = after_search(
         "Na verdade não sou mais alérgica a camarão",
-        transcript=[
-            memory_card(1, 1, "mem_move", "Me mudei para o Porto"),
-            memory_card(1, 2, "mem_allergy", "Sou alérgica a camarão"),
-        ],
-        steps=SEARCHED,
+        ("mem_move", "Me mudei para o Porto"),
+        ("mem_allergy", "Sou alérgica a camarão"),
     )
     plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
     assert [update.memory_id for update in plan.updates] == ["mem_allergy"]
@@ -343,9 +344,7 @@ async def test_closing_lines_say_that_no_language_model_answers() -> None:
 async def test_a_forget_that_found_nothing_about_its_subject_says_so(
     text: str, expected: str
 ) -> None:
-    context = context_for(
-        text, transcript=[memory_card(1, 1, "mem_move", "I moved to Porto")], steps=SEARCHED
-    )
+    context = after_search(text, ("mem_move", "I moved to Porto"))
     pieces = [piece async for piece in MODEL.chat(request("Finalize", context))]
     assert "".join(pieces).startswith(expected)
 
@@ -475,10 +474,9 @@ async def test_a_move_or_a_fact_no_longer_true_replaces_the_memory_about_it(
 
 async def test_a_correction_keeps_the_topics_of_the_memory_it_replaces() -> None:
     """ "What is my job?" must still find the job once it no longer says "work"."""
-    context = context_for(
+    context = after_search(
         "Actually I'm not a nurse anymore, I'm a paramedic now",
-        transcript=[memory_card(1, 1, "mem_job", "I work as a nurse at the Charité hospital")],
-        steps=SEARCHED,
+        ("mem_job", "I work as a nurse at the Charité hospital"),
     )
     plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
     (update,) = plan.updates
@@ -646,13 +644,8 @@ async def test_a_memory_sharing_the_questions_topic_outranks_one_sharing_a_word(
 
 
 async def test_a_forget_takes_the_memory_of_its_topic_over_a_better_ranked_word_match() -> None:
-    context = context_for(
-        "Forget my name",
-        transcript=[
-            memory_card(1, 1, "mem_mia", "My daughter's name is Mia"),
-            memory_card(1, 2, "mem_nina", "I'm Nina"),
-        ],
-        steps=SEARCHED,
+    context = after_search(
+        "Forget my name", ("mem_mia", "My daughter's name is Mia"), ("mem_nina", "I'm Nina")
     )
     plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
     assert plan.memory_ids == ["mem_nina"]
