@@ -35,6 +35,7 @@ from memoria_decision.pending import PendingAction
         ("Never mind.", Command.CANCEL, "en"),
         ("cancelar", Command.CANCEL, "pt"),
         ("deixa pra lá", Command.CANCEL, "pt"),
+        ("forget it", Command.CANCEL, "en"),
     ],
 )
 def test_commands_in_english_and_portuguese(message: str, command: Command, language: str) -> None:
@@ -125,3 +126,13 @@ def test_routes_with_a_pending_action() -> None:
         "pa_1",
         None,
     )
+
+
+@pytest.mark.parametrize("message", ["forget that", "Esqueça isso", "esquece isso"])
+def test_forget_that_is_for_the_model_unless_a_question_is_pending(message: str) -> None:
+    """After "I like green tea" was saved, "forget that" asks to forget it: "nothing to
+    cancel" was the answer when the fast path took it for a cancel."""
+    assert recognize(message) is None
+    assert route_for(message, None, "en").kind == "model"
+    declined = route_for(message, PENDING, "en")
+    assert (declined.kind, declined.declined) == ("cancel", True)

@@ -649,3 +649,34 @@ async def test_a_forget_takes_the_memory_of_its_topic_over_a_better_ranked_word_
     )
     plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
     assert plan.memory_ids == ["mem_nina"]
+
+
+@pytest.mark.parametrize(
+    ("message", "answer", "forgotten"),
+    [
+        ("Forget that", 'Saved: "I like tea".', "I like tea"),
+        ("undo", 'Saved: "I\'m Marco"; "I live in Berlin".', "I live in Berlin"),
+        ("Esqueça isso", 'Atualizei: "Moro em Lisboa" → "Moro no Porto".', "Moro no Porto"),
+        ("Delete that", 'Saved: "I like green tea". I could not save "Y".', "I like green tea"),
+    ],
+)
+async def test_forget_that_forgets_what_the_previous_answer_saved(
+    message: str, answer: str, forgotten: str
+) -> None:
+    history = [said("user", "…", 1), said("assistant", answer, 2)]
+    search = await MODEL.reasoning(
+        request("MemorySearch", context_for(message, history=history)), SearchPlan
+    )
+    assert search.queries[0] == forgotten
+    actions = await run_cycle(message, history=history, found=[(forgotten, 1)])
+    assert actions == ["MemorySearch", "MemoryDelete", "Finalize"]
+
+
+async def test_forget_that_after_an_answer_that_saved_nothing_forgets_nothing() -> None:
+    history = [
+        said("user", "what do I like?", 1),
+        said("assistant", 'From your memories: "I like tea".', 2),
+    ]
+    actions = await run_cycle("Forget that", history=history, found=[("I like tea", 1)])
+    assert actions == ["MemorySearch", "Finalize"]
+    assert read("forget it").intent == Intent.CANCEL  # "never mind", not a forget

@@ -109,10 +109,12 @@ _PT_LIST_ALL: Final = (
     rf"(?: todas)?(?: as)?(?: minhas| suas)? {_PT_MEMORIES}|"
     r"quais (?:sao )?(?:as )?(?:minhas )?memorias(?: que (?:voce|vc) tem(?: (?:sobre|de) mim)?)?)"
 )
-_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|forget (?:it|that)|abort)"
+# "Forget that" / "esqueça isso" are no cancel when nothing is pending: they ask to forget
+# what was just said or saved, which is the model's (or the offline planner's) to do. As a
+# reply to a pending question they decline it (_EN_NO, _PT_NO).
+_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|forget it|abort)"
 _PT_CANCEL: Final = (
-    r"(?:cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|"
-    r"(?:esquece|esqueca) isso|desisto|abortar?)"
+    r"(?:cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|desisto|abortar?)"
 )
 
 _COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
@@ -138,7 +140,8 @@ _PT_YES: Final = (
     r"tenho certeza|confirmo))*"
 )
 _EN_NO: Final = (
-    r"(?:(?:no|nope|nah|n|cancel(?: it| that)?|never ?mind|stop|abort|don'?t|do not|"
+    r"(?:(?:no|nope|nah|n|cancel(?: it| that)?|never ?mind|forget (?:it|that)|stop|abort|"
+    r"don'?t|do not|"
     r"keep (?:them|it|my memories)|don'?t delete(?: them| anything)?|"
     r"do not delete(?: them| anything)?)"
     r"(?:,? (?:thanks|thank you|keep them|cancel(?: it)?|don'?t(?: delete(?: them| anything)?)?|"

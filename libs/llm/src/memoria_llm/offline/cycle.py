@@ -113,10 +113,23 @@ def _question_asked_back(context: CycleContext) -> str | None:
     return None
 
 
+def _last_answer(context: CycleContext) -> str | None:
+    """The assistant's last answer in the recent history (a step's call or result aside)."""
+    for record in reversed(context.history):
+        if record.role == "assistant" and record.modal == "text" and not record.tool_record:
+            return str(record.content)
+    return None
+
+
 def _reading(context: CycleContext, asked_back: str | None) -> Reading:
     """The message's reading; a reply no rule understood, right after the planner asked the
-    user for what memory lacked (``asked_back``), is the answer: a fact to save."""
+    user for what memory lacked (``asked_back``), is the answer: a fact to save. "Forget
+    that" forgets what the previous answer saved or changed."""
     reading = read(str(context.original_message.content))
+    if reading.refers_back:
+        answer = _last_answer(context)
+        written = replies.last_written(answer) if answer else None
+        return Reading(Intent.DELETE, written) if written else reading
     if not reading.unread or asked_back is None:
         return reading
     statement = as_statement(asked_back, reading.statement)

@@ -40,6 +40,8 @@ class Reading:
     facts: tuple[str, ...] = ()
     """What to save, one memory each: the statement's clauses when each is a fact of its own
     ("I'm Marco and I live in Berlin"), else the statement."""
+    refers_back: bool = False
+    """A forget of "that": the memory the previous answer saved or changed (``CycleView``)."""
     unread: bool = False
     """No rule understood the message (small talk by default; ``statement`` as typed, not
     capitalised): it may answer a question the planner asked (``CycleView``)."""
@@ -76,6 +78,13 @@ _LIST_ALL: Final = _rx(
     r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra) (?:sobre|de) mim)\b|"
     r"^(?:tell me everything|what do you (?:know|remember)|o que (?:voce|vc) (?:sabe|lembra))"
     r"\W*$"
+)
+# "Forget that", "esqueça isso", "undo": what the previous answer saved ("forget it" is
+# "never mind": _CANCEL).
+_FORGET_THAT: Final = _rx(
+    r"^(?:please )?(?:forget|delete|remove|erase|esqueca|esquece|apague|apaga|remova|exclua) "
+    r"(?:that|this|what i (?:just )?(?:said|told you)|isso|isto|aquilo|"
+    r"o que eu (?:acabei de )?(?:disse|falei))\W*$|^(?:undo|undo that|desfaz|desfazer|desfaca)\W*$"
 )
 _DELETE: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
@@ -228,6 +237,8 @@ def _read(message: str) -> Reading:
         return Reading(Intent.CANCEL, whole)
     if _LIST_ALL.search(text):
         return Reading(Intent.LIST_ALL, whole)
+    if _FORGET_THAT.match(text):
+        return Reading(Intent.DELETE, whole, refers_back=True)
     if (rest := after(_DELETE)) is not None and rest:
         return Reading(Intent.DELETE, rest)
     if (rest := after(_UPDATE)) is not None and rest:

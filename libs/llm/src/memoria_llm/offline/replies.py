@@ -6,10 +6,11 @@ says that no language model is configured."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from memoria_contracts.text import one_line
+from memoria_contracts.text import ELLIPSIS, one_line
 from memoria_llm.offline.text import fold
 
 Language = Literal["en", "pt"]
@@ -107,6 +108,24 @@ def text(key: str, language: Language, **values: object) -> str:
 
 def delete_all_question(language: Language) -> str:
     return _DELETE_ALL_QUESTION[language]
+
+
+_QUOTED: Final = re.compile(r'"([^"]+)"')
+
+
+def last_written(message: str) -> str | None:
+    """The memory the planner's answer ``message`` says it saved or changed last (the last
+    quoted item of a "Saved: …" or "Updated: … → …"), or None for any other answer."""
+    prefixes = [
+        _TEXTS[key][language].split("{", 1)[0]
+        for key in ("saved", "already_saved", "updated")
+        for language in ("en", "pt")
+    ]
+    if not message.startswith(tuple(prefixes)):
+        return None
+    first_part = message.split('". ', 1)[0]  # not what follows ("I could not save …")
+    quoted = _QUOTED.findall(first_part + '"')
+    return quoted[-1].removesuffix(ELLIPSIS) if quoted else None
 
 
 def is_ask_missing(message: str) -> bool:
