@@ -15,7 +15,7 @@ from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import LABEL, OfflineModel
-from memoria_llm.offline.facts import fact_of, shares_subject
+from memoria_llm.offline.facts import Relation, fact_of, relation
 from memoria_llm.offline.intents import Intent, Reading, read
 from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
@@ -170,7 +170,7 @@ async def test_a_forget_about_nothing_found_deletes_nothing() -> None:
     ],
 )
 def test_a_memory_about_the_same_subject_shares_it(said: str, held: list[str]) -> None:
-    assert shares_subject(said, held)
+    assert relation(said, held) != Relation.NONE
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_a_memory_about_the_same_subject_shares_it(said: str, held: list[str]) -
     ],
 )
 def test_a_memory_about_something_else_does_not(said: str, held: list[str]) -> None:
-    assert not shares_subject(said, held)
+    assert relation(said, held) == Relation.NONE
 
 
 async def test_no_plan_is_an_output_error_not_a_guess() -> None:
@@ -622,8 +622,8 @@ def test_what_do_you_know_lists_everything(message: str) -> None:
 
 
 def test_an_age_is_found_by_a_question_about_it_in_either_language() -> None:
-    assert shares_subject("How old am I?", ["I'm 34"])
-    assert shares_subject("Quantos anos eu tenho?", ["I'm 34", "age", "idade"])
+    assert relation("How old am I?", ["I'm 34"]) != Relation.NONE
+    assert relation("Quantos anos eu tenho?", ["I'm 34", "age", "idade"]) != Relation.NONE
     assert "age" in fact_of("Tenho 34 anos").bindings
     # A daughter's age is not the user's: her memory is keyed by birthday, not by age.
     assert "age" not in fact_of("Minha filha Bia faz 7 anos").bindings

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
-from memoria_llm.offline.text import fold, tidy
+from memoria_llm.offline.text import fold, straight_apostrophes, tidy
 
 T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
@@ -149,7 +149,7 @@ class Fact:
 
 def introduces(statement: str) -> bool:
     """Whether ``statement`` (the user's own words) gives the user's name: "I'm Marco"."""
-    match = _INTRODUCTION.match(statement.replace("\u2019", "'"))
+    match = _INTRODUCTION.match(straight_apostrophes(statement))
     return match is not None and match.group("name") not in _NOT_NAMES
 
 
@@ -228,11 +228,6 @@ def about(statement: str, memories: Sequence[tuple[T, Sequence[str]]]) -> list[T
     return [item for item, r in relations if r == best != Relation.NONE]
 
 
-def shares_subject(statement: str, memory_texts: Sequence[str]) -> bool:
-    """Whether the memory relates to ``statement`` at all (:func:`relation`)."""
-    return relation(statement, memory_texts) > Relation.NONE
-
-
 def relation(statement: str, memory_texts: Sequence[str]) -> Relation:
     """How a memory (its content and bindings) is about what ``statement`` names: a topic or
     a word stem in common (question words aside). A correction or a forget acts only on
@@ -240,21 +235,16 @@ def relation(statement: str, memory_texts: Sequence[str]) -> Relation:
     embedder alone is not evidence enough, since a small model scores unrelated sentences of
     one language above its cut-off (a "no longer allergic" correction once overwrote "I moved
     to Porto")."""
-    said = fold(statement)
-    held = fold(" ".join(memory_texts))
-    if _all_topics(said, [statement]) & _all_topics(held, memory_texts):
+    held = [fold(text) for text in memory_texts]
+    held_topics = set(_topics(" ".join(held)))
+    if any(introduces(text) for text in memory_texts):
+        held_topics.add(_NAME_TOPIC)
+    if set(_topics_of(statement)) & held_topics:
         return Relation.TOPIC
     # A topic key's words are the topic's, not the memory's: "user's name" shares "name"
     # with "what's my daughter's name?" without being about it.
-    worded = fold(" ".join(text for text in memory_texts if fold(text) not in _TOPIC_KEYS))
-    return Relation.WORD if _stems(said) & _stems(worded) else Relation.NONE
-
-
-def _all_topics(folded: str, texts: Sequence[str]) -> set[tuple[str, str]]:
-    topics = set(_topics(folded))
-    if any(introduces(text) for text in texts):
-        topics.add(_NAME_TOPIC)
-    return topics
+    own_words = " ".join(text for text in held if text not in _TOPIC_KEYS)
+    return Relation.WORD if _stems(fold(statement)) & _stems(own_words) else Relation.NONE
 
 
 def fact_of(statement: str, replacing: Sequence[str] = ()) -> Fact:

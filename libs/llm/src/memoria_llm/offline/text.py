@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 _SPACES = re.compile(r"\s+")
 _EDGES = re.compile(r"^[\s,:;.!-]+|[\s.!;,]+$")
-
-
 # Phones type "I’m" with a typographic apostrophe; the rules are written with "'".
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
 
 
+def straight_apostrophes(text: str) -> str:
+    return text.translate(_APOSTROPHES)
+
+
 def fold_char(ch: str) -> str:
-    ch = ch.translate(_APOSTROPHES)
+    ch = straight_apostrophes(ch)
     decomposed = unicodedata.normalize("NFKD", ch)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
