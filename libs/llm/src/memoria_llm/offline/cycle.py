@@ -3,10 +3,11 @@ memories found so far, and whether the message confirms a pending "delete everyt
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
@@ -30,9 +31,9 @@ class CycleView:
     texts: dict[str, list[str]]
     """Each found memory's content and bindings, by id."""
     asked_delete_all: bool
+    """The assistant's previous turn asked whether to delete every memory."""
     asked_back: str | None
     """The user's question when the assistant's previous turn asked them for its answer."""
-    """The assistant's previous turn asked whether to delete every memory."""
     told_no_model: bool
     """The planner answered earlier in the recent history: the first closing of its first
     cycle said that no language model answers. (Closings themselves are not history, seed
@@ -82,53 +83,35 @@ def _texts_of_found(context: CycleContext) -> dict[str, list[str]]:
     return texts
 
 
-def _asked_to_delete_everything(context: CycleContext) -> bool:
-    """The previous turn of the assistant was the "delete everything?" question: the
-    confirmation lives in the conversation, so no state is kept anywhere else."""
-    for record in reversed(context.history):
-        if record.tool_record:
-            continue  # a step's call or result (R-6), not something said
-        if record.role == "assistant" and record.modal == "text":
-            return replies.is_delete_all_question(str(record.content))
-        if record.role == "user":
-            continue
-    return False
-
-
-def _question_asked_back(context: CycleContext) -> str | None:
-    """The user's question when the assistant's previous turn asked them for the answer
-    ("I don't have that in my memory yet. Could you tell me?")."""
-    asked = False
-    for record in reversed(context.history):
-        if record.tool_record:
-            continue
-        if not asked:
-            if record.role == "assistant" and record.modal == "text":
-                if not replies.is_ask_missing(str(record.content)):
-                    return None
-                asked = True
-            continue
-        if record.role == "user" and record.modal == "text":
-            return str(record.content)
-    return None
-
-
-def _last_answer(context: CycleContext) -> str | None:
-    """The assistant's last answer in the recent history (a step's call or result aside)."""
-    for record in reversed(context.history):
+def _last_answer(history: Sequence[ChatRecord]) -> int | None:
+    """The index in ``history`` of the assistant's last answer: its last text, a step's call
+    or result aside (R-6). What the user replies to, so the conversation itself says what
+    was asked and no state is kept anywhere else."""
+    for index in range(len(history) - 1, -1, -1):
+        record = history[index]
         if record.role == "assistant" and record.modal == "text" and not record.tool_record:
+            return index
+    return None
+
+
+def _question_asked_back(history: Sequence[ChatRecord], answer: int | None) -> str | None:
+    """The user's question when the last answer asked them for it ("I don't have that in
+    my memory yet. Could you tell me?")."""
+    if answer is None or not replies.is_ask_missing(str(history[answer].content)):
+        return None
+    for record in reversed(history[:answer]):
+        if record.role == "user" and record.modal == "text" and not record.tool_record:
             return str(record.content)
     return None
 
 
-def _reading(context: CycleContext, asked_back: str | None) -> Reading:
+def _reading(context: CycleContext, last_answer: str | None, asked_back: str | None) -> Reading:
     """The message's reading; a reply no rule understood, right after the planner asked the
     user for what memory lacked (``asked_back``), is the answer: a fact to save. "Forget
     that" forgets what the previous answer saved or changed."""
     reading = read(str(context.original_message.content))
     if reading.refers_back:
-        answer = _last_answer(context)
-        written = replies.last_written(answer) if answer else None
+        written = replies.last_written(last_answer) if last_answer else None
         return Reading(Intent.DELETE, written) if written else reading
     if not reading.unread or asked_back is None:
         return reading
@@ -142,8 +125,11 @@ def _last_search_step(steps: list[StepRecord]) -> int:
 
 
 def view(context: CycleContext) -> CycleView:
-    asked_back = _question_asked_back(context)
-    reading = _reading(context, asked_back)
+    history = context.history
+    answer = _last_answer(history)
+    last_answer = None if answer is None else str(history[answer].content)
+    asked_back = _question_asked_back(history, answer)
+    reading = _reading(context, last_answer, asked_back)
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
     texts = _texts_of_found(context)
@@ -154,7 +140,7 @@ def view(context: CycleContext) -> CycleView:
         found_last=by_step.get(_last_search_step(context.steps), []),
         targets=about(reading.statement, [(i, texts.get(i, [])) for i in found]),
         texts=texts,
-        asked_delete_all=_asked_to_delete_everything(context),
+        asked_delete_all=last_answer is not None and replies.is_delete_all_question(last_answer),
         asked_back=asked_back,
         told_no_model=any(
             record.role == "assistant" and record.model == replies.LABEL
