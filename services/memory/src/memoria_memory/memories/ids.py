@@ -5,14 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 import unicodedata
 from typing import Any
 
 MEMORY_ID_PREFIX = "mem_"
 _MEMORY_ID_CHARS = 26  # 130 bits of the hash: collisions are not a practical concern
 _ROW_HASH_CHARS = 16
-_SPACES = re.compile(r"\s+")
 _END_PUNCTUATION = ".!;,"
 
 
@@ -42,7 +40,7 @@ def content_key_for(content: Any) -> str:
     form (keys sorted). The key is for finding a memory that already says it."""
     if isinstance(content, str):
         text = unicodedata.normalize("NFKC", content).casefold()
-        canonical = "text:" + _SPACES.sub(" ", text).strip().rstrip(_END_PUNCTUATION).strip()
+        canonical = "text:" + " ".join(text.split()).rstrip(_END_PUNCTUATION).strip()
     else:
         canonical = "json:" + json.dumps(content, sort_keys=True, ensure_ascii=False)
     return _digest(canonical)

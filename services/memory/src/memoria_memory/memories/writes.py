@@ -69,12 +69,13 @@ class MemoryWriter:
         memory_id = memory_id_for(user_id, request.idempotency_key)
         document = await self.repo.get(user_id, memory_id)
         created = False
-        if document is None and request.reuse_same_content:
-            said = await self.repo.saying(user_id, content_key_for(request.content))
-            if said is not None:
-                return MemorySaved(memory_id=said.id, created=False, memory=said.to_memory())
         if document is None:
-            document = self._new_document(user_id, memory_id, request, cycle_id)
+            content_key = content_key_for(request.content)
+            if request.reuse_same_content:
+                said = await self.repo.saying(user_id, content_key)
+                if said is not None:
+                    return MemorySaved(memory_id=said.id, created=False, memory=said.to_memory())
+            document = self._new_document(user_id, memory_id, request, cycle_id, content_key)
             await self.repo.remember_user(user_id)
             created = await self.repo.insert(document)
             if not created:  # an identical save got there first
@@ -92,7 +93,12 @@ class MemoryWriter:
         return MemorySaved(memory_id=memory_id, created=created, memory=document.to_memory())
 
     def _new_document(
-        self, user_id: str, memory_id: str, request: MemorySave, cycle_id: str | None
+        self,
+        user_id: str,
+        memory_id: str,
+        request: MemorySave,
+        cycle_id: str | None,
+        content_key: str,
     ) -> MemoryDocument:
         now = clock.stamp(clock.now())
         created = clock.stamp(request.creation_datetime) if request.creation_datetime else now
@@ -115,7 +121,7 @@ class MemoryWriter:
             last_accessed=now,
             updated_at=now,
             cycle_id=cycle_id,
-            content_key=content_key_for(request.content),
+            content_key=content_key,
         )
 
     # -- update -----------------------------------------------------------------------------
