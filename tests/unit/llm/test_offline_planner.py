@@ -4,9 +4,11 @@ happened in the user's language, and "delete everything" never happens without a
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 import pytest
 import tool_history
+from pydantic import BaseModel
 
 from memoria_action_worker.actions.memory_delete import DeletePlan
 from memoria_action_worker.actions.memory_save import SavePlan
@@ -14,11 +16,12 @@ from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
-from memoria_llm.offline import LABEL, OfflineModel
+from memoria_llm.offline import LABEL, OfflineModel, replies
 from memoria_llm.offline.facts import Relation, fact_of, relation
 from memoria_llm.offline.intents import Intent, Reading, read
 from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
+from memoria_runtime.i18n import detect_language
 
 from .cycles import context_for, memory_card, request, run_cycle
 
@@ -29,20 +32,38 @@ def assistant(text: str) -> ChatRecord:
     return ChatRecord(id="a-1", chat_history=True, modal="text", role="assistant", content=text)
 
 
-async def reply(task: str, text: str, **results: object) -> str:
-    metadata = {"results": json.dumps(results)} if results else {}
-    pieces = [p async for p in MODEL.chat(request(task, context_for(text), metadata))]
+async def spoken(task: str, context: CycleContext, metadata: dict[str, str] | None = None) -> str:
+    """What the planner says as the step ``task`` of ``context``."""
+    pieces = [p async for p in MODEL.chat(request(task, context, metadata))]
     assert all(pieces)
     return "".join(pieces)
+
+
+async def reply(task: str, text: str, **results: object) -> str:
+    metadata = {"results": json.dumps(results)} if results else {}
+    return await spoken(task, context_for(text), metadata)
+
+
+P = TypeVar("P", SavePlan, SearchPlan, UpdatePlan, DeletePlan)
+TASKS: dict[type[BaseModel], str] = {
+    SavePlan: "MemorySave",
+    SearchPlan: "MemorySearch",
+    UpdatePlan: "MemoryUpdate",
+    DeletePlan: "MemoryDelete",
+}
+
+
+async def planned(schema: type[P], cycle: CycleContext | str) -> P:
+    """The planner's plan for the step ``schema`` is of, in ``cycle`` (or a message's)."""
+    context = context_for(cycle) if isinstance(cycle, str) else cycle
+    return await MODEL.reasoning(request(TASKS[schema], context), schema)
 
 
 # -- plans ----------------------------------------------------------------------------------
 
 
 async def test_a_save_plan_keeps_the_users_words_and_guesses_type_and_keys() -> None:
-    plan = await MODEL.reasoning(
-        request("MemorySave", context_for("Remember that I am allergic to peanuts!")), SavePlan
-    )
+    plan = await planned(SavePlan, "Remember that I am allergic to peanuts!")
     (memory,) = plan.memories
     assert memory.content == "I am allergic to peanuts"
     assert memory.memory_type == "constraint"
@@ -87,18 +108,12 @@ def test_a_subject_with_digits_or_a_hyphen_is_a_key_of_its_own() -> None:
 
 
 async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> None:
-    semantic = await MODEL.reasoning(
-        request("MemorySearch", context_for("Hi, what is my name?")), SearchPlan
-    )
+    semantic = await planned(SearchPlan, "Hi, what is my name?")
     # The question, and the key the rules store with every memory about a name.
     assert (semantic.queries, semantic.mode) == (["What is my name?", "user's name"], "semantic")
-    move = await MODEL.reasoning(
-        request("MemorySearch", context_for("I moved to Hamburg last month")), SearchPlan
-    )
+    move = await planned(SearchPlan, "I moved to Hamburg last month")
     assert move.queries == ["I moved to Hamburg last month", "where I live"]
-    everything = await MODEL.reasoning(
-        request("MemorySearch", context_for("What do you know about me?")), SearchPlan
-    )
+    everything = await planned(SearchPlan, "What do you know about me?")
     assert everything.mode == "chronological"
 
 
@@ -118,7 +133,7 @@ async def test_a_correction_updates_the_best_match_with_the_new_statement() -> N
     context = after_search(
         "Actually my favourite colour is green", ("mem_blue", "My favourite colour is blue")
     )
-    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    plan = await planned(UpdatePlan, context)
     (update,) = plan.updates
     assert update.memory_id == "mem_blue"
     assert update.content == "My favourite colour is green"
@@ -130,7 +145,7 @@ async def test_forgetting_deletes_only_the_best_match() -> None:
         ("mem_a", "I am allergic to peanuts"),
         ("mem_b", "Allergy season starts in May"),
     )
-    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    plan = await planned(DeletePlan, context)
     assert plan.memory_ids == ["mem_a"]
 
 
@@ -142,7 +157,7 @@ async def test_a_correction_changes_the_memory_about_its_subject_not_the_top_sco
         ("mem_move", "Me mudei para o Porto"),
         ("mem_allergy", "Sou alérgica a camarão"),
     )
-    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    plan = await planned(UpdatePlan, context)
     assert [update.memory_id for update in plan.updates] == ["mem_allergy"]
 
 
@@ -189,7 +204,7 @@ def test_a_memory_about_something_else_does_not(said: str, held: list[str]) -> N
 
 async def test_no_plan_is_an_output_error_not_a_guess() -> None:
     with pytest.raises(LLMOutputError):
-        await MODEL.reasoning(request("MemoryDelete", context_for("Forget my allergy")), DeletePlan)
+        await planned(DeletePlan, "Forget my allergy")
 
 
 # -- delete everything ----------------------------------------------------------------------
@@ -234,9 +249,9 @@ async def test_a_confirmed_delete_everything_deletes_what_each_round_found() -> 
         transcript=[memory_card(1, 1, "mem_a", "a"), memory_card(1, 2, "mem_b", "b")],
         steps=steps,
     )
-    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    plan = await planned(DeletePlan, context)
     assert plan.memory_ids == ["mem_a", "mem_b"]
-    search = await MODEL.reasoning(request("MemorySearch", context), SearchPlan)
+    search = await planned(SearchPlan, context)
     assert (search.mode, search.limit) == ("chronological", 100)
 
 
@@ -345,8 +360,7 @@ async def test_a_forget_that_found_nothing_about_its_subject_says_so(
     text: str, expected: str
 ) -> None:
     context = after_search(text, ("mem_move", "I moved to Porto"))
-    pieces = [piece async for piece in MODEL.chat(request("Finalize", context))]
-    assert "".join(pieces).startswith(expected)
+    assert (await spoken("Finalize", context)).startswith(expected)
 
 
 async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> None:
@@ -356,7 +370,7 @@ async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> Non
 
     async def closing(text: str, history: list[ChatRecord]) -> str:
         context = context_for(text, history=history, steps=saved)
-        return "".join([piece async for piece in MODEL.chat(request("Finalize", context))])
+        return await spoken("Finalize", context)
 
     first = await closing("Remember that I like tea", [])
     assert first.startswith("Done.")
@@ -422,20 +436,14 @@ def test_how_the_user_feels_is_not_a_fact_to_keep(statement: str) -> None:
 
 
 async def test_facts_joined_in_one_message_are_saved_as_memories_of_their_own() -> None:
-    plan = await MODEL.reasoning(
-        request("MemorySave", context_for("Hi, I'm Marco and I live in Berlin.")), SavePlan
-    )
+    plan = await planned(SavePlan, "Hi, I'm Marco and I live in Berlin.")
     name, home = plan.memories
     assert (name.content, home.content) == ("I'm Marco", "I live in Berlin")
     assert "user's name" in name.bindings
     assert "where I live" in home.bindings
-    pt = await MODEL.reasoning(
-        request("MemorySave", context_for("Sou o Marco, moro em Berlim")), SavePlan
-    )
+    pt = await planned(SavePlan, "Sou o Marco, moro em Berlim")
     assert [m.content for m in pt.memories] == ["Sou o Marco", "Moro em Berlim"]
-    two = await MODEL.reasoning(
-        request("MemorySave", context_for("Sou alérgica a camarão e adoro café")), SavePlan
-    )
+    two = await planned(SavePlan, "Sou alérgica a camarão e adoro café")
     assert [m.content for m in two.memories] == ["Sou alérgica a camarão", "Adoro café"]
     assert two.memories[0].memory_type == "constraint"
 
@@ -446,7 +454,7 @@ async def test_facts_joined_in_one_message_are_saved_as_memories_of_their_own() 
 async def test_a_clause_that_is_no_fact_of_its_own_keeps_the_statement_whole(
     statement: str,
 ) -> None:
-    plan = await MODEL.reasoning(request("MemorySave", context_for(statement)), SavePlan)
+    plan = await planned(SavePlan, statement)
     assert len(plan.memories) == 1
 
 
@@ -478,7 +486,7 @@ async def test_a_correction_keeps_the_topics_of_the_memory_it_replaces() -> None
         "Actually I'm not a nurse anymore, I'm a paramedic now",
         ("mem_job", "I work as a nurse at the Charité hospital"),
     )
-    plan = await MODEL.reasoning(request("MemoryUpdate", context), UpdatePlan)
+    plan = await planned(UpdatePlan, context)
     (update,) = plan.updates
     assert {"my job", "meu trabalho"} <= set(update.bindings or [])
 
@@ -493,11 +501,8 @@ async def test_a_search_answer_reads_the_found_memories_keys() -> None:
         "results": json.dumps({"found": found, "looked_for": ["What is my job?"]}),
         "bindings": json.dumps(keys),
     }
-    context = context_for("What is my job?")
-    pieces = [p async for p in MODEL.chat(request("MemorySearch", context, metadata))]
-    assert "".join(pieces) == (
-        "From your memories: \"I'm not a nurse anymore, I'm a paramedic now\"."
-    )
+    text = await spoken("MemorySearch", context_for("What is my job?"), metadata)
+    assert text == ("From your memories: \"I'm not a nurse anymore, I'm a paramedic now\".")
 
 
 @pytest.mark.parametrize(
@@ -527,12 +532,9 @@ def said(role: str, text: str, n: int) -> ChatRecord:
     return ChatRecord(id=f"h-{n}", chat_history=True, modal="text", role=role, content=text)
 
 
-def asked_back(question: str, language: str = "en") -> list[ChatRecord]:
+def asked_back(question: str) -> list[ChatRecord]:
     """The turn where the planner found nothing and asked the user to tell it."""
-    ask = {
-        "en": "I don't have that in my memory yet. Could you tell me?",
-        "pt": "Ainda não tenho isso na memória. Pode me contar?",
-    }[language]
+    ask = replies.text("ask_missing", detect_language(question))
     return [
         said("user", question, 1),
         said("assistant", "I found nothing about it in your memories.", 2),
@@ -553,12 +555,9 @@ def asked_back(question: str, language: str = "en") -> list[ChatRecord]:
 async def test_a_short_reply_to_could_you_tell_me_is_saved_as_the_answer(
     question: str, answer: str, fact: str
 ) -> None:
-    language = "pt" if question[0] in "QO" else "en"
-    history = asked_back(question, language)
+    history = asked_back(question)
     assert await run_cycle(answer, history=history) == ["MemorySave", "Finalize"]
-    plan = await MODEL.reasoning(
-        request("MemorySave", context_for(answer, history=history)), SavePlan
-    )
+    plan = await planned(SavePlan, context_for(answer, history=history))
     assert [m.content for m in plan.memories] == [fact]
 
 
@@ -570,7 +569,7 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
 
 async def test_i_dont_know_to_its_question_gets_no_help_text() -> None:
     context = context_for("I don't know", history=asked_back("What's my daughter's name?"))
-    closing = "".join([p async for p in MODEL.chat(request("Finalize", context))])
+    closing = await spoken("Finalize", context)
     assert closing == "All right. Tell me whenever you like, and I will remember it."
 
 
@@ -647,7 +646,7 @@ async def test_a_forget_takes_the_memory_of_its_topic_over_a_better_ranked_word_
     context = after_search(
         "Forget my name", ("mem_mia", "My daughter's name is Mia"), ("mem_nina", "I'm Nina")
     )
-    plan = await MODEL.reasoning(request("MemoryDelete", context), DeletePlan)
+    plan = await planned(DeletePlan, context)
     assert plan.memory_ids == ["mem_nina"]
 
 
@@ -664,9 +663,7 @@ async def test_forget_that_forgets_what_the_previous_answer_saved(
     message: str, answer: str, forgotten: str
 ) -> None:
     history = [said("user", "…", 1), said("assistant", answer, 2)]
-    search = await MODEL.reasoning(
-        request("MemorySearch", context_for(message, history=history)), SearchPlan
-    )
+    search = await planned(SearchPlan, context_for(message, history=history))
     assert search.queries[0] == forgotten
     actions = await run_cycle(message, history=history, found=[(forgotten, 1)])
     assert actions == ["MemorySearch", "MemoryDelete", "Finalize"]
