@@ -17,7 +17,7 @@ from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_llm.offline import LABEL, OfflineModel, replies
-from memoria_llm.offline.facts import Relation, fact_of, relation
+from memoria_llm.offline.facts import Relation, fact_of, introduces, relation
 from memoria_llm.offline.intents import Intent, Reading, read
 from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
@@ -338,7 +338,10 @@ async def test_a_search_for_what_to_forget_names_the_memory_about_it() -> None:
         {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
     ]
     answer = await reply("MemorySearch", "Forget my allergy", found=found, looked_for=["x"])
-    assert answer == 'From your memories: "I am allergic to peanuts".'
+    # The target, not an answer: "From your memories" before "Forgotten" read as a reply.
+    assert answer == 'Found: "I am allergic to peanuts".'
+    pt = await reply("MemorySearch", "Na verdade sou alérgico a nozes", found=found[1:])
+    assert pt == 'Encontrei: "I am allergic to peanuts".'
 
 
 async def test_closing_lines_say_that_no_language_model_answers() -> None:
@@ -456,6 +459,34 @@ async def test_a_clause_that_is_no_fact_of_its_own_keeps_the_statement_whole(
 ) -> None:
     plan = await planned(SavePlan, statement)
     assert len(plan.memories) == 1
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "I'm a software engineer in Lisbon",
+        "I am an engineer",
+        "I'm a retired high school teacher",
+        "Sou professora de matemática",
+        "Sou cirurgiã",
+    ],
+)
+def test_an_occupation_the_user_names_is_their_job(statement: str) -> None:
+    """ "Where do I work?" / "qual é a minha profissão?" share no word with it."""
+    assert {"my job", "meu trabalho"} <= set(fact_of(statement).bindings)
+    assert relation("Where do I work?", [statement]) == Relation.TOPIC
+    assert relation("Qual é a minha profissão?", [statement]) == Relation.TOPIC
+
+
+@pytest.mark.parametrize("statement", ["My wife is a nurse", "I'm a vegetarian"])
+def test_someone_elses_occupation_or_a_diet_is_not_the_users_job(statement: str) -> None:
+    assert "my job" not in fact_of(statement).bindings
+
+
+@pytest.mark.parametrize("statement", ["I'm Brazilian", "I'm Jewish", "Sou Portuguesa"])
+def test_a_nationality_or_a_faith_is_not_a_name(statement: str) -> None:
+    assert not introduces(statement)
+    assert "user's name" not in fact_of(statement).bindings
 
 
 def test_a_family_fact_is_found_by_its_topics() -> None:

@@ -60,6 +60,34 @@ _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
     ),
 )
 
+# An occupation the user names as theirs ("I'm a software engineer", "sou professora de
+# matemática") is the job topic: "where do I work?" or "qual é a minha profissão?" asks about
+# it without sharing a word. Only after "I'm a" / "sou" / "work as": "my wife is a nurse" is
+# not the user's job.
+_OCCUPATION_TEXT: Final = (
+    "engineer developer programmer coder teacher professor lecturer tutor nurse doctor "
+    "physician surgeon paramedic lawyer attorney designer accountant architect student "
+    "manager chef cook baker barista waiter waitress driver pilot pharmacist dentist "
+    "scientist researcher writer journalist editor artist musician photographer consultant "
+    "analyst mechanic electrician plumber carpenter farmer firefighter officer cashier "
+    "salesman saleswoman clerk secretary receptionist librarian translator therapist "
+    "psychologist vet veterinarian economist banker technician intern freelancer "
+    "entrepreneur retired unemployed "
+    "engenheir[oa] desenvolvedora? programadora? professora? enfermeir[oa] medic[oa] "
+    "cirurgiao? advogad[oa] contadora? arquitet[oa] estudante gerente cozinheir[oa] "
+    "padeir[oa] garcom garconete motorista piloto farmaceutic[oa] dentista cientista "
+    "pesquisadora? escritora? jornalista editora? artista music[oa] fotograf[oa] "
+    "consultora? analista mecanic[oa] eletricista encanadora? carpinteir[oa] "
+    "agricultora? bombeir[oa] policial vendedora? secretari[oa] recepcionista "
+    "bibliotecari[oa] tradutora? terapeuta psicolog[oa] veterinari[oa] economista "
+    "bancari[oa] tecnic[oa] estagiari[oa] empresari[oa] aposentad[oa] desempregad[oa]"
+)
+_OCCUPATION: Final = (
+    r"(?:i'?m|i am|i work as|i'?ve been|sou|trabalho como|atuo como) "
+    r"(?:an? |um |uma )?(?:[a-z]+ ){0,2}?"
+    rf"(?:{'|'.join(_OCCUPATION_TEXT.split())})"
+)
+
 # Topic keys, in both languages, for facts people ask about most: (cue words, EN, PT).
 _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     (r"allerg\w*|alerg\w*", "allergy", "alergia"),
@@ -70,8 +98,8 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "onde eu moro",
     ),
     (
-        r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
-        r"carreira|ocupacao",
+        rf"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
+        rf"carreira|ocupacao|{_OCCUPATION}",
         "my job",
         "meu trabalho",
     ),
@@ -132,7 +160,14 @@ _INTRODUCTION: Final = re.compile(
 )
 _NOT_NAME_TEXT: Final = (
     "Fine Ok Okay Good Great Sorry Here Back Done Ready Not So Just Sure Glad Happy Tired "
-    "Busy Still Also Very Really Bem Aqui"
+    "Busy Still Also Very Really Bem Aqui "
+    # Nationalities and faiths people state the same way ("I'm Brazilian").
+    "American Argentinian Australian Austrian Belgian Brazilian British Canadian Chilean "
+    "Chinese Colombian Cuban Danish Dutch Egyptian English Finnish French German Greek "
+    "Indian Irish Italian Japanese Jewish Korean Mexican Moroccan Muslim Nigerian Norwegian "
+    "Peruvian Polish Portuguese Russian Scottish Spanish Swedish Swiss Turkish Ukrainian "
+    "Venezuelan Vegan Vegetarian Catholic Buddhist Hindu Brasileiro Brasileira Portugues "
+    "Portuguesa"
 )
 _NOT_NAMES: Final = frozenset(_NOT_NAME_TEXT.split())
 _MY_SUBJECT: Final = re.compile(

@@ -84,7 +84,10 @@ class OfflineModel(LanguageModel):
         if request.task == "MemorySearch" and results.get("mode") != "chronological":
             statement = cycle.reading.statement
             keys = replies.results_of(request.metadata, "bindings")
-            if about := _about(results, statement, keys):
+            about = _about(results, statement, keys)
+            if about and cycle.reading.intent in _CHANGING:
+                return replies.text("found_target", language, items=replies.quoted(about))
+            if about:
                 results = results | {"found": about}
             elif cycle.reading.intent in _CHANGING:
                 # A search to find what to correct or forget: unrelated memories answer nothing

@@ -37,6 +37,8 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Isso eu já tinha guardado: {items}.",
     },
     "found": {"en": "From your memories: {items}.", "pt": "Nas suas memórias: {items}."},
+    # Before a correction or a forget: what was found is the target, not an answer.
+    "found_target": {"en": "Found: {items}.", "pt": "Encontrei: {items}."},
     "found_unsure": {
         "en": 'Nothing I found is clearly about "{query}"; the closest: {items}.',
         "pt": 'Nada do que encontrei é claramente sobre "{query}"; o mais próximo: {items}.',
