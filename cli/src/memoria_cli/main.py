@@ -78,7 +78,11 @@ def export(
 @app.command("import")
 def import_(
     source: Annotated[
-        str, typer.Argument(metavar="FILE|-", help="JSON Lines as export writes them; - is stdin.")
+        str,
+        typer.Argument(
+            metavar="FILE|-",
+            help='JSON Lines as export writes them (or {"content": "…"} a line); - is stdin.',
+        ),
     ],
     url: GatewayUrl = DEFAULT_GATEWAY_URL,
     token: Token = None,

@@ -26,11 +26,13 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
 
 from memoria_cli.gateway_client import Connection, GatewayError, connect, error_detail, send
 from memoria_contracts.memory import (
     DEFAULT_MEMORY_TYPE,
+    MAX_BINDING_CHARS,
     MAX_BINDINGS,
     Binding,
     ContentKind,
@@ -121,7 +123,8 @@ async def export_memories(
 
 
 class ImportRecord(BaseModel):
-    """One line to import: the export format, with ``memory_id`` and timestamps optional."""
+    """One line to import: the export format, with ``memory_id`` and timestamps optional, and
+    the bindings too when the content is text."""
 
     # Unknown fields (relevance_score, fields of a newer export) are ignored, not refused.
     model_config = ConfigDict(extra="ignore")
@@ -135,6 +138,18 @@ class ImportRecord(BaseModel):
     # Accepted so an export validates as it is; the gateway sets these itself.
     last_accessed: datetime | None = None
     updated_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_its_own_key(cls, data: Any) -> Any:
+        """A line of text without bindings ("content" only: notes written by hand or kept by
+        another tool) is found by its text, the first key the chat gives a fact too. JSON
+        content has no one text to search by, so it still needs its bindings."""
+        if isinstance(data, dict) and "bindings" not in data:
+            content = data.get("content")
+            if isinstance(content, str) and content.strip():
+                return data | {"bindings": [content.strip()[:MAX_BINDING_CHARS]]}
+        return data
 
     def create_body(self) -> dict[str, Any]:
         body = self.model_dump(mode="json", include=set(CREATE_FIELDS))

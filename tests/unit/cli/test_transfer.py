@@ -19,6 +19,7 @@ from memoria_cli.gateway_client import Connection
 from memoria_cli.main import app as cli_app
 from memoria_cli.transfer import EXIT_FAILED, EXIT_OK, EXPORT_FIELDS, run_export, run_import
 from memoria_contracts.memory import (
+    MAX_BINDING_CHARS,
     Memory,
     MemoryDelete,
     MemoryDeleted,
@@ -300,7 +301,7 @@ def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
         json.dumps({"memory_id": "mem_a", "content": "Likes tea", "bindings": ["tea"]}),
         '{"content": "no closing brace"',
         "",
-        json.dumps({"content": "Lives in Porto"}),  # no bindings
+        json.dumps({"content": {"city": "Porto"}}),  # JSON without bindings: no text to key
         json.dumps({"content": "x", "bindings": ["x"], "creation_datetime": "2024-01-01T00:00"}),
         json.dumps({"content": "   ", "bindings": ["blank"]}),  # the gateway refuses it
         json.dumps({"content": {"budget": 5000}, "bindings": ["budget"], "memory_type": "goal"}),
@@ -319,6 +320,30 @@ def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
     assert "creation_datetime" in reported[2]  # no UTC offset: which time would it be?
     assert "refused (422)" in reported[3]
     assert sorted(m.content_kind for m in store.memories.values()) == ["json", "text"]
+
+
+def test_a_line_of_text_without_bindings_is_found_by_its_text(tmp_path: Path) -> None:
+    """A file of plain notes ("content" only) imports: each text is its own search key."""
+    source = tmp_path / "notes.jsonl"
+    long_note = "I keep a journal. " * 30
+    source.write_text(
+        json.dumps({"content": "  Lives in Porto "})
+        + "\n"
+        + json.dumps({"content": long_note, "memory_type": "preference"})
+        + "\n"
+    )
+    store = StoredMemory()
+
+    code, summary, errors = import_from(store, source)
+
+    assert (code, summary.strip(), errors) == (
+        EXIT_OK,
+        "created 2, already present 0, failed 0",
+        "",
+    )
+    keys = {m.content: m.bindings for m in store.memories.values()}
+    assert keys["  Lives in Porto "] == ["Lives in Porto"]
+    assert keys[long_note] == [long_note.strip()[:MAX_BINDING_CHARS]]
 
 
 def test_lines_without_an_id_are_keyed_by_their_content(tmp_path: Path) -> None:
