@@ -238,6 +238,55 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
     assert left.json()["memories"] == []
 
 
+def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    user = unique("eva")
+    page = login(tab, stack, user)
+    send(page, "remember that my favourite colour is green")
+    expect(assistant(page, 'Saved: "My favourite colour is green".')).to_be_visible()
+
+    page.get_by_role("button", name="Memories", exact=True).click()
+    listed = page.locator("#memories .memories__item")
+    expect(listed.locator(".mem__content")).to_have_text(["My favourite colour is green"])
+    # Escape leaves the editor as it was, and keeps the drawer open.
+    listed.get_by_role("button", name="Edit this memory").click()
+    box = listed.get_by_role("textbox", name="The memory's text")
+    box.fill("changed my mind")
+    box.press("Escape")
+    expect(page.locator("#memories")).to_be_visible()
+    expect(listed.locator(".mem__content")).to_have_text(["My favourite colour is green"])
+    # An empty text is refused, and nothing is changed.
+    listed.get_by_role("button", name="Edit this memory").click()
+    box.fill("   ")
+    listed.get_by_role("button", name="Save").click()
+    expect(page.locator("#notices")).to_contain_text("cannot be empty")
+    box.fill("My favourite colour is dark blue")
+    shoot(page, artifacts, "memory-edit-light-desktop")
+    box.press("Control+Enter")
+    expect(listed.locator(".mem__content")).to_have_text(["My favourite colour is dark blue"])
+    listed.get_by_role("button", name="Show the history of this memory").click()
+    expect(listed.locator(".history__item--updated .history__old")).to_have_text(
+        "My favourite colour is green"
+    )
+
+    (memory,) = httpx.get(f"{stack.base_url}/api/memories", headers=headers(stack, user)).json()[
+        "memories"
+    ]
+    assert memory["content"] == "My favourite colour is dark blue"
+    # The key that was the old sentence is the new one; the topic keys stay.
+    assert memory["bindings"][0] == "My favourite colour is dark blue"
+    assert "My favourite colour is green" not in memory["bindings"]
+    assert "favourite colour" in memory["bindings"]
+    # The chat finds it by its new words.
+    page.get_by_role("button", name="Close memories").click()
+    send(page, "what is my favourite colour?")
+    expect(
+        assistant(page, 'From your memories: "My favourite colour is dark blue".')
+    ).to_be_visible()
+    assert not tab.errors, tab.errors
+
+
 def test_model_and_memory_text_never_becomes_markup(
     stack: Stack, tab: Tab, artifacts: Path
 ) -> None:

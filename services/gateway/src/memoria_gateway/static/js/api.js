@@ -99,6 +99,11 @@ export class Api {
     return this.request("GET", "/api/memories/search", { query: { q: query, limit } });
   }
 
+  /** {content, bindings, memory_type}: any of them; answers {memory, old_content, new_content}. */
+  updateMemory(memoryId, change) {
+    return this.request("PATCH", `/api/memories/${encodeURIComponent(memoryId)}`, { body: change });
+  }
+
   deleteMemory(memoryId) {
     return this.request("DELETE", `/api/memories/${encodeURIComponent(memoryId)}`);
   }

@@ -1,5 +1,6 @@
 // The memories drawer: list (newest first, "Load more" through the cursor), search by
-// meaning, delete after a confirmation, and each memory's history of changes.
+// meaning, edit a text memory in place, delete after a confirmation, and each memory's
+// history of changes.
 
 import { confirmDialog } from "./confirm.js";
 import { h, icon } from "./dom.js";
@@ -8,6 +9,8 @@ import { memoryCard } from "./memory-card.js";
 
 const PAGE = 50;
 const SEARCH_DELAY_MS = 350;
+const MAX_CONTENT_CHARS = 8000; // the gateway's limit on a memory's content
+const MAX_BINDING_CHARS = 300;
 
 export class MemoriesPanel {
   constructor({ drawer, openButton, closeButton, list, more, form, query, summary, api, notify }) {
@@ -131,8 +134,61 @@ export class MemoriesPanel {
       class: "btn btn--ghost btn--small btn--danger-text", type: "button", "aria-label": "Delete this memory",
       onclick: () => this.remove(memory, li),
     }, icon("trash"), h("span", {}, "Delete"));
-    li.append(memoryCard(memory, { actions: [historyButton, deleteButton], headingLevel: "h3", label: "Memory", quietLabel: true }));
+    const actions = [historyButton, deleteButton];
+    if (isText(memory)) {
+      actions.unshift(h("button", {
+        class: "btn btn--ghost btn--small", type: "button", "aria-label": "Edit this memory",
+        onclick: () => this.edit(memory, li),
+      }, icon("pencil"), h("span", {}, "Edit")));
+    }
+    li.append(memoryCard(memory, { actions, headingLevel: "h3", label: "Memory", quietLabel: true }));
     return li;
+  }
+
+  /** The memory's text becomes a text box; saving changes it through the API (its history
+   * keeps the old text), Escape or Cancel leaves it as it was. */
+  edit(memory, li) {
+    if (li.querySelector(".mem__edit")) return;
+    const shown = li.querySelector(".mem__content");
+    const box = h("textarea", {
+      class: "mem__edit-text", rows: "3", maxlength: String(MAX_CONTENT_CHARS),
+      "aria-label": "The memory's text",
+    });
+    box.value = memory.content;
+    const cancel = () => { form.replaceWith(shown); li.querySelector("[aria-label='Edit this memory']")?.focus(); };
+    const form = h("form", { class: "mem__edit", onsubmit: (event) => { event.preventDefault(); this.save(memory, li, box.value); } },
+      box,
+      h("div", { class: "mem__edit-actions" },
+        h("button", { class: "btn btn--ghost btn--small", type: "button", onclick: cancel }, "Cancel"),
+        h("button", { class: "btn btn--primary btn--small", type: "submit" }, "Save")));
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); cancel(); }
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); form.requestSubmit(); }
+    });
+    shown.replaceWith(form);
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  }
+
+  async save(memory, li, text) {
+    const content = text.trim();
+    if (!content) {
+      this.notify("A memory cannot be empty: delete it instead.", { kind: "error" });
+      return;
+    }
+    if (content === memory.content) {
+      li.replaceWith(this.item(memory));
+      return;
+    }
+    try {
+      const changed = await this.api.updateMemory(memory.memory_id, { content, bindings: rekeyed(memory, content) });
+      const fresh = this.item(changed.memory);
+      li.replaceWith(fresh);
+      this.notify("Memory updated", { kind: "success" });
+      fresh.querySelector("[aria-label='Edit this memory']")?.focus();
+    } catch (error) {
+      this.notify(`Could not save: ${error.message}`, { kind: "error" });
+    }
   }
 
   async remove(memory, li) {
@@ -178,6 +234,19 @@ export class MemoriesPanel {
       box.replaceChildren(h("p", { class: "history__error" }, `Could not load the history: ${error.message}`));
     }
   }
+}
+
+function isText(memory) {
+  return memory.content_kind !== "json" && typeof memory.content === "string";
+}
+
+/** The bindings after the text changes: the key that was the old text (the chat keys every
+ * fact by its own words first) becomes the new text; keys chosen apart from it stay. */
+function rekeyed(memory, content) {
+  const old = String(memory.content).trim();
+  const bindings = Array.isArray(memory.bindings) ? memory.bindings : [];
+  const renamed = bindings.map((b) => (String(b).trim() === old ? content.slice(0, MAX_BINDING_CHARS) : b));
+  return [...new Set(renamed)];
 }
 
 function change(entry) {
