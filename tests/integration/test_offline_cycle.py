@@ -110,3 +110,21 @@ async def test_an_introduction_a_move_and_a_fact_told_twice(stack: Stack) -> Non
     assert "I live in Berlin" not in cards(where)
     everything = await say(stack, "max", "c", "What do you know about me?")
     assert sorted(cards(everything)) == ["I moved to Hamburg last month", "I'm Max"]
+
+
+async def test_someone_named_and_a_job_are_found_by_what_is_asked(stack: Stack) -> None:
+    """With the real embedder: "Who is Clara?" scores below the cut-off against "My sister
+    Clara lives in Madrid" (the name alone does not), and "where do I work?" shares no word
+    with "I'm a software engineer in Lisbon". Courtesy before a fact keeps the fact."""
+    told = await say(stack, "sol", "a", "Thanks! My sister Clara lives in Madrid.")
+    assert answers(told)[0]["content"] == 'Saved: "My sister Clara lives in Madrid".'
+    await say(stack, "sol", "a", "I'm a software engineer in Lisbon")
+    who = await say(stack, "sol", "b", "Who is Clara?")
+    assert actions(who) == ["MemorySearch", "Finalize"]
+    assert answers(who)[0]["content"] == 'From your memories: "My sister Clara lives in Madrid".'
+    work = await say(stack, "sol", "b", "Where do I work?")
+    assert answers(work)[0]["content"] == (
+        'From your memories: "I\'m a software engineer in Lisbon".'
+    )
+    thanks = await say(stack, "sol", "b", "Thank you!")
+    assert [a["content"] for a in answers(thanks)] == ["You're welcome!"]

@@ -109,10 +109,23 @@ def test_a_subject_with_digits_or_a_hyphen_is_a_key_of_its_own() -> None:
 
 async def test_a_search_plan_looks_for_the_question_or_lists_everything() -> None:
     semantic = await planned(SearchPlan, "Hi, what is my name?")
-    # The question, and the key the rules store with every memory about a name.
-    assert (semantic.queries, semantic.mode) == (["What is my name?", "user's name"], "semantic")
+    # The question, the key the rules store with every memory about a name, and its subject.
+    assert (semantic.queries, semantic.mode) == (
+        ["What is my name?", "user's name", "name"],
+        "semantic",
+    )
     move = await planned(SearchPlan, "I moved to Hamburg last month")
-    assert move.queries == ["I moved to Hamburg last month", "where I live"]
+    assert move.queries == [
+        "I moved to Hamburg last month",
+        "where I live",
+        "moved Hamburg last month",
+    ]
+    # A name asked about is looked for alone: the small embedder scores "Who is Clara?"
+    # below its cut-off against "My sister Clara lives in Madrid", "Clara" above it.
+    name = await planned(SearchPlan, "Who is Clara?")
+    assert name.queries == ["Who is Clara?", "Clara"]
+    pt = await planned(SearchPlan, "O que você sabe sobre a Clara?")
+    assert pt.queries == ["O que você sabe sobre a Clara?", "Clara"]
     everything = await planned(SearchPlan, "What do you know about me?")
     assert everything.mode == "chronological"
 
@@ -596,6 +609,46 @@ async def test_a_short_reply_to_could_you_tell_me_is_saved_as_the_answer(
 async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> None:
     history = asked_back("What's my daughter's name?")
     assert "MemorySave" not in await run_cycle(reply_text, history=history)
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "statement"),
+    [
+        ("Thanks! Remember that I like tea", Intent.SAVE, "I like tea"),
+        ("Bom dia! Meu nome é Ana", Intent.SAVE, "Meu nome é Ana"),
+        ("Hi, how are you? I'm Ana", Intent.SAVE, "I'm Ana"),
+        ("Great, my wife is called Ana", Intent.SAVE, "My wife is called Ana"),
+        ("Good morning, I moved to Porto", Intent.UPDATE, "I moved to Porto"),
+        ("thanks, what is my name?", Intent.SEARCH, "What is my name?"),
+    ],
+)
+def test_courtesy_before_a_request_is_not_the_request(
+    message: str, intent: Intent, statement: str
+) -> None:
+    """ "Thanks! Remember that…" was small talk, and the fact was lost."""
+    reading = read(message)
+    assert (reading.intent, reading.statement) == (intent, statement)
+
+
+@pytest.mark.parametrize(
+    ("message", "answer"),
+    [
+        ("Thanks!", "You're welcome!"),
+        ("ok thank you so much", "You're welcome!"),
+        ("Obrigada!", "De nada!"),
+        ("Bye", "Bye! Your memories stay saved here."),
+        ("Tchau, até amanhã", "Tchau! Suas memórias ficam guardadas aqui."),
+    ],
+)
+async def test_thanks_and_goodbye_are_answered_in_kind(message: str, answer: str) -> None:
+    assert await run_cycle(message) == ["Finalize"]
+    assert await spoken("Finalize", context_for(message)) == answer
+
+
+@pytest.mark.parametrize("message", ["Nice to meet you", "Thanks for remembering"])
+async def test_courtesy_is_no_answer_to_a_question_asked_back(message: str) -> None:
+    history = asked_back("What's my daughter's name?")
+    assert await run_cycle(message, history=history) == ["Finalize"]
 
 
 async def test_i_dont_know_to_its_question_gets_no_help_text() -> None:

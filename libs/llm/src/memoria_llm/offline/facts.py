@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
-from memoria_llm.offline.text import fold, straight_apostrophes, tidy
+from memoria_llm.offline.text import fold, straight_apostrophes, strip_edges, tidy
 
 T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
@@ -142,7 +142,7 @@ _STOPWORD_TEXT: Final = (
     "very really just also too please remember note que o os as um uma uns umas de do da "
     "dos das em no na nos nas por para com e eu meu minha meus minhas voce seu sua ele "
     "ela isso isto esse essa aquele aquela mais muito ja tambem nao sim lembre anota guarde "
-    "now anymore longer agora"
+    "now anymore longer agora about sobre"
 )
 _STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
 # How a question is asked, not what about: never evidence that a memory answers it.
@@ -193,6 +193,20 @@ def topic_keys(statement: str) -> list[str]:
     search for them finds a memory by its subject when its words differ ("I moved to
     Hamburg" and "I live in Berlin" are both "where I live")."""
     return list(dict.fromkeys(english for english, _ in _topics_of(statement)))
+
+
+def keywords(statement: str) -> str:
+    """The words of ``statement`` that say what it is about, as the user wrote them ("Who is
+    Clara?" → "Clara"): the small embedder scores a whole question about a name below its
+    cut-off while the name alone finds the memory that names it. Empty when nothing is left
+    or the statement is its own keywords."""
+    words = [
+        w
+        for w in re.findall(r"[\w'-]+", straight_apostrophes(statement))
+        if (f := fold(w)) not in _STOPWORDS and f not in _ASKING_WORDS and len(f) > 1
+    ]
+    joined = " ".join(words)
+    return "" if fold(joined) == fold(strip_edges(statement)) else joined
 
 
 def _topics_of(statement: str) -> list[tuple[str, str]]:

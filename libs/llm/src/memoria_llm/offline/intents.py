@@ -45,17 +45,33 @@ class Reading:
     unread: bool = False
     """No rule understood the message (small talk by default; ``statement`` as typed, not
     capitalised): it may answer a question the planner asked (``CycleView``)."""
+    courtesy: str = ""
+    """Small talk that thanks ("thanks") or takes leave ("bye"): answered in kind."""
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-# Greetings, politeness and the assistant's name before the request.
-_LEAD_IN: Final = _rx(
-    r"^(?:(?:hey|hi|hello|ok|okay|so|well|please|pls|oi|ola|por favor|entao|bom|memoria)"
-    r"(?:\b|$)[\s,!.:]*)+"
+# Greetings, thanks, politeness and the assistant's name before the request: "Thanks!
+# Remember that…", "Bom dia! Meu nome é Ana" are the request that follows (longer phrases
+# first: "bom dia" before "bom").
+_COURTEOUS_TEXT: Final = (
+    r"thank you(?: (?:so|very) much)?|thanks(?: a lot)?|many thanks|thx|cheers|"
+    r"good (?:morning|afternoon|evening|night)|how are you(?: doing)?|how's it going|"
+    r"muito obrigad[oa]|obrigad[oa]|brigad[oa]|valeu|bom dia|boa tarde|boa noite|tudo bem|"
+    r"tudo bom|como vai|great|nice|cool|awesome|perfect|otimo|legal|beleza|perfeito"
 )
+_LEAD_IN: Final = _rx(
+    rf"^(?:(?:{_COURTEOUS_TEXT}|hey|hi|hello|ok|okay|so|well|please|pls|oi|ola|por favor|"
+    r"entao|bom|memoria)(?:\b|$)[\s,!.:?]*)+"
+)
+# Courtesy before words no rule reads ("Nice to meet you", "thanks for remembering") is small
+# talk, not an answer to a question the planner asked (``Reading.unread``).
+_COURTEOUS: Final = _rx(rf"\b(?:{_COURTEOUS_TEXT})\b")
+# What a message of courtesy alone is answered with (``Reading.courtesy``).
+_THANKS: Final = _rx(r"\b(?:thank|thanks|thx|cheers|obrigad[oa]|brigad[oa]|valeu)\b")
+_BYE: Final = _rx(r"\b(?:bye|goodbye|see you|good night|tchau|ate logo|ate mais|ate amanha)\b")
 
 _DELETE_ALL: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?"
@@ -201,6 +217,12 @@ def read(message: str) -> Reading:
     return Reading(reading.intent, reading.statement, facts=_facts_in(reading.statement))
 
 
+def _courtesy(folded: str) -> str:
+    if _THANKS.search(folded):
+        return "thanks"
+    return "bye" if _BYE.search(folded) else ""
+
+
 def _facts_in(statement: str) -> tuple[str, ...]:
     folded = Folded.of(statement)
     clauses: list[str] = []
@@ -249,7 +271,7 @@ def _read(message: str) -> Reading:
     if (rest := after(_SAVE)) is not None and rest and (not question or _ASKED_TO_SAVE.match(text)):
         return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
     if not text or _SMALL_TALK.match(text):
-        return Reading(Intent.SMALL_TALK, whole)
+        return Reading(Intent.SMALL_TALK, whole, courtesy=_courtesy(folded.text))
     if question or _QUESTION_START.match(text):
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
     if _CHANGED.match(text):
@@ -258,5 +280,7 @@ def _read(message: str) -> Reading:
         return Reading(Intent.SAVE, whole)
     if _NO_ANSWER.match(text):
         return Reading(Intent.SMALL_TALK, whole)
+    if _COURTEOUS.search(folded.text[:start]):
+        return Reading(Intent.SMALL_TALK, tidy(message), courtesy=_courtesy(folded.text))
     # Kept as typed: it may become the end of a statement ("in Porto").
     return Reading(Intent.SMALL_TALK, strip_edges(folded.original_from(start)), unread=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from memoria_llm.offline.cycle import CycleView
-from memoria_llm.offline.facts import fact_of, topic_keys
+from memoria_llm.offline.facts import fact_of, keywords, topic_keys
 from memoria_llm.offline.intents import Intent
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns
-MAX_QUERIES: Final = 3
+MAX_QUERIES: Final = 4
 
 
 class NoPlan(Exception):
@@ -34,8 +34,11 @@ def plan_for(task: str, view: CycleView) -> dict[str, Any]:
     if task == "MemorySearch":
         if everything:
             return {"queries": [EVERYTHING], "mode": "chronological", "limit": MAX_SEARCH}
-        # The user's words, and the keys of their topics (what the rules store as bindings).
-        queries = [reading.statement, *topic_keys(reading.statement)][:MAX_QUERIES]
+        # The user's words, the keys of their topics (what the rules store as bindings), and
+        # the words that name what is asked about ("Clara" of "who is Clara?").
+        statement = reading.statement
+        queries = [statement, *topic_keys(statement), keywords(statement)][:MAX_QUERIES]
+        queries = [query for query in queries if query]
         return {"queries": list(dict.fromkeys(queries)), "mode": "semantic"}
     if task == "MemorySave":
         return {"memories": [_memory(fact) for fact in reading.facts or [reading.statement]]}

@@ -87,6 +87,11 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Algo deu errado: {detail}.",
     },
     "done": {"en": "Done.", "pt": "Pronto."},
+    "thanks": {"en": "You're welcome!", "pt": "De nada!"},
+    "bye": {
+        "en": "Bye! Your memories stay saved here.",
+        "pt": "Tchau! Suas memórias ficam guardadas aqui.",
+    },
     "no_model": {
         "en": "(This is the offline planner: no language model is configured, so I only manage "
         "and recall your memories. Set GEMINI_API_KEY for full answers.)",
