@@ -615,6 +615,7 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
     ("message", "intent", "statement"),
     [
         ("Thanks! Remember that I like tea", Intent.SAVE, "I like tea"),
+        ("Hey there! My name is Jonas.", Intent.SAVE, "My name is Jonas"),
         ("Bom dia! Meu nome é Ana", Intent.SAVE, "Meu nome é Ana"),
         ("Hi, how are you? I'm Ana", Intent.SAVE, "I'm Ana"),
         ("Great, my wife is called Ana", Intent.SAVE, "My wife is called Ana"),

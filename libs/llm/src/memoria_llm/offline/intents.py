@@ -63,7 +63,8 @@ _COURTEOUS_TEXT: Final = (
     r"tudo bom|como vai|great|nice|cool|awesome|perfect|otimo|legal|beleza|perfeito"
 )
 _LEAD_IN: Final = _rx(
-    rf"^(?:(?:{_COURTEOUS_TEXT}|hey|hi|hello|ok|okay|so|well|please|pls|oi|ola|por favor|"
+    rf"^(?:(?:{_COURTEOUS_TEXT}|(?:hey|hi|hello)(?: there| again)?|ok|okay|so|well|please|"
+    r"pls|oi|ola|por favor|"
     r"entao|bom|memoria)(?:\b|$)[\s,!.:?]*)+"
 )
 # Courtesy before words no rule reads ("Nice to meet you", "thanks for remembering") is small
