@@ -128,3 +128,17 @@ async def test_someone_named_and_a_job_are_found_by_what_is_asked(stack: Stack) 
     )
     thanks = await say(stack, "sol", "b", "Thank you!")
     assert [a["content"] for a in answers(thanks)] == ["You're welcome!"]
+
+
+async def test_a_reply_in_no_language_is_answered_in_the_threads(stack: Stack) -> None:
+    """ "Lena" says nothing about its language: the answer keeps the thread's Portuguese."""
+    asked = await say(stack, "bia", "a", "Qual é o nome da minha filha?")
+    assert actions(asked) == ["MemorySearch", "Question"]
+    assert answers(asked)[-1]["content"] == "Ainda não tenho isso na memória. Pode me contar?"
+    told = await say(stack, "bia", "a", "Lena")
+    assert answers(told)[0]["content"] == 'Guardei: "O nome da minha filha é Lena".'
+    again = await say(stack, "bia", "b", "Qual é o nome da minha filha?")
+    assert answers(again)[0]["content"] == 'Nas suas memórias: "O nome da minha filha é Lena".'
+
+    bye = await say(stack, "bia", "a", "valeu, tchau")
+    assert [a["content"] for a in answers(bye)] == ["De nada!"]

@@ -594,6 +594,9 @@ def asked_back(question: str) -> list[ChatRecord]:
         ("What's the wifi password?", "sunflower42", "What's the wifi password? sunflower42"),
         ("Qual é o meu nome?", "Ana", "Meu nome é Ana"),
         ("Onde eu moro?", "no Porto", "Moro no Porto"),
+        ("Qual é o nome da minha filha?", "Lena", "O nome da minha filha é Lena"),
+        ("Como se chama meu cachorro?", "Thor", "Meu cachorro se chama Thor"),
+        ("What is the name of my dog?", "Rex", "My dog's name is Rex"),
     ],
 )
 async def test_a_short_reply_to_could_you_tell_me_is_saved_as_the_answer(

@@ -32,6 +32,29 @@ def test_detect_language(message: str, language: str) -> None:
     assert detect_language(message) == language
 
 
+@pytest.mark.parametrize("message", ["valeu, tchau", "Bom dia", "beleza"])
+def test_portuguese_courtesy_is_portuguese(message: str) -> None:
+    assert detect_language(message) == "pt"
+
+
+@pytest.mark.parametrize(
+    ("message", "earlier", "language"),
+    [
+        # A message that tells nothing takes the language the user was writing in.
+        ("Lena", ["Qual é o nome da minha filha?", "What is my name?"], "pt"),
+        ("ok", ["hm", "where do I live?"], "en"),
+        ("Tokyo 5/6", [], "en"),
+        # A message that tells keeps its own language.
+        ("thanks!", ["Qual é o nome da minha filha?"], "en"),
+        ("obrigado", ["What is my name?"], "pt"),
+    ],
+)
+def test_a_message_that_does_not_tell_takes_the_language_of_the_earlier_ones(
+    message: str, earlier: list[str], language: str
+) -> None:
+    assert detect_language(message, earlier) == language
+
+
 def test_every_text_exists_in_both_languages_with_the_same_placeholders() -> None:
     for key, versions in TEXTS.items():
         assert set(versions) == {"en", "pt"}, key

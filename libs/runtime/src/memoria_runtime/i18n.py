@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Final
 
 from memoria_contracts.events import Language
@@ -15,7 +16,7 @@ _PT_HINT_TEXT: Final = """
     sim tudo bem apague esqueça esqueca anota guarde na verdade atualize eu sou tenho gosto
     em de da dos das o os ao aos mas muito também tambem foi moro trabalho ele ela eles seu
     sua mim hoje ontem amanhã amanha agora ainda já ja sobre chamo filha filho tem são anos
-    faz mudei pra pode nome
+    faz mudei pra pode nome valeu tchau beleza legal bom dia boa tarde noite até ate logo
 """
 _EN_HINT_TEXT: Final = """
     the is are you your my i what when where why please remember forget note yes thanks
@@ -196,11 +197,20 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
 }
 
 
-def detect_language(text: str) -> Language:
-    """Portuguese or English, by the words of each language a message uses; English when
-    unsure. An accented letter counts for Portuguese, except in a capitalised word inside a
-    sentence: a name ("the Charité hospital", "I moved to São Paulo") says nothing about the
-    language it is mentioned in."""
+def detect_language(text: str, earlier: Iterable[str] = ()) -> Language:
+    """Portuguese or English, by the words of each language a message uses. An accented
+    letter counts for Portuguese, except in a capitalised word inside a sentence: a name ("the
+    Charité hospital", "I moved to São Paulo") says nothing about the language it is
+    mentioned in. A message that does not tell ("Lena", "ok", "Tokyo 5/6") is in the language
+    of the first of ``earlier`` (the user's previous messages, newest first) that does;
+    English when none does."""
+    for candidate in (text, *earlier):
+        if (language := _language_of(candidate)) is not None:
+            return language
+    return "en"
+
+
+def _language_of(text: str) -> Language | None:
     pt = en = 0
     accented = False
     for match in _WORD.finditer(text):
@@ -216,7 +226,7 @@ def detect_language(text: str) -> Language:
                 pt += 1
     if pt != en:
         return "pt" if pt > en else "en"
-    return "pt" if accented else "en"
+    return "pt" if accented else None
 
 
 def _is_name(text: str, start: int, word: str) -> bool:

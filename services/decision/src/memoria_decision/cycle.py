@@ -258,8 +258,13 @@ class CycleEngine:
         """The new cycle, and the action catalog (read with the new state's write, for the
         first decision: one round trip for both)."""
         original = payload.record(cycle_id, event.time)
-        language = i18n.detect_language(payload.content)
         opening = await self._opening(event, cycle_id)
+        earlier = [
+            record.content
+            for record in reversed(opening.history)
+            if record.role == "user" and isinstance(record.content, str)
+        ]
+        language = i18n.detect_language(payload.content, earlier)
         stored = opening.session
         session = stored.config
         persona, to_record = persona_for_cycle(load_personas(self.settings), stored, cycle_id)

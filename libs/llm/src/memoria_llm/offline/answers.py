@@ -23,9 +23,18 @@ _TEMPLATES: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
         (r"^(?:what's|whats|what is) my (?P<s>.+?)$", "My {s} is {answer}"),
         (r"^what are my (?P<s>.+?)$", "My {s} are {answer}"),
         (r"^when is my (?P<s>.+?)$", "My {s} is {answer}"),
+        (r"^(?:what's|whats|what is) the name of my (?P<s>.+?)$", "My {s}'s name is {answer}"),
         (r"^where do i live$", "I live in {answer}"),
         (r"^where do i work$", "I work at {answer}"),
         (r"^what am i allergic to$", "I am allergic to {answer}"),
+        (
+            rf"^qual {_E}? ?o nome d(?P<a>o|a) (?P<p>meu|minha) (?P<s>.+?)$",
+            "O nome d{a} {p} {s} é {answer}",
+        ),
+        (
+            r"^como se chama (?:o |a )?(?P<p>meu|minha) (?P<s>.+?)$",
+            "{p} {s} se chama {answer}",
+        ),
         (rf"^qual {_E}? ?(?:o |a )?(?P<p>meu|minha) (?P<s>.+?)$", "{p} {s} é {answer}"),
         (r"^quais s(?:ã|a)o (?:os |as )?(?P<p>meus|minhas) (?P<s>.+?)$", "{p} {s} são {answer}"),
         (rf"^quando {_E} (?:o |a )?(?P<p>meu|minha) (?P<s>.+?)$", "{p} {s} é {answer}"),
@@ -47,7 +56,9 @@ def as_statement(question: str, answer: str) -> str:
         match = pattern.match(asked)
         if match:
             parts = dict(match.groupdict())
-            if "p" in parts:
+            if "p" in parts and not template.startswith("{p}"):
+                parts["p"] = parts["p"].lower()
+            elif "p" in parts:
                 parts["p"] = parts["p"].capitalize()
             return _TWO_PREPOSITIONS.sub("", tidy(template.format(answer=said, **parts)))
     return f"{asked}? {said}"
