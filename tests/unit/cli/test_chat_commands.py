@@ -19,6 +19,7 @@ from memoria_cli.chat.commands import (
     Blank,
     ChatState,
     Command,
+    Edit,
     Forget,
     Help,
     Invalid,
@@ -58,6 +59,7 @@ URL = "http://gateway.test"
         ("/memories", Memories(None)),
         ("/memories  coffee beans ", Memories("coffee beans")),
         ("/forget mem_01abc", Forget("mem_01abc")),
+        ("/edit mem_01abc I drink tea now ", Edit("mem_01abc", "I drink tea now")),
         ("/quit", Quit()),
         ("/exit", Quit()),
     ],
@@ -73,6 +75,8 @@ def test_a_line_means(line: str, command: Command) -> None:
         ("/thread my trip", "not a thread id"),
         ("/thread ../../etc", "not a thread id"),
         ("/forget", "usage: /forget ID"),
+        ("/edit", "usage: /edit ID TEXT"),
+        ("/edit mem_01abc   ", "usage: /edit ID TEXT"),
         ("/forget mem_1 mem_2", "usage: /forget ID"),
         ("/frobnicate", "unknown command /frobnicate"),
     ],
@@ -147,6 +151,27 @@ class Gateway:
                 if words & set(m["content"].lower().split())
             ]
             return {"memories": found}
+
+        @app.get("/api/memories/{memory_id}")
+        def get(memory_id: str, authorization: Auth = None) -> JSONResponse:
+            authorize(authorization)
+            if memory_id not in self.memories:
+                return JSONResponse({"detail": "memory not found"}, status_code=404)
+            return JSONResponse(self.memories[memory_id])
+
+        @app.patch("/api/memories/{memory_id}")
+        def change(
+            memory_id: str, body: dict[str, Any], authorization: Auth = None
+        ) -> JSONResponse:
+            authorize(authorization)
+            memory = self.memories.get(memory_id)
+            if memory is None:
+                return JSONResponse({"detail": "memory not found"}, status_code=404)
+            old = memory["content"]
+            memory.update(body)
+            return JSONResponse(
+                {"memory": memory, "old_content": old, "new_content": body["content"]}
+            )
 
         @app.delete("/api/memories/{memory_id}")
         def delete(memory_id: str, authorization: Auth = None) -> JSONResponse:
@@ -292,6 +317,27 @@ async def test_forget_deletes_the_memory(chat: Chat) -> None:
     assert chat.gateway.memories == {}
 
 
+async def test_edit_changes_the_text_and_the_key_that_was_the_text(chat: Chat) -> None:
+    chat.gateway.add_memory("mem_01aaa", "Likes green tea")
+    chat.gateway.memories["mem_01aaa"]["bindings"] = ["Likes green tea", "drinks"]
+    shown = await chat.run("/edit mem_01aaa Likes black coffee")
+    assert "changed mem_01aaa: Likes green tea → Likes black coffee" in shown
+    memory = chat.gateway.memories["mem_01aaa"]
+    assert (memory["content"], memory["bindings"]) == (
+        "Likes black coffee",
+        ["Likes black coffee", "drinks"],
+    )
+
+
+async def test_editing_an_unknown_or_a_json_memory_changes_nothing(chat: Chat) -> None:
+    assert "no such memory: mem_01zzz" in await chat.run("/edit mem_01zzz new text")
+    chat.gateway.add_memory("mem_01json", "placeholder")
+    chat.gateway.memories["mem_01json"] |= {"content_kind": "json", "content": {"budget": 5}}
+    shown = await chat.run("/edit mem_01json a budget of 6")
+    assert "holds JSON" in shown
+    assert chat.gateway.memories["mem_01json"]["content"] == {"budget": 5}
+
+
 async def test_forgetting_an_unknown_memory_says_there_is_no_such_memory(chat: Chat) -> None:
     assert "no such memory: mem_01zzz" in await chat.run("/forget mem_01zzz")
 
@@ -306,5 +352,13 @@ async def test_a_refusal_is_reported_and_the_chat_goes_on(chat: Chat) -> None:
 
 async def test_help_lists_every_command(chat: Chat) -> None:
     shown = await chat.run("/help")
-    for command in ("/threads", "/thread ID", "/new", "/memories", "/forget ID", "/quit"):
+    for command in (
+        "/threads",
+        "/thread ID",
+        "/new",
+        "/memories",
+        "/forget ID",
+        "/edit ID",
+        "/quit",
+    ):
         assert command in shown

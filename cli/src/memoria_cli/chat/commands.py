@@ -83,6 +83,12 @@ class Forget:
 
 
 @dataclass(frozen=True)
+class Edit:
+    memory_id: str
+    content: str
+
+
+@dataclass(frozen=True)
 class Trace:
     cycle_id: str | None = None
     """None: the last cycle of this chat."""
@@ -115,6 +121,7 @@ Command = (
     | NewThread
     | Memories
     | Forget
+    | Edit
     | Trace
     | Persona
     | Quit
@@ -128,6 +135,7 @@ HELP: Final = (
     ("/new", "start a new thread"),
     ("/memories [QUERY]", "your newest memories, or those that match QUERY"),
     ("/forget ID", "delete the memory ID"),
+    ("/edit ID TEXT", "change the text of the memory ID to TEXT"),
     ("/trace [CYCLE_ID]", "every step of the last reply (or of CYCLE_ID), in order"),
     ("/persona [ID]", "the personas, or switch this thread to persona ID"),
     ("/quit", "leave (Ctrl-D and Ctrl-C too)"),
@@ -170,6 +178,11 @@ def _command(name: str, argument: str) -> Command:
         if not argument or " " in argument:
             return Invalid("usage: /forget ID (the id /memories shows)")
         return Forget(argument)
+    if name == "edit":
+        memory_id, _, content = argument.partition(" ")
+        if not memory_id or not content.strip():
+            return Invalid("usage: /edit ID TEXT (the id /memories shows, then the new text)")
+        return Edit(memory_id, content.strip())
     if name == "trace":
         if argument and not CYCLE_ID.fullmatch(argument):
             return Invalid(f"not a cycle id: {argument!r} (cyc_…, as /trace shows)")
@@ -209,6 +222,15 @@ async def run_command(
                 view.error(f"no such memory: {command.memory_id}")
             else:
                 view.notice(f"forgot {forgotten.memory_id}: {shown(forgotten.content)}")
+        elif isinstance(command, Edit):
+            edited = await api.edit(client, command.memory_id, command.content)
+            if edited is None:
+                view.error(f"no such memory: {command.memory_id}")
+            else:
+                view.notice(
+                    f"changed {edited.memory_id}: {shown(edited.old_content)} → "
+                    f"{shown(edited.new_content)}"
+                )
         elif isinstance(command, Trace):
             await _trace(command.cycle_id or state.last_cycle, client, view)
         elif isinstance(command, Persona):
