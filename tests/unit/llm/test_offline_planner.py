@@ -505,6 +505,24 @@ def test_a_nationality_or_a_faith_is_not_a_name(statement: str) -> None:
 def test_a_family_fact_is_found_by_its_topics() -> None:
     bindings = fact_of("My daughter Lena turns 7 on March 3rd").bindings
     assert {"birthday", "my family"} <= set(bindings)
+    for relative in ("My kids are Ana and Rui", "My sister Clara lives in Madrid", "Meus filhos"):
+        assert "my family" in fact_of(relative).bindings
+
+
+@pytest.mark.parametrize(
+    ("question", "held"),
+    [
+        ("What are my kids' names?", "My kids are Ana and Rui"),
+        ("Where does my brother live?", "My brother lives in Faro"),
+        ("Who is my girlfriend?", "Mara is my girlfriend"),
+    ],
+)
+async def test_a_question_about_a_relative_is_answered_by_the_memory_about_them(
+    question: str, held: str
+) -> None:
+    """ "kids'" once kept its apostrophe, and kids, brothers and partners were no family."""
+    assert relation(question, [held]) != Relation.NONE
+    assert await run_cycle(question, found=[(held, 1)]) == ["MemorySearch", "Finalize"]
 
 
 @pytest.mark.parametrize(

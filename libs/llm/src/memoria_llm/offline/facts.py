@@ -112,7 +112,10 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     (r"age|how old|years old|i'?m [0-9]+|idade|quantos anos|tenho [0-9]+ anos", "age", "idade"),
     (r"dog|cat|pet|cachorr[oa]|gat[oa]", "my pet", "meu animal de estimacao"),
     (
-        r"wife|husband|son|daughter|mother|father|mom|dad|esposa|marido|filh[oa]|mae|pai",
+        r"wife|husband|son|daughter|mother|father|mom|dad|kids?|children|child|baby|sister|"
+        r"brother|girlfriend|boyfriend|partner|parents|grand(?:ma|pa|mother|father)|aunt|"
+        r"uncle|cousin|esposa|marido|filh[oa]s?|mae|pai|irma|irmao|namorad[oa]|avo|tia|tio|"
+        r"prim[oa]",
         "my family",
         "minha familia",
     ),
@@ -230,7 +233,9 @@ def _topics(folded: str) -> list[tuple[str, str]]:
 
 
 def _content_words(folded: str) -> list[str]:
-    return [w for w in _WORD.findall(folded) if w not in _STOPWORDS and len(w) > 1]
+    """The words that say something, possessives aside ("kids'", "daughter's")."""
+    words = (w.strip("'").removesuffix("'s") for w in _WORD.findall(folded))
+    return [w for w in words if w not in _STOPWORDS and len(w) > 1]
 
 
 def bindings_of(statement: str, replacing: Sequence[str] = ()) -> list[str]:
