@@ -633,6 +633,29 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
 
 
 @pytest.mark.parametrize(
+    "message",
+    [
+        "I drink coffee every morning",
+        "I usually cycle to work",
+        "I take vitamin D daily",
+        "My coffee: black, no sugar",
+        "Costumo correr de manhã",
+        "Eu bebo chá verde todo dia",
+    ],
+)
+def test_an_everyday_fact_in_the_first_person_is_kept(message: str) -> None:
+    """These got the help text and were lost: no rule had their verb."""
+    assert read(message).intent == Intent.SAVE
+
+
+@pytest.mark.parametrize(
+    "message", ["I think so", "I see", "I know", "I hope so", "I love you", "I agree", "I miss you"]
+)
+def test_what_is_said_in_conversation_is_not_kept(message: str) -> None:
+    assert read(message).intent == Intent.SMALL_TALK
+
+
+@pytest.mark.parametrize(
     ("message", "intent", "statement"),
     [
         ("Thanks! Remember that I like tea", Intent.SAVE, "I like tea"),

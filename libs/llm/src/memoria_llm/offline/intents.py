@@ -191,6 +191,29 @@ _FACT: Final = _rx(
     r"tenho (?:um|uma|dois|duas|[0-9]+)|gosto de|adoro|prefiro|odeio)\b"
 )
 
+# What _FACT's forms miss: "I drink coffee every morning", "I usually cycle to work", "My
+# coffee: black, no sugar", "Costumo correr de manhã". Any first-person verb with something
+# after it, but those of conversation ("I think so", "I see", "I love you", "I know"), which
+# say nothing worth keeping.
+_CONVERSATION_VERBS: Final = (
+    "think guess see know mean wonder hope feel suppose agree disagree understand forgot "
+    "remember believe bet doubt said say told tell asked ask wish meant get got just was were "
+    "am will would could should can did do does don't dont didn't didnt have had haven't "
+    "need want would'nt thought heard saw appreciate apologize apologise promise"
+)
+_OBJECTS_OF_CONVERSATION: Final = "you it that this so too them him her one"
+_EVERYDAY_FACT: Final = _rx(
+    r"^(?:i (?:usually |always |often |never |sometimes |normally |rarely |also |still )?"
+    rf"(?!(?:{'|'.join(_CONVERSATION_VERBS.split())})\b)[a-z]+ "
+    rf"(?!(?:{'|'.join(_OBJECTS_OF_CONVERSATION.split())})\b)[a-z0-9]"
+    r"|(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40}: *[^\s:]"
+    r"|(?:eu )?(?:sempre |geralmente |normalmente |costumo )?(?:bebo|corro|leio|assisto|"
+    r"acordo|durmo|tomo|ando|cozinho|pratico|jogo|escuto|ouco|visito|viajo|nado|pedalo|"
+    r"coleciono|torco|sigo|faco|costumo) [a-z0-9])"
+)
+# Said to the assistant, not about the user: never a fact, whatever the forms above say.
+_CHATTER: Final = _rx(r"^(?:i (?:love|like|hate|miss|need) you|my bad|te amo|amo voce)\b")
+
 # A fact that replaces one memory holds: a move, something no longer true. Like a correction,
 # it changes the memory about its subject when one is found and is saved when none is.
 _CHANGED: Final = _rx(
@@ -277,7 +300,9 @@ def _read(message: str) -> Reading:
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
     if _CHANGED.match(text):
         return Reading(Intent.UPDATE, whole)
-    if _FACT.match(text) or introduces(whole):
+    if _CHATTER.match(text):
+        return Reading(Intent.SMALL_TALK, whole)
+    if _FACT.match(text) or introduces(whole) or _EVERYDAY_FACT.match(text):
         return Reading(Intent.SAVE, whole)
     if _NO_ANSWER.match(text):
         return Reading(Intent.SMALL_TALK, whole)
