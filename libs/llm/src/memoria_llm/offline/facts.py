@@ -98,7 +98,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "onde eu moro",
     ),
     (
-        rf"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
+        r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
         rf"carreira|ocupacao|{_OCCUPATION}",
         "my job",
         "meu trabalho",

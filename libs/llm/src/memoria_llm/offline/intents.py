@@ -64,8 +64,7 @@ _COURTEOUS_TEXT: Final = (
 )
 _LEAD_IN: Final = _rx(
     rf"^(?:(?:{_COURTEOUS_TEXT}|(?:hey|hi|hello)(?: there| again)?|ok|okay|so|well|please|"
-    r"pls|oi|ola|por favor|"
-    r"entao|bom|memoria)(?:\b|$)[\s,!.:?]*)+"
+    r"pls|oi|ola|por favor|entao|bom|memoria)(?:\b|$)[\s,!.:?]*)+"
 )
 # Courtesy before words no rule reads ("Nice to meet you", "thanks for remembering") is small
 # talk, not an answer to a question the planner asked (``Reading.unread``).
@@ -199,7 +198,7 @@ _CONVERSATION_VERBS: Final = (
     "think guess see know mean wonder hope feel suppose agree disagree understand forgot "
     "remember believe bet doubt said say told tell asked ask wish meant get got just was were "
     "am will would could should can did do does don't dont didn't didnt have had haven't "
-    "need want would'nt thought heard saw appreciate apologize apologise promise"
+    "need want thought heard saw appreciate apologize apologise promise"
 )
 _OBJECTS_OF_CONVERSATION: Final = "you it that this so too them him her one"
 _EVERYDAY_FACT: Final = _rx(
