@@ -722,6 +722,9 @@ def test_themes_phone_layout_and_logout(
     expect(page.locator("#login-view")).to_be_visible()
     page.reload()
     expect(page.locator("#login-view")).to_be_visible()  # the token is gone
+    # A phone keyboard must not make "ana" into "Ana": user ids are case-sensitive, and
+    # "Ana" is somebody else, with none of ana's memories.
+    expect(page.locator("#login-user")).to_have_attribute("autocapitalize", "none")
 
     # Without a saved choice, a dark system gets the dark theme.
     dark = browser.new_context(color_scheme="dark")
