@@ -489,6 +489,8 @@ def test_an_occupation_the_user_names_is_their_job(statement: str) -> None:
     assert {"my job", "meu trabalho"} <= set(fact_of(statement).bindings)
     assert relation("Where do I work?", [statement]) == Relation.TOPIC
     assert relation("Qual é a minha profissão?", [statement]) == Relation.TOPIC
+    assert relation("What do I do?", [statement]) == Relation.TOPIC
+    assert relation("O que eu faço?", [statement]) == Relation.TOPIC
 
 
 @pytest.mark.parametrize("statement", ["My wife is a nurse", "I'm a vegetarian"])

@@ -99,7 +99,8 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     (
         r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
-        rf"carreira|ocupacao|{_OCCUPATION}",
+        r"carreira|ocupacao|what do i do(?=\W*$)|o que (?:eu )?faco(?=\W*$)|"
+        rf"{_OCCUPATION}",
         "my job",
         "meu trabalho",
     ),
