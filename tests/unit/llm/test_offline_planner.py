@@ -643,11 +643,21 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
         "My coffee: black, no sugar",
         "Costumo correr de manhã",
         "Eu bebo chá verde todo dia",
+        "I'm not a fan of horror movies",
+        "I'm afraid of heights",
+        "Dou aulas de inglês",
     ],
 )
 def test_an_everyday_fact_in_the_first_person_is_kept(message: str) -> None:
     """These got the help text and were lost: no rule had their verb."""
     assert read(message).intent == Intent.SAVE
+
+
+@pytest.mark.parametrize(
+    "statement", ["I teach piano on weekends", "I run a small bakery", "Dou aulas de inglês"]
+)
+def test_what_the_user_does_for_a_living_is_their_job(statement: str) -> None:
+    assert relation("What do I do?", [statement]) == Relation.TOPIC
 
 
 @pytest.mark.parametrize(
@@ -685,11 +695,15 @@ def test_courtesy_before_a_request_is_not_the_request(
         ("Obrigada!", "De nada!"),
         ("Bye", "Bye! Your memories stay saved here."),
         ("Tchau, até amanhã", "Tchau! Suas memórias ficam guardadas aqui."),
+        ("thank you, good night", "You're welcome! Bye! Your memories stay saved here."),
     ],
 )
 async def test_thanks_and_goodbye_are_answered_in_kind(message: str, answer: str) -> None:
     assert await run_cycle(message) == ["Finalize"]
     assert await spoken("Finalize", context_for(message)) == answer
+    # Even right after the planner asked for something it lacked.
+    asked = context_for(message, history=asked_back("What's my daughter's name?"))
+    assert await spoken("Finalize", asked) == answer
 
 
 @pytest.mark.parametrize("message", ["Nice to meet you", "Thanks for remembering"])

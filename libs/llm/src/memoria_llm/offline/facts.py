@@ -54,8 +54,8 @@ _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
     (
         "preference",
         re.compile(
-            r"\b(?:like|love|prefer|favou?rite|enjoy|hate|dislike|gosto|adoro|prefiro|"
-            r"favorit[oa]|curto|odeio|detesto|amo)\b"
+            r"\b(?:like|love|prefer|favou?rite|enjoy|hate|dislike|fan of|i'?m into|gosto|"
+            r"adoro|prefiro|favorit[oa]|curto|odeio|detesto|amo)\b"
         ),
     ),
 )
@@ -99,7 +99,9 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
     ),
     (
         r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
-        r"carreira|ocupacao|what do i do(?=\W*$)|o que (?:eu )?faco(?=\W*$)|"
+        r"carreira|ocupacao|what do i do(?=\W*$)|o que (?:eu )?faco(?=\W*$)|i teach|"
+        r"i run (?:a|an|my) (?:[a-z]+ )?(?:business|company|shop|store|restaurant|cafe|bar|"
+        r"bakery|startup|studio|clinic|practice)|dou aulas?|"
         rf"{_OCCUPATION}",
         "my job",
         "meu trabalho",

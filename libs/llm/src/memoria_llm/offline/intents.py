@@ -45,8 +45,8 @@ class Reading:
     unread: bool = False
     """No rule understood the message (small talk by default; ``statement`` as typed, not
     capitalised): it may answer a question the planner asked (``CycleView``)."""
-    courtesy: str = ""
-    """Small talk that thanks ("thanks") or takes leave ("bye"): answered in kind."""
+    courtesy: tuple[str, ...] = ()
+    """Small talk that thanks ("thanks"), takes leave ("bye") or both: answered in kind."""
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -162,6 +162,9 @@ _FACT: Final = _rx(
     r"i used to|i need to|i have to|i must|we (?:have|live|are|own|got|bought|adopted)|"
     r"i (?:broke up|adopted|lost|met|won)|"
     r"i(?: am|'m) (?:pregnant|engaged|single|divorced|retired|unemployed|widowed)|"
+    r"i(?: am|'m) (?:not |really |so |very )?(?:a (?:big |huge )?fan of|into|crazy about|"
+    r"obsessed with|afraid of|scared of|terrified of|good at|bad at|interested in|"
+    r"used to|allergic)|i can'?t stand|"
     r"(?!(?:it|this|that|there|here|what|who|which|where)\b)[a-z]+ (?:is|was) my \w+|"
     r"i don'?t (?:like|eat|drink)|i can'?t (?:eat|drink|have)|i'?m planning|i plan|i want to|"
     r"i'?m going to|i'?m trying to|"
@@ -208,7 +211,7 @@ _EVERYDAY_FACT: Final = _rx(
     r"|(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40}: *[^\s:]"
     r"|(?:eu )?(?:sempre |geralmente |normalmente |costumo )?(?:bebo|corro|leio|assisto|"
     r"acordo|durmo|tomo|ando|cozinho|pratico|jogo|escuto|ouco|visito|viajo|nado|pedalo|"
-    r"coleciono|torco|sigo|faco|costumo) [a-z0-9])"
+    r"coleciono|torco|sigo|faco|costumo|dou) [a-z0-9])"
 )
 # Said to the assistant, not about the user: never a fact, whatever the forms above say.
 _CHATTER: Final = _rx(r"^(?:i (?:love|like|hate|miss|need) you|my bad|te amo|amo voce)\b")
@@ -240,10 +243,9 @@ def read(message: str) -> Reading:
     return Reading(reading.intent, reading.statement, facts=_facts_in(reading.statement))
 
 
-def _courtesy(folded: str) -> str:
-    if _THANKS.search(folded):
-        return "thanks"
-    return "bye" if _BYE.search(folded) else ""
+def _courtesy(folded: str) -> tuple[str, ...]:
+    marks = (("thanks", _THANKS), ("bye", _BYE))
+    return tuple(name for name, pattern in marks if pattern.search(folded))
 
 
 def _facts_in(statement: str) -> tuple[str, ...]:

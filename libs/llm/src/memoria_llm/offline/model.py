@@ -126,10 +126,10 @@ class OfflineModel(LanguageModel):
             return f"{replies.text('introduction', language)} {note}"
         if intent == Intent.DELETE_ALL:  # the question was asked; nothing else to do
             return replies.text("done", language)
+        if intent == Intent.SMALL_TALK and cycle.reading.courtesy and not cycle.steps:
+            return " ".join(replies.text(kind, language) for kind in cycle.reading.courtesy)
         if intent == Intent.SMALL_TALK and cycle.asked_back and not cycle.reading.unread:
             return replies.text("no_answer", language)  # "I don't know" to its question
-        if intent == Intent.SMALL_TALK and cycle.reading.courtesy and not cycle.steps:
-            return replies.text(cycle.reading.courtesy, language)
         if not cycle.steps or intent == Intent.SMALL_TALK:
             return f"{replies.text('introduction', language)} {note}"
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
