@@ -646,6 +646,9 @@ async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> No
         "I'm not a fan of horror movies",
         "I'm afraid of heights",
         "Dou aulas de inglês",
+        "Não sou fã de filmes de terror",
+        "Tenho medo de altura",
+        "Eu não fumo",
     ],
 )
 def test_an_everyday_fact_in_the_first_person_is_kept(message: str) -> None:
@@ -661,7 +664,11 @@ def test_what_the_user_does_for_a_living_is_their_job(statement: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "message", ["I think so", "I see", "I know", "I hope so", "I love you", "I agree", "I miss you"]
+    "message",
+    [
+        *("I think so", "I see", "I know", "I hope so", "I love you", "I agree", "I miss you"),
+        *("Não tenho certeza", "Não sei"),
+    ],
 )
 def test_what_is_said_in_conversation_is_not_kept(message: str) -> None:
     assert read(message).intent == Intent.SMALL_TALK

@@ -54,7 +54,7 @@ _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
     (
         "preference",
         re.compile(
-            r"\b(?:like|love|prefer|favou?rite|enjoy|hate|dislike|fan of|i'?m into|gosto|"
+            r"\b(?:like|love|prefer|favou?rite|enjoy|hate|dislike|fan of|i'?m into|fa de|gosto|"
             r"adoro|prefiro|favorit[oa]|curto|odeio|detesto|amo)\b"
         ),
     ),

@@ -184,7 +184,8 @@ _FACT: Final = _rx(
     r"adoro|prefiro|odeio|nao gosto|nao como|nao bebo|nao posso|estou planejando|quero|pretendo|"
     r"vou)|(?:eu )?(?:me )?(?:mudei|comecei|casei|formei|aposentei|comprei|nasci|cresci|"
     r"estudei|morei|trabalhei|troquei|perdi|ganhei|adotei|terminei|conheci)|"
-    r"(?:eu )?nao (?:gosto|como|bebo|posso|suporto|tolero)|"
+    r"(?:eu )?nao (?:sou|tenho|uso|fumo|dirijo|falo|gosto|como|bebo|posso|suporto|tolero)|"
+    r"(?:eu )?tenho (?:medo|pavor|fobia|alergia|intolerancia) (?:de|a)|"
     r"sou (?!eu\b)[a-z]+|"  # "sou alérgica", "sou o Marco", "sou médico"; not "sou eu"
     r"(?:eu )?(?:dirijo|falo|estudo|uso|toco)|moro (?:em|no|na)|"
     r"trabalho (?:como|em|na|no)|estou (?:planejando|tentando|pensando em|aprendendo|"
@@ -214,7 +215,10 @@ _EVERYDAY_FACT: Final = _rx(
     r"coleciono|torco|sigo|faco|costumo|dou) [a-z0-9])"
 )
 # Said to the assistant, not about the user: never a fact, whatever the forms above say.
-_CHATTER: Final = _rx(r"^(?:i (?:love|like|hate|miss|need) you|my bad|te amo|amo voce)\b")
+_CHATTER: Final = _rx(
+    r"^(?:i (?:love|like|hate|miss|need) you|my bad|te amo|amo voce|"
+    r"(?:eu )?nao tenho (?:certeza|ideia|tempo)|nao sou eu)\b"
+)
 
 # A fact that replaces one memory holds: a move, something no longer true. Like a correction,
 # it changes the memory about its subject when one is found and is saved when none is.
