@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
+from memoria_llm.offline import lexicon
 from memoria_llm.offline.text import fold, straight_apostrophes, strip_edges, tidy
 
 T = TypeVar("T")
@@ -64,28 +65,10 @@ _TYPE_CUES: Final[tuple[tuple[MemoryType, re.Pattern[str]], ...]] = (
 # matemática") is the job topic: "where do I work?" or "qual é a minha profissão?" asks about
 # it without sharing a word. Only after "I'm a" / "sou" / "work as": "my wife is a nurse" is
 # not the user's job.
-_OCCUPATION_TEXT: Final = (
-    "engineer developer programmer coder teacher professor lecturer tutor nurse doctor "
-    "physician surgeon paramedic lawyer attorney designer accountant architect student "
-    "manager chef cook baker barista waiter waitress driver pilot pharmacist dentist "
-    "scientist researcher writer journalist editor artist musician photographer consultant "
-    "analyst mechanic electrician plumber carpenter farmer firefighter officer cashier "
-    "salesman saleswoman clerk secretary receptionist librarian translator therapist "
-    "psychologist vet veterinarian economist banker technician intern freelancer "
-    "entrepreneur retired unemployed "
-    "engenheir[oa] desenvolvedora? programadora? professora? enfermeir[oa] medic[oa] "
-    "cirurgiao? advogad[oa] contadora? arquitet[oa] estudante gerente cozinheir[oa] "
-    "padeir[oa] garcom garconete motorista piloto farmaceutic[oa] dentista cientista "
-    "pesquisadora? escritora? jornalista editora? artista music[oa] fotograf[oa] "
-    "consultora? analista mecanic[oa] eletricista encanadora? carpinteir[oa] "
-    "agricultora? bombeir[oa] policial vendedora? secretari[oa] recepcionista "
-    "bibliotecari[oa] tradutora? terapeuta psicolog[oa] veterinari[oa] economista "
-    "bancari[oa] tecnic[oa] estagiari[oa] empresari[oa] aposentad[oa] desempregad[oa]"
-)
 _OCCUPATION: Final = (
     r"(?:i'?m|i am|i work as|i'?ve been|sou|trabalho como|atuo como) "
     r"(?:an? |um |uma )?(?:[a-z]+ ){0,2}?"
-    rf"(?:{'|'.join(_OCCUPATION_TEXT.split())})"
+    rf"(?:{'|'.join(lexicon.OCCUPATIONS)})"
 )
 
 # Topic keys, in both languages, for facts people ask about most: (cue words, EN, PT).
@@ -164,18 +147,6 @@ _INTRODUCTION: Final = re.compile(
     r"^(?:I'?m|I am|(?:[Ee]u )?[Ss]ou (?:o|a)|(?:[Ee]u )?[Mm]e chamo|[Cc]all me|"
     r"[Pp]ode me chamar de)\s+(?P<name>[A-ZÀ-Þ][a-zà-ÿ'-]+)\b"
 )
-_NOT_NAME_TEXT: Final = (
-    "Fine Ok Okay Good Great Sorry Here Back Done Ready Not So Just Sure Glad Happy Tired "
-    "Busy Still Also Very Really Bem Aqui "
-    # Nationalities and faiths people state the same way ("I'm Brazilian").
-    "American Argentinian Australian Austrian Belgian Brazilian British Canadian Chilean "
-    "Chinese Colombian Cuban Danish Dutch Egyptian English Finnish French German Greek "
-    "Indian Irish Italian Japanese Jewish Korean Mexican Moroccan Muslim Nigerian Norwegian "
-    "Peruvian Polish Portuguese Russian Scottish Spanish Swedish Swiss Turkish Ukrainian "
-    "Venezuelan Vegan Vegetarian Catholic Buddhist Hindu Brasileiro Brasileira Portugues "
-    "Portuguesa"
-)
-_NOT_NAMES: Final = frozenset(_NOT_NAME_TEXT.split())
 _MY_SUBJECT: Final = re.compile(
     r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z0-9'\- ]{1,40}?) (?:is|are|was|e|era|sao)\b"
 )
@@ -191,7 +162,7 @@ class Fact:
 def introduces(statement: str) -> bool:
     """Whether ``statement`` (the user's own words) gives the user's name: "I'm Marco"."""
     match = _INTRODUCTION.match(straight_apostrophes(statement))
-    return match is not None and match.group("name") not in _NOT_NAMES
+    return match is not None and match.group("name") not in lexicon.NOT_NAMES
 
 
 def topic_keys(statement: str) -> list[str]:

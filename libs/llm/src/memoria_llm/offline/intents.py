@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from memoria_llm.offline import lexicon
 from memoria_llm.offline.facts import introduces
 from memoria_llm.offline.text import Folded, is_question, strip_edges, tidy
 
@@ -198,21 +199,13 @@ _FACT: Final = _rx(
 # coffee: black, no sugar", "Costumo correr de manhã". Any first-person verb with something
 # after it, but those of conversation ("I think so", "I see", "I love you", "I know"), which
 # say nothing worth keeping.
-_CONVERSATION_VERBS: Final = (
-    "think guess see know mean wonder hope feel suppose agree disagree understand forgot "
-    "remember believe bet doubt said say told tell asked ask wish meant get got just was were "
-    "am will would could should can did do does don't dont didn't didnt have had haven't "
-    "need want thought heard saw appreciate apologize apologise promise"
-)
-_OBJECTS_OF_CONVERSATION: Final = "you it that this so too them him her one"
 _EVERYDAY_FACT: Final = _rx(
     r"^(?:i (?:usually |always |often |never |sometimes |normally |rarely |also |still )?"
-    rf"(?!(?:{'|'.join(_CONVERSATION_VERBS.split())})\b)[a-z]+ "
-    rf"(?!(?:{'|'.join(_OBJECTS_OF_CONVERSATION.split())})\b)[a-z0-9]"
+    rf"(?!(?:{'|'.join(lexicon.CONVERSATION_VERBS)})\b)[a-z]+ "
+    rf"(?!(?:{'|'.join(lexicon.CONVERSATION_OBJECTS)})\b)[a-z0-9]"
     r"|(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40}: *[^\s:]"
-    r"|(?:eu )?(?:sempre |geralmente |normalmente |costumo )?(?:bebo|corro|leio|assisto|"
-    r"acordo|durmo|tomo|ando|cozinho|pratico|jogo|escuto|ouco|visito|viajo|nado|pedalo|"
-    r"coleciono|torco|sigo|faco|costumo|dou) [a-z0-9])"
+    r"|(?:eu )?(?:sempre |geralmente |normalmente |costumo )?"
+    rf"(?:{'|'.join(lexicon.EVERYDAY_VERBS_PT)}) [a-z0-9])"
 )
 # Said to the assistant, not about the user: never a fact, whatever the forms above say.
 _CHATTER: Final = _rx(

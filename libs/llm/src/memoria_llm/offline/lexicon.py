@@ -1,0 +1,65 @@
+"""Word lists the offline planner's rules read: data, kept apart from the rules so that
+adding a word is not editing a regular expression. Folded (lower case, no accents) unless
+said otherwise; a few end in a regex class ("engenheir[oa]") to cover both genders."""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+OCCUPATIONS: Final = _words(
+    "engineer developer programmer coder teacher professor lecturer tutor nurse doctor "
+    "physician surgeon paramedic lawyer attorney designer accountant architect student "
+    "manager chef cook baker barista waiter waitress driver pilot pharmacist dentist "
+    "scientist researcher writer journalist editor artist musician photographer consultant "
+    "analyst mechanic electrician plumber carpenter farmer firefighter officer cashier "
+    "salesman saleswoman clerk secretary receptionist librarian translator therapist "
+    "psychologist vet veterinarian economist banker technician intern freelancer "
+    "entrepreneur retired unemployed "
+    "engenheir[oa] desenvolvedora? programadora? professora? enfermeir[oa] medic[oa] "
+    "cirurgiao? advogad[oa] contadora? arquitet[oa] estudante gerente cozinheir[oa] "
+    "padeir[oa] garcom garconete motorista piloto farmaceutic[oa] dentista cientista "
+    "pesquisadora? escritora? jornalista editora? artista music[oa] fotograf[oa] "
+    "consultora? analista mecanic[oa] eletricista encanadora? carpinteir[oa] "
+    "agricultora? bombeir[oa] policial vendedora? secretari[oa] recepcionista "
+    "bibliotecari[oa] tradutora? terapeuta psicolog[oa] veterinari[oa] economista "
+    "bancari[oa] tecnic[oa] estagiari[oa] empresari[oa] aposentad[oa] desempregad[oa]"
+)
+"""What the user may say they are ("I'm a nurse", "sou professora"): the job topic."""
+
+NOT_NAMES: Final = frozenset(
+    _words(
+        "Fine Ok Okay Good Great Sorry Here Back Done Ready Not So Just Sure Glad Happy Tired "
+        "Busy Still Also Very Really Bem Aqui "
+        # Nationalities and faiths people state the same way ("I'm Brazilian").
+        "American Argentinian Australian Austrian Belgian Brazilian British Canadian Chilean "
+        "Chinese Colombian Cuban Danish Dutch Egyptian English Finnish French German Greek "
+        "Indian Irish Italian Japanese Jewish Korean Mexican Moroccan Muslim Nigerian Norwegian "
+        "Peruvian Polish Portuguese Russian Scottish Spanish Swedish Swiss Turkish Ukrainian "
+        "Venezuelan Vegan Vegetarian Catholic Buddhist Hindu Brasileiro Brasileira Portugues "
+        "Portuguesa"
+    )
+)
+"""Capitalised words that follow "I'm" without being the user's name (as typed, not folded)."""
+
+CONVERSATION_VERBS: Final = _words(
+    "think guess see know mean wonder hope feel suppose agree disagree understand forgot "
+    "remember believe bet doubt said say told tell asked ask wish meant get got just was were "
+    "am will would could should can did do does don't dont didn't didnt have had haven't "
+    "need want thought heard saw appreciate apologize apologise promise"
+)
+"""First-person verbs of conversation ("I think so", "I see"), never a fact to keep."""
+
+CONVERSATION_OBJECTS: Final = _words("you it that this so too them him her one")
+"""Objects that make a first-person sentence talk to the assistant ("I love you")."""
+
+EVERYDAY_VERBS_PT: Final = _words(
+    "bebo corro leio assisto acordo durmo tomo ando cozinho pratico jogo escuto ouco visito "
+    "viajo nado pedalo coleciono torco sigo faco costumo dou"
+)
+"""Portuguese first-person verbs of habits ("bebo chá verde", "costumo correr"): a fact to
+keep. Portuguese drops the "eu", so a verb list stands where English has "I <verb>"."""
