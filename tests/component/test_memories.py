@@ -28,7 +28,7 @@ from memoria_contracts.memory import (
     MemoryUpdate,
     MemoryUpdated,
 )
-from memoria_memory.memories import clock
+from memoria_memory.memories import clock, content_keys
 from memoria_memory.memories.documents import MemoryDocument, PendingWrite
 from memoria_memory.memories.ids import memory_id_for, row_id_for, row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
@@ -573,3 +573,24 @@ async def test_access_times_are_written_behind_the_search_and_flushed_on_stop(
     assert stored is not None
     assert clock.parse(stored.last_accessed) == again.memories[0].last_accessed
     assert again.memories[0].last_accessed >= found.memories[0].last_accessed
+
+
+async def test_a_memory_from_before_content_keys_gets_one_and_is_not_kept_twice(
+    storage: MemoryStorage, user: str
+) -> None:
+    """Memories written before content keys existed had none: "I live in Berlin" told again
+    was kept twice. The backfill gives them their key, and leaves alone a memory whose key a
+    write set meanwhile."""
+    old = await save(storage, user, "I live in Berlin", ["home city"], reuse_same_content=True)
+    other = await save(storage, user, "I like tea", ["tea"], reuse_same_content=True)
+    for memory_id in (old.memory_id, other.memory_id):
+        await repo(storage).change(user, memory_id, unset=["content_key"])
+    await repo(storage).change(user, other.memory_id, set={"content_key": "set-by-a-write"})
+
+    assert await content_keys.backfill(repo(storage), page=1) == 1
+    assert await content_keys.backfill(repo(storage)) == 0  # nothing left to key
+
+    again = await save(storage, user, "I live in Berlin.", ["home"], reuse_same_content=True)
+    assert (again.created, again.memory_id) == (False, old.memory_id)
+    kept = await repo(storage).get(user, other.memory_id)
+    assert kept is not None and kept.content_key == "set-by-a-write"

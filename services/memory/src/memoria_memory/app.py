@@ -1,4 +1,5 @@
-"""Wiring of the memory service: subscriptions, storage lifecycle, the reconciler."""
+"""Wiring of the memory service: subscriptions, storage lifecycle, the reconciler, the
+background upkeep (content keys of old memories, cycle traces past retention)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from memoria_memory import SERVICE_NAME
 from memoria_memory.cycle_log import CycleLog, purge_forever
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.history_catch_up import HistoryCatchUp
+from memoria_memory.memories import content_keys
 from memoria_memory.memories.reconciler import Reconciler
+from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime import presence
@@ -87,6 +90,13 @@ async def _announce_forever(redis: Redis, settings: Settings, serving_since: flo
     )
 
 
+async def _backfill_content_keys(repo: MemoryRepository) -> None:
+    try:
+        await content_keys.backfill(repo)
+    except Exception:  # retried at the next start; saves still work, only dedupe is missed
+        log.exception("giving old memories their content key failed")
+
+
 async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None:
     while True:
         await asyncio.sleep(settings.reconcile_interval_seconds)
@@ -123,6 +133,8 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
         tasks.append(asyncio.create_task(_announce_forever(redis, settings, time.time())))
         retention = settings.cycle_trace_retention_days
         tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
+        # In the background: a store of many old memories must not hold the service back.
+        tasks.append(asyncio.create_task(_backfill_content_keys(handlers.storage.writer.repo)))
 
     @app.on_shutdown
     async def close_storage() -> None:

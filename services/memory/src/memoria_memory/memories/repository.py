@@ -49,6 +49,19 @@ class MemoryRepository:
         )
         return MemoryDocument.from_stored(found) if found else None
 
+    async def keyless(self, limit: int) -> list[MemoryDocument]:
+        """Up to ``limit`` ready memories written before content keys existed (ADR 0019)."""
+        found = await self._memories.find({"content_key": None, "state": "ready"}, limit=limit)
+        return [MemoryDocument.from_stored(document) for document in found]
+
+    async def give_content_key(self, document: MemoryDocument, content_key: str) -> bool:
+        """Set a keyless memory's key. Only while it still has none: a write since it was
+        read has set the key of its new content, which this one would overwrite."""
+        return await self._memories.update_one(
+            {"_id": document.id, "user_id": document.user_id, "content_key": None},
+            set={"content_key": content_key},
+        )
+
     async def insert(self, document: MemoryDocument) -> bool:
         """False when a document with this id exists already (a repeated save)."""
         try:
