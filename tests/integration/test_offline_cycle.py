@@ -105,6 +105,11 @@ async def test_an_introduction_a_move_and_a_fact_told_twice(stack: Stack) -> Non
     # no "Done." after it.
     last = answers(moved)[-1]["content"]
     assert last == 'Updated: "I live in Berlin" → "I moved to Hamburg last month".', last
+    told_again = await say(stack, "max", "c", "I moved to Hamburg last month")
+    assert actions(told_again) == ["MemorySearch", "MemorySave", "Finalize"]
+    assert answers(told_again)[1]["content"] == (
+        'I already had that: "I moved to Hamburg last month".'
+    )
     where = await say(stack, "max", "c", "Where do I live?")
     assert "I moved to Hamburg last month" in cards(where)
     assert "I live in Berlin" not in cards(where)
@@ -141,4 +146,6 @@ async def test_a_reply_in_no_language_is_answered_in_the_threads(stack: Stack) -
     assert answers(again)[0]["content"] == 'Nas suas memórias: "O nome da minha filha é Lena".'
 
     bye = await say(stack, "bia", "a", "valeu, tchau")
-    assert [a["content"] for a in answers(bye)] == ["De nada!"]
+    assert [a["content"] for a in answers(bye)] == [
+        "De nada! Tchau! Suas memórias ficam guardadas aqui."
+    ]

@@ -544,6 +544,19 @@ async def test_a_move_or_a_fact_no_longer_true_replaces_the_memory_about_it(
     assert await run_cycle(said, found=unrelated) == ["MemorySearch", "MemorySave", "Finalize"]
 
 
+@pytest.mark.parametrize(
+    ("said", "held"),
+    [
+        ("I moved to Hamburg last month", "I moved to Hamburg last month"),
+        ("Actually, I live in Porto", "I live in porto."),
+    ],
+)
+async def test_a_move_or_correction_told_twice_changes_nothing(said: str, held: str) -> None:
+    """It was an update of a memory into itself ("X" → "X"); the save says "I already had
+    that" instead (the memory service finds the memory that says it)."""
+    assert await run_cycle(said, found=[(held, 1)]) == ["MemorySearch", "MemorySave", "Finalize"]
+
+
 async def test_a_correction_keeps_the_topics_of_the_memory_it_replaces() -> None:
     """ "What is my job?" must still find the job once it no longer says "work"."""
     context = after_search(

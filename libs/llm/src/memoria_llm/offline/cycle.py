@@ -13,6 +13,7 @@ from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent, Reading, read
+from memoria_llm.offline.text import same_saying
 
 SEARCH_ACTION: Final = "MemorySearch"
 
@@ -38,6 +39,13 @@ class CycleView:
     """The planner answered earlier in the recent history: the first closing of its first
     cycle said that no language model answers. (Closings themselves are not history, seed
     000, so the planner's other answers are what shows it was here.)"""
+
+    @property
+    def already_said(self) -> bool:
+        """A memory the message is about already says what it says: a move or a correction
+        told twice, with nothing left to change."""
+        said = same_saying(self.reading.statement)
+        return any(same_saying(self.texts.get(t, [""])[0]) == said for t in self.targets)
 
     @property
     def delete_all_confirmed(self) -> bool:

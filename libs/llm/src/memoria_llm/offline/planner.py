@@ -41,9 +41,11 @@ def wanted(view: CycleView) -> str:
     if intent == Intent.UPDATE:
         if SEARCH not in done:
             return SEARCH
-        if view.targets:
+        if view.targets and not view.already_said:
             return UPDATE if UPDATE not in done else FINALIZE
-        return SAVE if SAVE not in done else FINALIZE  # nothing to correct: a new fact
+        # Nothing to correct: a new fact; or told before: the save answers "I already had
+        # that" (the memory service finds the memory that says it) and changes nothing.
+        return SAVE if SAVE not in done else FINALIZE
     if view.delete_all_confirmed:
         # Rounds of search + delete until a search finds nothing (or steps run out).
         if not done or done[-1] == DELETE:
