@@ -278,6 +278,26 @@ async def test_update_of_content_returns_old_and_new_and_keeps_the_vectors(
     assert found.memories[0].content == "I am allergic to peanuts and cashews"
 
 
+async def test_a_new_text_renames_the_binding_that_was_the_old_text(
+    storage: MemoryStorage, user: str
+) -> None:
+    """An edit of the text alone (the web page, `/edit`, any API client): the key that was the
+    old sentence follows it, so the memory is found by its new words; chosen keys stay."""
+    saved = await save(storage, user, "My favourite colour is green", [
+        "My favourite colour is green", "favourite colour",
+    ])  # fmt: skip
+    reply = await storage.writer.update(
+        user,
+        MemoryUpdate(memory_id=saved.memory_id, content="My favourite colour is dark blue"),
+        cycle_id=None,
+        request_id="evt_1",
+    )
+    assert isinstance(reply, MemoryUpdated)
+    assert reply.memory.bindings == ["My favourite colour is dark blue", "favourite colour"]
+    found = await storage.reader.search(user, MemorySearch(queries=["dark blue"]))
+    assert [m.memory_id for m in found.memories] == [saved.memory_id]
+
+
 async def test_update_of_bindings_replaces_the_vector_rows(
     storage: MemoryStorage, user: str
 ) -> None:

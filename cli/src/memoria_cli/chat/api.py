@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from memoria_cli.gateway_client import error_detail, send
 from memoria_cli.transfer import MEMORIES_PATH
 from memoria_contracts.cycles import Cycle
-from memoria_contracts.memory import MAX_BINDING_CHARS, Memory
+from memoria_contracts.memory import Memory
 
 THREADS_PATH: Final = "/api/threads"
 CYCLES_PATH: Final = "/api/cycles"
@@ -105,18 +105,10 @@ class _Changed(BaseModel):
     new_content: Any
 
 
-def rekeyed(memory: Memory, content: str) -> list[str]:
-    """The bindings once the text becomes ``content``: the key that was the old text (the
-    chat keys every fact by its own words first) becomes the new text; keys chosen apart
-    from it stay. The web page's memories drawer does the same."""
-    old = str(memory.content).strip()
-    renamed = [content[:MAX_BINDING_CHARS] if b.strip() == old else b for b in memory.bindings]
-    return list(dict.fromkeys(renamed))
-
-
 async def edit(client: httpx.AsyncClient, memory_id: str, content: str) -> Edited | None:
-    """Change a text memory's text (its history keeps the old one); None when the user has
-    no such memory. A JSON memory is refused here: a line of text cannot say which JSON."""
+    """Change a text memory's text (its history keeps the old one; the memory service
+    renames the binding that was the old text); None when the user has no such memory. A
+    JSON memory is refused here: a line of text would replace it with text."""
     path = f"{MEMORIES_PATH}/{quote(memory_id, safe='')}"
     response = await send(client, "GET", path)
     if response.status_code == httpx.codes.NOT_FOUND:
@@ -124,8 +116,7 @@ async def edit(client: httpx.AsyncClient, memory_id: str, content: str) -> Edite
     memory = _parsed(Memory, response, "reading the memory")
     if memory.content_kind != "text":
         raise ApiError(f"{memory_id} holds JSON: change it through the HTTP API (PATCH {path})")
-    body = {"content": content, "bindings": rekeyed(memory, content)}
-    response = await send(client, "PATCH", path, json=body)
+    response = await send(client, "PATCH", path, json={"content": content})
     if response.status_code == httpx.codes.NOT_FOUND:
         return None  # deleted in between
     changed = _parsed(_Changed, response, "changing the memory")

@@ -297,7 +297,8 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
         memory_id: MemoryPath, body: MemoryPatch, user_id: User
     ) -> MemoryChanged:
         """Change any of content (with content_kind), memory_type and bindings; new
-        bindings are embedded again. The change is kept in the memory's history."""
+        bindings are embedded again. A new text without bindings renames the binding that was
+        the old text (the others stay). The change is kept in the memory's history."""
         known_id = checked_id(memory_id)
         request = contract(
             lambda: MemoryUpdate(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoria_contracts.memory import (
+    MAX_BINDING_CHARS,
     ContentKind,
     Memory,
     MemoryChange,
@@ -48,6 +49,17 @@ def not_found(memory_id: str) -> MemoryFailure:
 def unique(bindings: Sequence[str]) -> list[str]:
     """Bindings in their first order, each once (two equal bindings are one vector row)."""
     return list(dict.fromkeys(bindings))
+
+
+def rekeyed(bindings: Sequence[str], old: Any, new: Any) -> list[str]:
+    """The bindings once a text content changes and no new bindings are given: the binding
+    that was the old text (the chat keys a fact by its own words first) becomes the new
+    text, so the memory is found by what it says now; bindings chosen apart from the text
+    stay. JSON content has no such binding."""
+    if not isinstance(old, str) or not isinstance(new, str) or old == new:
+        return list(bindings)
+    said = new.strip()[:MAX_BINDING_CHARS]
+    return unique([said if binding.strip() == old.strip() else binding for binding in bindings])
 
 
 def kind_of(content: Any) -> ContentKind:
@@ -141,7 +153,9 @@ class MemoryWriter:
             "content_kind": request.content_kind
             or (document.content_kind if request.content is None else kind_of(content)),
             "memory_type": request.memory_type or document.memory_type,
-            "bindings": document.bindings if request.bindings is None else unique(request.bindings),
+            "bindings": rekeyed(document.bindings, document.content, content)
+            if request.bindings is None
+            else unique(request.bindings),
         }
         if all(getattr(document, field) == value for field, value in changes.items()):
             return MemoryUpdated(

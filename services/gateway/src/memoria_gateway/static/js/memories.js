@@ -10,7 +10,6 @@ import { memoryCard } from "./memory-card.js";
 const PAGE = 50;
 const SEARCH_DELAY_MS = 350;
 const MAX_CONTENT_CHARS = 8000; // the gateway's limit on a memory's content
-const MAX_BINDING_CHARS = 300;
 
 export class MemoriesPanel {
   constructor({ drawer, openButton, closeButton, list, more, form, query, summary, api, notify }) {
@@ -181,7 +180,8 @@ export class MemoriesPanel {
       return;
     }
     try {
-      const changed = await this.api.updateMemory(memory.memory_id, { content, bindings: rekeyed(memory, content) });
+      // The memory service renames the binding that was the old text (and keeps the rest).
+      const changed = await this.api.updateMemory(memory.memory_id, { content });
       const fresh = this.item(changed.memory);
       li.replaceWith(fresh);
       this.notify("Memory updated", { kind: "success" });
@@ -238,15 +238,6 @@ export class MemoriesPanel {
 
 function isText(memory) {
   return memory.content_kind !== "json" && typeof memory.content === "string";
-}
-
-/** The bindings after the text changes: the key that was the old text (the chat keys every
- * fact by its own words first) becomes the new text; keys chosen apart from it stay. */
-function rekeyed(memory, content) {
-  const old = String(memory.content).trim();
-  const bindings = Array.isArray(memory.bindings) ? memory.bindings : [];
-  const renamed = bindings.map((b) => (String(b).trim() === old ? content.slice(0, MAX_BINDING_CHARS) : b));
-  return [...new Set(renamed)];
 }
 
 function change(entry) {
