@@ -557,6 +557,13 @@ async def test_a_move_or_correction_told_twice_changes_nothing(said: str, held: 
     assert await run_cycle(said, found=[(held, 1)]) == ["MemorySearch", "MemorySave", "Finalize"]
 
 
+async def test_a_correction_differing_only_where_the_memory_service_sees_it_updates() -> None:
+    """ "Moro em São Paulo" is not what "Moro em Sao Paulo" says to the memory service (its
+    content key keeps accents): a save would keep both, so it is an update."""
+    actions = await run_cycle("Na verdade moro em São Paulo", found=[("Moro em Sao Paulo", 1)])
+    assert actions == ["MemorySearch", "MemoryUpdate", "Finalize"]
+
+
 async def test_a_correction_keeps_the_topics_of_the_memory_it_replaces() -> None:
     """ "What is my job?" must still find the job once it no longer says "work"."""
     context = after_search(

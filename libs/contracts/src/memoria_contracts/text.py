@@ -1,10 +1,13 @@
-"""Text shown in one line: a memory's excerpt, a quote in a reply, a line of history."""
+"""Text shown in one line (a memory's excerpt, a quote in a reply, a line of history), and
+text as the same fact however it was typed."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 
 ELLIPSIS = "…"
+_END_PUNCTUATION = ".!;,"
 
 
 def as_text(content: object) -> str:
@@ -17,3 +20,11 @@ def one_line(content: object, limit: int) -> str:
     characters; a cut ends in an ellipsis."""
     flat = " ".join(as_text(content).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + ELLIPSIS
+
+
+def saying(text: str) -> str:
+    """What ``text`` says, as two typings of the same fact compare equal: Unicode form, case,
+    spacing and end punctuation aside ("I live in Berlin." and "i live in  berlin"). The
+    memory service keys a memory's content by it; the offline planner compares with it."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(folded.split()).rstrip(_END_PUNCTUATION).strip()

@@ -9,11 +9,11 @@ from typing import Any, Final
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
+from memoria_contracts.text import saying
 from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent, Reading, read
-from memoria_llm.offline.text import same_saying
 
 SEARCH_ACTION: Final = "MemorySearch"
 
@@ -42,10 +42,11 @@ class CycleView:
 
     @property
     def already_said(self) -> bool:
-        """A memory the message is about already says what it says: a move or a correction
-        told twice, with nothing left to change."""
-        said = same_saying(self.reading.statement)
-        return any(same_saying(self.texts.get(t, [""])[0]) == said for t in self.targets)
+        """A memory the message is about already says what it says (as the memory service
+        keys content, so the save that follows finds it): a move or a correction told twice,
+        with nothing left to change. A target always has its texts (``facts.about``)."""
+        said = saying(self.reading.statement)
+        return any(saying(self.texts[target][0]) == said for target in self.targets)
 
     @property
     def delete_all_confirmed(self) -> bool:

@@ -82,9 +82,3 @@ def tidy(text: str) -> str:
 
 def is_question(text: str) -> bool:
     return text.rstrip().endswith("?")
-
-
-def same_saying(text: str) -> str:
-    """``text`` as two sayings of the same words compare equal: case, accents, spacing and
-    the end punctuation aside (close to the memory service's content key)."""
-    return " ".join(fold(text).split()).rstrip(".!?…;: ")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import unicodedata
 from typing import Any
+
+from memoria_contracts.text import saying
 
 MEMORY_ID_PREFIX = "mem_"
 _MEMORY_ID_CHARS = 26  # 130 bits of the hash: collisions are not a practical concern
 _ROW_HASH_CHARS = 16
-_END_PUNCTUATION = ".!;,"
 
 
 def _digest(*parts: str) -> str:
@@ -39,8 +39,7 @@ def content_key_for(content: Any) -> str:
     punctuation aside ("I live in Berlin." and "i live in  berlin"); JSON by its canonical
     form (keys sorted). The key is for finding a memory that already says it."""
     if isinstance(content, str):
-        text = unicodedata.normalize("NFKC", content).casefold()
-        canonical = "text:" + " ".join(text.split()).rstrip(_END_PUNCTUATION).strip()
+        canonical = "text:" + saying(content)
     else:
         canonical = "json:" + json.dumps(content, sort_keys=True, ensure_ascii=False)
     return _digest(canonical)
