@@ -259,11 +259,12 @@ class CycleEngine:
         first decision: one round trip for both)."""
         original = payload.record(cycle_id, event.time)
         opening = await self._opening(event, cycle_id)
-        earlier = [
+        # Read only when the message itself does not tell its language.
+        earlier = (
             record.content
             for record in reversed(opening.history)
             if record.role == "user" and isinstance(record.content, str)
-        ]
+        )
         language = i18n.detect_language(payload.content, earlier)
         stored = opening.session
         session = stored.config

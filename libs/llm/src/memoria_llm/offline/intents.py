@@ -133,13 +133,12 @@ _ASKED_TO_SAVE: Final = _rx(
     r"^(?:can|could|would) you (?:please )?(?:remember|note|save|write down|keep in mind) "
     r"(?:that|this)\b|^(?:voce )?pode (?:lembrar|anotar|guardar|salvar|gravar) (?:que|isso)\b"
 )
+# Thanks and greetings are the lead-in's (_COURTEOUS_TEXT): a message of nothing else is
+# empty once it is read past them.
 _SMALL_TALK: Final = _rx(
-    r"^(?:thanks|thank you|thx|cheers|how are you|who are you|who is (?:this|answering)|"
-    r"what are you|what can you do|quem (?:e|esta) (?:voce|respondendo)|o que voce (?:e|faz)|"
-    r"how's it going|how is it going|what's up|"
-    r"good (?:morning|afternoon|evening|night)|bye|goodbye|see you|nice|great|cool|"
-    r"obrigad[oa]|valeu|brigad[oa]|tudo bem|tudo bom|como vai|como voce esta|bom dia|"
-    r"boa tarde|boa noite|tchau|ate logo|legal|otimo|beleza)\b"
+    r"^(?:who are you|who is (?:this|answering)|what are you|what can you do|"
+    r"quem (?:e|esta) (?:voce|respondendo)|o que voce (?:e|faz)|how is it going|what's up|"
+    r"bye|goodbye|see you|como voce esta|tchau|ate logo)\b"
 )
 # Replies that answer nothing, even right after the planner asked for something.
 _NO_ANSWER: Final = _rx(

@@ -85,16 +85,16 @@ class OfflineModel(LanguageModel):
             statement = cycle.reading.statement
             keys = replies.results_of(request.metadata, "bindings")
             about = _about(results, statement, keys)
-            if about and cycle.reading.intent in _CHANGING:
-                return replies.text("found_target", language, items=replies.quoted(about))
-            if about:
-                results = results | {"found": about}
-            elif cycle.reading.intent in _CHANGING:
-                # A search to find what to correct or forget: unrelated memories answer nothing
-                # here, and naming them reads as if they were the target. What follows says
-                # whether one was (the step's results lack the bindings the choice reads).
+            if cycle.reading.intent in _CHANGING:
+                # A search to find what to correct or forget: what it found about it is the
+                # target, not an answer; unrelated memories would read as the target, so they
+                # go unnamed, and what follows says whether anything was changed.
+                if about:
+                    return replies.text("found_target", language, items=replies.quoted(about))
                 query = replies.mid_sentence(statement)
                 return replies.text("looked_for", language, query=query)
+            if about:
+                results = results | {"found": about}
             elif found := results.get("found"):
                 query = replies.mid_sentence(statement)
                 return replies.text(

@@ -204,7 +204,7 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
             return text("found", language, items=quoted(found))
         if results.get("mode") == "chronological":
             return text("listed_none", language)
-        # The first query is the user's words; the rules' others are topic keys.
+        # The first query is the user's words; the rules' others are topic keys and keywords.
         query = (results.get("looked_for") or [""])[0]
         return text("found_none", language, query=query)
     if task == "MemoryUpdate":
