@@ -25,6 +25,7 @@ from memoria_runtime.bus import (
     EventHandler,
     EventPublisher,
     MemoriaBroker,
+    consumer,
     create_broker,
     subscribe_group,
 )
@@ -357,6 +358,57 @@ async def test_a_slow_handler_keeps_its_entry(
     await asyncio.wait_for(done.wait(), WAIT_S)
     await asyncio.sleep(0.5)
     assert calls == 1
+
+
+async def test_a_handler_that_ignores_its_cancellation_does_not_hang_the_stop(
+    redis: Redis,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Past the grace period a stop cancels running handlers; one that swallows that (as a
+    client library with a cancellation bug would) is named in the log and left behind, and
+    the stop ends: its entry stays pending for another consumer."""
+    monkeypatch.setattr(consumer, "STOP_WAIT_S", 0.2)
+    started = asyncio.Event()
+    stubborn = True
+    handling: list[asyncio.Task[object]] = []
+
+    async def handler(event: Envelope, delivery: Delivery) -> None:
+        handling.append(cast("asyncio.Task[object]", asyncio.current_task()))
+        started.set()
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if not stubborn:
+                    raise
+
+    settings = settings_for(redis_url, shutdown_grace_seconds=0.1)
+    broker = create_broker(settings)
+    subscribe_group(
+        broker,
+        settings,
+        stream=Stream.CHAT_IN,
+        group=Group.DECISION,
+        handler=handler,
+        description="test",
+    )
+    publisher = EventPublisher(broker, settings)
+    publisher.declare(Stream.CHAT_IN, "test")
+    await broker.start()
+    try:
+        await publisher.publish(Stream.CHAT_IN, message())
+        await asyncio.wait_for(started.wait(), WAIT_S)
+        async with asyncio.timeout(WAIT_S):
+            await broker.stop()
+        assert any("did not stop when cancelled" in r.getMessage() for r in caplog.records)
+        assert await pending_count(redis, Stream.CHAT_IN) == 1
+    finally:
+        stubborn = False  # let the stubborn handler end with the test
+        for task in handling:
+            task.cancel()
+        await asyncio.wait(handling, timeout=WAIT_S)
 
 
 async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(

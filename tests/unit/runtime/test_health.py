@@ -94,3 +94,73 @@ async def test_heartbeat_records_answers_and_failures() -> None:
     await stop_task(task)
     assert task.cancelled()
     assert health.ready().ok and health.live().ok
+
+
+async def test_a_loop_that_ignores_its_cancellation_does_not_hang_the_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What a client library swallowing a cancellation looks like: the stop goes on after its
+    bound, and the log names the loop and the line it waits on."""
+    stubborn = True
+    cancellations = 0
+
+    async def hold_on() -> None:
+        await asyncio.sleep(3600)
+
+    async def swallow_cancellations() -> None:
+        nonlocal cancellations
+        while True:
+            try:
+                await hold_on()
+            except asyncio.CancelledError:
+                cancellations += 1
+                if not stubborn:
+                    raise
+
+    task = asyncio.create_task(swallow_cancellations(), name="stubborn reader")
+    await asyncio.sleep(0)
+    try:
+        async with asyncio.timeout(5):
+            await stop_task(task, wait_s=0.05)
+        assert cancellations == 1 and not task.done()
+        [record] = [r for r in caplog.records if "did not stop" in r.getMessage()]
+        assert "stubborn reader" in record.getMessage()
+        # The innermost await outside asyncio, not the task's own frame nor asyncio.sleep.
+        assert "in hold_on" in record.getMessage()
+    finally:
+        stubborn = False  # else the stubborn loop outlives the test and hangs the loop's close
+        await stop_task(task)
+    assert task.cancelled()
+
+
+async def test_a_loop_that_had_failed_is_logged_and_the_stop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def fail() -> None:
+        raise RuntimeError("lost the connection")
+
+    task = asyncio.create_task(fail(), name="failed reader")
+    await asyncio.sleep(0)
+    await stop_task(task)
+    [record] = [r for r in caplog.records if "had failed" in r.getMessage()]
+    assert "failed reader" in record.getMessage()
+    assert record.exc_info is not None and "lost the connection" in str(record.exc_info[1])
+
+
+async def test_stopping_is_itself_cancellable() -> None:
+    """A stop cancelled from outside (a second Ctrl+C) ends the stop, not only the loop."""
+
+    async def slow_to_unwind() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.shield(asyncio.sleep(0.5))
+
+    loop_task = asyncio.create_task(slow_to_unwind())
+    await asyncio.sleep(0)
+    stopping = asyncio.create_task(stop_task(loop_task))
+    await asyncio.sleep(0.05)
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    await asyncio.wait({loop_task}, timeout=2)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+_ASYNCIO_DIR = os.path.dirname(asyncio.__file__) + os.sep
 
 log = logging.getLogger("memoria.health")
 
@@ -117,13 +120,54 @@ async def heartbeat(
         await asyncio.sleep(beat_s)
 
 
-async def stop_task(task: asyncio.Task[Any]) -> None:
-    """Cancel a background loop and wait for it. One that had already died of an error is
-    logged, not raised: stopping the rest of the process must go on."""
+STOP_WAIT_S = 5.0
+"""How long a stop waits for a cancelled loop: far above the few milliseconds a healthy one
+takes to unwind."""
+
+
+async def stop_task(task: asyncio.Task[Any], *, wait_s: float = STOP_WAIT_S) -> None:
+    """Cancel a background loop and wait for it to end, for ``wait_s`` at most.
+
+    One that had already died of an error is logged, not raised: stopping the rest of the
+    process must go on. One still running after ``wait_s`` is logged with where it waits and
+    left behind: a client library that swallows a cancellation (redis-py has had several such
+    bugs) would otherwise hang the whole stop, with nothing saying which loop held it.
+    """
     task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception:
-        log.exception("%s had failed before it was stopped", task.get_name())
+    # asyncio.wait, not ``await task``: it bounds the wait, and a cancellation of the caller
+    # itself still reaches the caller instead of being taken for the loop's.
+    done, _ = await asyncio.wait({task}, timeout=wait_s)
+    if not done:
+        log.warning(
+            "%s did not stop within %g s of being cancelled; left behind, waiting at %s",
+            task.get_name(),
+            wait_s,
+            waiting_at(task),
+        )
+        return
+    if task.cancelled():
+        return
+    failure = task.exception()
+    if failure is not None:
+        log.error("%s had failed before it was stopped", task.get_name(), exc_info=failure)
+
+
+def waiting_at(task: asyncio.Task[Any]) -> str:
+    """The innermost line outside asyncio that a suspended task waits on, as
+    ``file:line in function``.
+
+    ``Task.get_stack`` stops at the task's own coroutine; the await chain goes deeper, into
+    the library call that holds it. asyncio's own frames (a sleep, a stream's wait for data)
+    are left out: every stuck loop ends in one of those, so they name nothing."""
+    frame = None
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        inner = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if inner is None:
+            break
+        if not inner.f_code.co_filename.startswith(_ASYNCIO_DIR):
+            frame = inner
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    if frame is None:
+        return "an unknown point"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"

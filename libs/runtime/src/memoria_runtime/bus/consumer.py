@@ -53,7 +53,7 @@ from memoria_runtime.bus.deadletter import dead_letter
 from memoria_runtime.bus.entries import Entry, opened, read_entry
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.bus.topology import create_stream
-from memoria_runtime.health import stop_task
+from memoria_runtime.health import STOP_WAIT_S, stop_task, waiting_at
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.bus")
@@ -183,8 +183,16 @@ class GroupConsumer:
             for task in late:
                 task.cancel()
             if late:
-                await asyncio.wait(late)
+                # Bounded as stop_task is: a handler that swallows its cancellation is left
+                # behind (named in the log), not waited for until the orchestrator kills us.
+                _, stuck = await asyncio.wait(late, timeout=STOP_WAIT_S)
                 log.warning("%s: %d handlers cut short by the stop", self._name, len(late))
+                for task in stuck:
+                    log.warning(
+                        "%s: a handler did not stop when cancelled; left behind, waiting at %s",
+                        self._name,
+                        waiting_at(task),
+                    )
         for task in keep_alive:
             await stop_task(task)
         self._loops = []
