@@ -20,6 +20,10 @@ then samples in turn, one at a time:
   order, as a chain where each hop does only its Redis commands (stream hop: XADD →
   XREADGROUP → XACK; reply hop: PUBLISH → a subscribed pub/sub reader; fan-out hop: XADD →
   XREAD without group, as the gateway reads ``chat.out``). The hop lists are printed.
+  After the cycles, the same chains again, interleaved with the same chains run with **a
+  process per service** (the hops decision reads in one process, the worker's in another…,
+  the gateway's here): what the hops cost when, as in the cycle, each one also wakes another
+  process. The goal is read against the in-process floor measured beside the cycles.
 * **costs** of the same samples: CPU time of every process (``/proc``), and the commands the
   server ran (``INFO commandstats``), the services' idle polling included; and what the
   idle services cost per second.
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import sys
 import time
@@ -43,7 +48,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
 
@@ -167,6 +172,15 @@ def describe_hops(name: str, hops: Sequence[Hop]) -> list[str]:
 
 # -- the raw floor ------------------------------------------------------------------------
 
+
+class EventLike(Protocol):
+    """A multiprocessing event (its type is not exported)."""
+
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 FLOOR_GROUP = "floor"
 FLOOR_CONSUMER = "floor-consumer"
 READ_BLOCK_MS = 100  # as FastStream's default polling; a read returns as soon as data comes
@@ -246,16 +260,68 @@ class FloorChain:
             await client.aclose()
 
 
+BENCH_ROLE = "gateway"  # the chain starts and ends here, where the cycle's client is
+ROLE_START_S = 60.0
+
+
+def _serve_role(
+    name: str,
+    hops: Sequence[Hop],
+    redis_url: str,
+    maxlen: int,
+    role: str,
+    ready: EventLike,
+    stop: EventLike,
+) -> None:
+    """A process of its own for one service's hops (those that ``role`` reads), until
+    ``stop`` is set."""
+
+    async def serve() -> None:
+        chain = FloorChain(name, hops, redis_url, maxlen, Arrivals(), asyncio.Event())
+        readies = {i: asyncio.Event() for i, hop in enumerate(hops) if hop.target == role}
+        tasks = [asyncio.create_task(chain.run_hop(i, event)) for i, event in readies.items()]
+        for event in readies.values():
+            await event.wait()
+        ready.set()
+        await asyncio.to_thread(stop.wait)  # a process-shared event: no awaitable of its own
+        chain.stop.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(serve())
+
+
 @contextlib.asynccontextmanager
 async def floor_chain(
-    name: str, hops: Sequence[Hop], redis_url: str, maxlen: int
+    name: str, hops: Sequence[Hop], redis_url: str, maxlen: int, *, processes: bool = False
 ) -> AsyncIterator[Callable[[str], Awaitable[int]]]:
+    """``processes``: each service's hops in a process of that service's own, as the cycle
+    crosses processes (each hop then also wakes another process); otherwise every hop in
+    this process's event loop."""
     chain = FloorChain(name, hops, redis_url, maxlen, Arrivals(), asyncio.Event())
-    readies = [asyncio.Event() for _ in hops]
-    tasks = [asyncio.create_task(chain.run_hop(i, readies[i])) for i in range(len(hops))]
+    local = [i for i, hop in enumerate(hops) if not processes or hop.target == BENCH_ROLE]
+    roles = sorted({hop.target for hop in hops} - {BENCH_ROLE}) if processes else []
+    spawn = multiprocessing.get_context("spawn")
+    stop_roles = spawn.Event()
+    role_ready = {role: spawn.Event() for role in roles}
+    helpers = [
+        spawn.Process(
+            target=_serve_role,
+            args=(name, tuple(hops), redis_url, maxlen, role, role_ready[role], stop_roles),
+            name=f"floor {role}",
+            daemon=True,
+        )
+        for role in roles
+    ]
+    for helper in helpers:
+        helper.start()
+    readies = {i: asyncio.Event() for i in local}
+    tasks = [asyncio.create_task(chain.run_hop(i, event)) for i, event in readies.items()]
     producer = Redis.from_url(redis_url)
-    for ready in readies:
+    for ready in readies.values():
         await ready.wait()
+    for role, event in role_ready.items():
+        if not await asyncio.to_thread(event.wait, ROLE_START_S):
+            raise RuntimeError(f"the floor's {role} process did not start")
 
     async def trip(key: str) -> int:
         waiter = chain.arrivals.expect(key)
@@ -268,8 +334,11 @@ async def floor_chain(
         yield trip
     finally:
         chain.stop.set()
+        stop_roles.set()
         await asyncio.gather(*tasks)
         await producer.aclose()
+        for helper in helpers:
+            await asyncio.to_thread(helper.join, ROLE_START_S)
 
 
 # -- the memory requests ------------------------------------------------------------------
@@ -395,9 +464,10 @@ async def measure(
     pids = {name: process.pid for name, process in stack.processes.items()}
     pids |= {"valkey": running.valkey_pid, "milvus-lite": running.milvus_pid, "bench": os.getpid()}
     meter = Meter(Redis.from_url(stack.redis_url), pids)
+    maxlen, apart = settings.stream_maxlen, {"processes": True}
     async with (
-        floor_chain("finalize", FINALIZE_HOPS, stack.redis_url, settings.stream_maxlen) as f_trip,
-        floor_chain("search", SEARCH_HOPS, stack.redis_url, settings.stream_maxlen) as s_trip,
+        floor_chain("finalize", FINALIZE_HOPS, stack.redis_url, maxlen) as f_trip,
+        floor_chain("search", SEARCH_HOPS, stack.redis_url, maxlen) as s_trip,
         timed_client(url) as client,
     ):
 
@@ -448,11 +518,34 @@ async def measure(
                     latency = await scenario(index)
                 if index >= options.warmup:
                     samples.setdefault(name, []).append(latency)
+        # Apart, after the cycles: the helper processes of the second floor would poll
+        # beside the services while cycles run. Both floors again, interleaved.
+        async with (
+            floor_chain("finalize-procs", FINALIZE_HOPS, stack.redis_url, maxlen, **apart) as fp,
+            floor_chain("search-procs", SEARCH_HOPS, stack.redis_url, maxlen, **apart) as sp,
+        ):
+            floors: dict[str, Callable[[int], Awaitable[int]]] = {
+                "floor_finalize_beside": lambda i: f_trip(f"fb{i}"),
+                "floor_search_beside": lambda i: s_trip(f"sb{i}"),
+                "floor_finalize_procs": lambda i: fp(f"fp{i}"),
+                "floor_search_procs": lambda i: sp(f"sp{i}"),
+            }
+            for index in range(options.warmup + options.samples):
+                for name, scenario in floors.items():
+                    latency = await scenario(index)
+                    if index >= options.warmup:
+                        samples.setdefault(name, []).append(latency)
     await broker.stop()
     await meter.redis.aclose()
     return samples, meter.costs
 
 
+FLOOR_ROWS = {
+    "floor_finalize_beside": "Finalize hops, in this process",
+    "floor_finalize_procs": "Finalize hops, a process per service",
+    "floor_search_beside": "MemorySearch → Finalize hops, in this process",
+    "floor_search_procs": "MemorySearch → Finalize hops, a process per service",
+}
 ROW_NAMES = {
     "floor_finalize": f"raw floor · Finalize hops ({len(FINALIZE_HOPS)})",
     "floor_search": f"raw floor · MemorySearch → Finalize hops ({len(SEARCH_HOPS)})",
@@ -470,6 +563,14 @@ def ratio_line(name: str, cycle: Stats, floor: Stats) -> str:
     return (
         f"{name:<52} p50 {cycle.p50_ms / floor.p50_ms:6.2f}x   "
         f"p95 {cycle.p95_ms / floor.p95_ms:6.2f}x"
+    )
+
+
+def floor_ratio_line(stats: dict[str, Stats], label: str, prefix: str) -> str:
+    procs, beside = stats[f"{prefix}_procs"], stats[f"{prefix}_beside"]
+    return (
+        f"{label}: a process per service / in this process   p50 "
+        f"{procs.p50_ms / beside.p50_ms:.2f}x   p95 {procs.p95_ms / beside.p95_ms:.2f}x"
     )
 
 
@@ -561,6 +662,10 @@ def report(
         f"{'cycle · MemorySearch → Finalize minus that work':<52} p50 "
         f"{(cs.p50_ms - work_p50) / fs.p50_ms:6.2f}x",
         "",
+        *table("the floor again after the cycles, ms", [stats[name] for name in FLOOR_ROWS]),
+        floor_ratio_line(stats, "Finalize", "floor_finalize"),
+        floor_ratio_line(stats, "MemorySearch → Finalize", "floor_search"),
+        "",
         *cost_lines(costs),
         "",
         f"load average at end: {load_end}",
@@ -599,7 +704,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         save_memory(stack)
         samples, costs = asyncio.run(measure(stack, running, options))
         load_end = loadavg()  # before the services stop
-    stats = {name: summarize(ROW_NAMES[name], values) for name, values in samples.items()}
+    names = {**ROW_NAMES, **FLOOR_ROWS}
+    stats = {name: summarize(names[name], values) for name, values in samples.items()}
     print(report(stats, costs, options, load_start, load_end))
     return 0
 
