@@ -362,7 +362,7 @@ async def bus_chain(redis_url: str, hops: int) -> AsyncIterator[Chain[Envelope]]
     streams = BUS_STREAMS[:hops]
     arrivals = Arrivals()
     source_settings = bench_settings(redis_url, "bench-source")
-    # As the services run by default: spans are recorded and propagated, never exported.
+    # As the services run by default: spans are made and propagated, not recorded.
     # One provider, because the process-wide one can be installed only once.
     provider = setup_tracing("bench", source_settings)
     groups = list(Group)  # a distinct group per hop while there are enough of them

@@ -455,7 +455,7 @@ async def measure(
         otel_exporter="none",
         bus_secret=BUS_SECRET,
     )
-    setup_tracing("bench", settings)  # spans recorded, never exported: as the services run
+    setup_tracing("bench", settings)  # spans made, not recorded: as the services run
     broker = create_broker(settings)
     await broker.connect()
     parts = MemoryParts(MemoryClient(broker, settings), settings.memory_min_relevance, [], "")

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import (
     ConsoleSpanExporter,
     SpanExporter,
 )
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from memoria_runtime.settings import Settings
 
@@ -74,15 +75,30 @@ def _exporter(settings: Settings) -> SpanExporter | None:
 
 
 def setup_tracing(service: str, settings: Settings) -> TracerProvider:
-    """Install the process-wide tracer provider. Spans exist even with no exporter, so trace
-    ids still appear in logs and propagate to the next service."""
-    provider = TracerProvider(resource=Resource.create({"service.name": f"memoria-{service}"}))
+    """Install the process-wide tracer provider (:func:`tracer_provider`)."""
+    provider = tracer_provider(service, settings)
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def tracer_provider(service: str, settings: Settings) -> TracerProvider:
+    """The tracer provider ``settings`` ask for.
+
+    With no exporter, spans are not recorded (nothing would read them, and recording costs
+    about three times as much CPU as making one: ~40 µs a span, a few dozen spans a cycle)
+    but still made: trace ids appear in logs, travel in every envelope and link a cycle's
+    events. With one, every span is recorded, whatever the parent's sampled flag says: a
+    service that exports, under one that does not, still shows its spans of the trace.
+    """
     exporter = _exporter(settings)
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": f"memoria-{service}"}),
+        sampler=ALWAYS_ON if exporter is not None else ALWAYS_OFF,
+    )
     if exporter is not None:
         provider.add_span_processor(
             BatchSpanProcessor(exporter, schedule_delay_millis=_EXPORT_DELAY_MS)
         )
-    trace.set_tracer_provider(provider)
     return provider
 
 
