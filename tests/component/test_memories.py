@@ -614,3 +614,24 @@ async def test_a_memory_from_before_content_keys_gets_one_and_is_not_kept_twice(
     assert (again.created, again.memory_id) == (False, old.memory_id)
     kept = await repo(storage).get(user, other.memory_id)
     assert kept is not None and kept.content_key == "set-by-a-write"
+
+
+async def test_the_content_key_pass_runs_once_per_store(
+    storage: MemoryStorage, user: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write since keys exist sets one: once a pass found none left, later starts do
+    not read the whole collection again looking for keyless memories."""
+    await save(storage, user, "I like tea", ["tea"], reuse_same_content=True)
+    assert await content_keys.backfill(repo(storage)) == 0
+    scans = 0
+    keyless = MemoryRepository.keyless
+
+    async def counted(self: MemoryRepository, limit: int) -> list[MemoryDocument]:
+        nonlocal scans
+        scans += 1
+        return await keyless(self, limit)
+
+    monkeypatch.setattr(MemoryRepository, "keyless", counted)
+    assert await content_keys.backfill(repo(storage)) == 0
+    assert await content_keys.backfill(MemoryRepository(storage.documents)) == 0  # a restart
+    assert scans == 0

@@ -6,6 +6,7 @@ owner in its filter, which is how ownership holds whatever the caller passes as 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,8 @@ from memoria_memory.memories.documents import MemoryDocument
 MEMORIES = "memories"
 CHANGES = "memory_changes"
 USERS = "memory_users"
+MIGRATIONS = "memory_migrations"
+"""One document per one-off pass over the memories that has finished (its name is the id)."""
 
 
 class MemoryRepository:
@@ -24,6 +27,7 @@ class MemoryRepository:
         self._memories: Collection = store.collection(MEMORIES)
         self._changes: Collection = store.collection(CHANGES)
         self._users: Collection = store.collection(USERS)
+        self._migrations: Collection = store.collection(MIGRATIONS)
 
     async def setup(self) -> None:
         await self._memories.ensure_index([("user_id", 1), ("state", 1), ("creation_datetime", -1)])
@@ -53,6 +57,14 @@ class MemoryRepository:
         """Up to ``limit`` ready memories written before content keys existed (ADR 0019)."""
         found = await self._memories.find({"content_key": None, "state": "ready"}, limit=limit)
         return [MemoryDocument.from_stored(document) for document in found]
+
+    async def migrated(self, name: str) -> bool:
+        """Whether the one-off pass ``name`` has finished (on this store, by any replica)."""
+        return await self._migrations.find_one({"_id": name}) is not None
+
+    async def mark_migrated(self, name: str) -> None:
+        with contextlib.suppress(DuplicateKeyError):  # another replica finished it too
+            await self._migrations.insert_one({"_id": name, "done_at": clock.stamp(clock.now())})
 
     async def give_content_key(self, document: MemoryDocument, content_key: str) -> bool:
         """Set a keyless memory's key. Only while it still has none: a write since it was
