@@ -363,6 +363,7 @@ async def test_a_slow_handler_keeps_its_entry(
 async def test_a_handler_that_ignores_its_cancellation_does_not_hang_the_stop(
     redis: Redis,
     redis_url: str,
+    running: list[MemoriaBroker],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -385,23 +386,12 @@ async def test_a_handler_that_ignores_its_cancellation_does_not_hang_the_stop(
                     raise
 
     settings = settings_for(redis_url, shutdown_grace_seconds=0.1)
-    broker = create_broker(settings)
-    subscribe_group(
-        broker,
-        settings,
-        stream=Stream.CHAT_IN,
-        group=Group.DECISION,
-        handler=handler,
-        description="test",
-    )
-    publisher = EventPublisher(broker, settings)
-    publisher.declare(Stream.CHAT_IN, "test")
-    await broker.start()
+    publisher = await start(running, settings, handler, Stream.CHAT_IN)
     try:
         await publisher.publish(Stream.CHAT_IN, message())
         await asyncio.wait_for(started.wait(), WAIT_S)
         async with asyncio.timeout(WAIT_S):
-            await broker.stop()
+            await running[-1].stop()
         assert any("did not stop when cancelled" in r.getMessage() for r in caplog.records)
         assert await pending_count(redis, Stream.CHAT_IN) == 1
     finally:
