@@ -410,7 +410,9 @@ class Settings(BaseSettings):
 
     # -- observability ----------------------------------------------------------------------
     otel_exporter: OtelExporter = Field(
-        default="none", description="Trace exporter: `none`, `console` or `otlp`."
+        default="none",
+        description="Trace exporter: `none`, `console` or `otlp`. With `none` spans are not "
+        "recorded; their trace ids still reach logs and cycle traces.",
     )
     otel_console_path: Path | None = Field(
         default=None, description="With `console`: append spans as JSON lines here, not stdout."
