@@ -130,7 +130,7 @@ def token(
     from pydantic import TypeAdapter, ValidationError
 
     from memoria_contracts.events import UserId
-    from memoria_runtime.auth import TokenIssuer, load_or_create_secret
+    from memoria_runtime.auth import TokenIssuer
     from memoria_runtime.settings import Settings
 
     try:
@@ -139,7 +139,7 @@ def token(
         typer.echo(f"not a valid user id: {exc.errors()[0]['msg']}", err=True)
         raise typer.Exit(2) from exc
     settings = Settings()
-    issuer = TokenIssuer(load_or_create_secret(settings), ttl or settings.token_ttl_seconds)
+    issuer = TokenIssuer.from_settings(settings, ttl)
     typer.echo(issuer.issue(valid))
 
 

@@ -430,6 +430,11 @@ def test_secrets_come_from_memoria_secrets(docs: tuple[Manifest, ...]) -> None:
     required = {"MEMORIA_AUTH_SECRET", "MEMORIA_BUS_SECRET"}
     others = [ref for name, found in refs.items() if name not in required for ref in found]
     assert all(ref.get("optional") is True for ref in others)
+    # A rotation is an edit of the Secret and a rollout restart, no manifest to change.
+    for rotating in ("MEMORIA_BUS_SECRET_NEXT", "MEMORIA_BUS_SECRET_PREVIOUS"):
+        assert len(refs[rotating]) == len(MEMORIA_SERVICES)
+    for rotating in ("MEMORIA_AUTH_SECRET_NEXT", "MEMORIA_AUTH_SECRET_PREVIOUS"):
+        assert len(refs[rotating]) == 1  # the gateway's
 
 
 # -- per overlay ------------------------------------------------------------------------------

@@ -341,6 +341,28 @@ async def test_a_forged_event_never_reaches_the_handler(
     assert seen == ["a real one"]
 
 
+async def test_services_mid_rotation_of_the_bus_secret_take_each_others_entries(
+    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+) -> None:
+    """Step 1 of a rotation (accepting the next secret) on the reader, step 2 (signing with
+    it, accepting the old one) on the writer, and the other way round: nothing is
+    dead-lettered, so services can be restarted one by one."""
+    seen: list[str] = []
+    step_1 = settings_for(redis_url, bus_secret="old", bus_secret_next="new")
+    step_2 = settings_for(redis_url, bus_secret="new", bus_secret_previous="old")
+    await start(running, step_1, contents_into(seen), Stream.CHAT_IN)
+    await start(running, step_2, contents_into(seen), Stream.CHAT_OUT)
+    for broker, settings, stream, text in (
+        (running[1], step_2, Stream.CHAT_IN, "to step 1"),
+        (running[0], step_1, Stream.CHAT_OUT, "to step 2"),
+    ):
+        writer = EventPublisher(broker, settings)
+        writer.declare(stream, "test")
+        await writer.publish(stream, message(text))
+    await eventually(lambda: sorted(seen) == ["to step 1", "to step 2"])
+    assert not await dead_letters(redis)
+
+
 async def test_a_slow_handler_keeps_its_entry(
     redis: Redis, redis_url: str, running: list[MemoriaBroker]
 ) -> None:

@@ -86,3 +86,58 @@ async def test_a_service_with_another_key_refuses_to_start(redis: Redis) -> None
         await ensure_shared_key(redis, Signer("another"))
     await redis.delete(KEY_ID_KEY)  # what the rotation procedure says to do
     await ensure_shared_key(redis, Signer("another"))
+
+
+def test_during_a_rotation_both_secrets_are_accepted_and_only_the_current_one_signs() -> None:
+    step_1 = Signer("old", next_secret="new")
+    step_2 = Signer("new", previous_secret="old")
+    written_before = Signer("old").headers("memoria:chat.in", BODY)
+    written_by_step_2 = step_2.headers("memoria:chat.in", BODY)
+    assert step_1.problem("memoria:chat.in", BODY, written_by_step_2) is None
+    assert step_2.problem("memoria:chat.in", BODY, written_before) is None
+    assert step_1.headers("memoria:chat.in", BODY) == written_before  # signs with "old"
+    assert written_by_step_2 == Signer("new").headers("memoria:chat.in", BODY)
+    assert Signer("new").problem("memoria:chat.in", BODY, written_before) is not None
+    forged = Signer("another").headers("memoria:chat.in", BODY)
+    assert "bad signature" in str(step_2.problem("memoria:chat.in", BODY, forged))
+
+
+def test_rotation_secrets_come_from_the_settings(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        bus_secret=SecretStr("new"),
+        bus_secret_previous=SecretStr("old"),
+        _env_file=None,
+    )
+    signer = signer_for(settings)
+    assert signer.fingerprint == Signer("new").fingerprint
+    assert signer.previous_fingerprint == Signer("old").fingerprint
+    assert signer.next_fingerprint is None
+
+
+async def test_a_rotation_moves_the_recorded_key_without_a_stop(redis: Redis) -> None:
+    async def recorded() -> str:
+        value = await redis.get(KEY_ID_KEY)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    old, new = Signer("old"), Signer("new")
+    await ensure_shared_key(redis, old)  # the services as they run today
+    # Step 1: one by one, every service also accepts the new secret; nothing moves yet.
+    await ensure_shared_key(redis, Signer("old", next_secret="new"))
+    assert await recorded() == old.fingerprint
+    # Step 2: one by one, they sign with the new one and still accept the old one. The
+    # first to start records the new key...
+    await ensure_shared_key(redis, Signer("new", previous_secret="old"))
+    assert await recorded() == new.fingerprint
+    await ensure_shared_key(redis, Signer("new", previous_secret="old"))
+    # ...a step-1 service restarted now still starts (it accepts the new key) and does not
+    # move the record back; one that knows only the old key would refuse what is written
+    # now, so it does not start.
+    await ensure_shared_key(redis, Signer("old", next_secret="new"))
+    assert await recorded() == new.fingerprint
+    with pytest.raises(SharedKeyMismatch, match="MEMORIA_BUS_SECRET_NEXT"):
+        await ensure_shared_key(redis, old)
+    # Step 3: the old secret is dropped everywhere.
+    await ensure_shared_key(redis, new)
+    with pytest.raises(SharedKeyMismatch):
+        await ensure_shared_key(redis, Signer("another", previous_secret="old"))

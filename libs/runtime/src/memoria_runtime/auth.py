@@ -4,6 +4,8 @@ them; `memoria token` issues them where the dev login is off."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import jwt
 from pydantic import TypeAdapter, ValidationError
@@ -29,9 +31,25 @@ def load_or_create_secret(settings: Settings) -> str:
 
 
 class TokenIssuer:
-    def __init__(self, secret: str, ttl_seconds: int) -> None:
+    """Signs tokens with ``secret``; also accepts, during a rotation, those signed with the
+    secrets in ``accepted`` (the next one, then the previous one: ADR 0008)."""
+
+    def __init__(self, secret: str, ttl_seconds: int, accepted: Sequence[str] = ()) -> None:
         self._secret = secret
         self._ttl = ttl_seconds
+        self._keys = [secret, *(key for key in accepted if key)]
+
+    @classmethod
+    def from_settings(cls, settings: Settings, ttl_seconds: int | None = None) -> TokenIssuer:
+        """MEMORIA_AUTH_SECRET (or the one kept in the data directory) and the rotation's."""
+        accepted = [
+            secret.get_secret_value()
+            for secret in (settings.auth_secret_next, settings.auth_secret_previous)
+            if secret is not None
+        ]
+        return cls(
+            load_or_create_secret(settings), ttl_seconds or settings.token_ttl_seconds, accepted
+        )
 
     def issue(self, user_id: UserId) -> str:
         now = int(time.time())
@@ -42,19 +60,8 @@ class TokenIssuer:
         """Return the user id the token was issued to."""
         if not token:
             raise AuthError("a token is required (?token=...)")
-        try:
-            claims = jwt.decode(
-                token,
-                self._secret,
-                algorithms=[_ALGORITHM],
-                issuer=_ISSUER,
-                options={"require": ["sub", "exp", "iss"]},
-            )
-        except jwt.ExpiredSignatureError as exc:
-            raise AuthError("the token has expired") from exc
-        except jwt.PyJWTError as exc:
-            raise AuthError("the token is not valid") from exc
-        # Signed by the secret's holder, but the services route by this id (envelopes, keys,
+        claims = self._claims(token)
+        # Signed by a secret's holder, but the services route by this id (envelopes, keys,
         # partitions): one they would refuse (e.g. "auth0|123") is a refused token, not a 500.
         try:
             return _USER_IDS.validate_python(claims["sub"])
@@ -62,3 +69,24 @@ class TokenIssuer:
             raise AuthError(
                 "the token's subject is not a valid user id ([A-Za-z0-9._@-], 1-64 characters)"
             ) from exc
+
+    def _claims(self, token: str) -> dict[str, Any]:
+        """The claims of a token signed with one of the keys. A signature that does not match
+        a key is tried with the next one; anything else wrong with the token is final."""
+        for key in self._keys:
+            try:
+                claims: dict[str, Any] = jwt.decode(
+                    token,
+                    key,
+                    algorithms=[_ALGORITHM],
+                    issuer=_ISSUER,
+                    options={"require": ["sub", "exp", "iss"]},
+                )
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.ExpiredSignatureError as exc:
+                raise AuthError("the token has expired") from exc
+            except jwt.PyJWTError as exc:
+                raise AuthError("the token is not valid") from exc
+            return claims
+        raise AuthError("the token is not valid")

@@ -106,12 +106,34 @@ class Settings(BaseSettings):
         description="Secret that signs session tokens (HS256). Unset: one is generated once "
         "and kept in the data directory.",
     )
+    auth_secret_next: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_AUTH_SECRET: the secret that will replace it. Tokens "
+        "signed with it are accepted; none is signed with it (step 1 of 3, "
+        "docs/adr/0008-bus-trust-boundary.md).",
+    )
+    auth_secret_previous: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_AUTH_SECRET: the secret it replaced. Tokens signed with "
+        "it are accepted until they expire; none is signed with it (step 2 of 3).",
+    )
     bus_secret: SecretStr | None = Field(
         default=None,
         description="Signs every event on the bus (HMAC-SHA256); services drop what is not "
         "signed with it, so reaching Redis is not enough to act as a user. Must be the same "
         "for every service. Unset: one is generated once and kept in the data directory "
         "(fine for `memoria run`; set it wherever services do not share that directory).",
+    )
+    bus_secret_next: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_BUS_SECRET without a stop: the secret that will replace "
+        "it. Events signed with it are accepted; none is signed with it (step 1 of 3, "
+        "docs/adr/0008-bus-trust-boundary.md).",
+    )
+    bus_secret_previous: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_BUS_SECRET: the secret it replaced. Events signed with "
+        "it (written before the switch) are accepted; none is signed with it (step 2 of 3).",
     )
     dev_login: bool = Field(
         default=True,

@@ -22,7 +22,7 @@ from memoria_gateway.persona_routes import persona_router
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.user_rate_limit import per_user
 from memoria_gateway.ws import ws_router
-from memoria_runtime.auth import TokenIssuer, load_or_create_secret
+from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.bus.signing import ensure_shared_key
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.heap import freeze_startup_objects
@@ -48,7 +48,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        gateway.issuer = TokenIssuer(load_or_create_secret(settings), settings.token_ttl_seconds)
+        gateway.issuer = TokenIssuer.from_settings(settings)
         await ensure_shared_key(gateway.redis, gateway.signer)
         await broker.start()
         log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
