@@ -143,11 +143,12 @@ async def ensure_shared_key(redis: Any, signer: Signer) -> None:
     mine = signer.fingerprint
     await redis.set(KEY_ID_KEY, mine, nx=True)
     recorded = _text(await redis.get(KEY_ID_KEY))
-    if recorded == signer.previous_fingerprint:
-        recorded = _text(await redis.eval(_MOVE_KEY_ID, 1, KEY_ID_KEY, recorded, mine))
+    previous = signer.previous_fingerprint
+    if previous is not None and recorded == previous:
+        recorded = _text(await redis.eval(_MOVE_KEY_ID, 1, KEY_ID_KEY, previous, mine))
         if recorded == mine:
             log.info("bus key rotation: the services now sign with key id %s", mine)
-    if recorded in (mine, signer.next_fingerprint):
+    if recorded is not None and recorded in (mine, signer.next_fingerprint):
         return
     raise SharedKeyMismatch(
         f"this service's MEMORIA_BUS_SECRET (key id {mine}) is not the one the other "
