@@ -24,7 +24,6 @@ land in order and a switch is never stored without its entry.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +39,7 @@ from memoria_contracts.personas import (
 )
 from memoria_contracts.session import SESSION_FIELDS, SessionConfigOverrides, SessionConfigUpdate
 from memoria_contracts.threads import DEFAULT_THREAD_TITLE, Thread
+from memoria_memory import one_off
 from memoria_memory.docstore import Collection, Document, DocumentStore, DuplicateKeyError
 from memoria_memory.history import COLLECTION as MESSAGES
 from memoria_memory.history import SHOWN
@@ -422,7 +422,7 @@ class ThreadRepository:
     async def _backfill(self) -> None:
         """Once: a thread for every (user, thread) of the history stored before threads
         were kept, so they appear in thread lists too."""
-        if await self._threads.find_one({"_id": _BACKFILLED}) is not None:
+        if await one_off.finished(self._threads, _BACKFILLED):
             return
         pairs: set[tuple[str, str]] = set()
         after = ""
@@ -437,7 +437,4 @@ class ThreadRepository:
             )
             thread = await self._ensure(user_id, thread_id, clock.parse(first[0]["created_at"]))
             await self._refresh(user_id, thread_id, thread)
-        with contextlib.suppress(DuplicateKeyError):  # another replica finished it too
-            await self._threads.insert_one(
-                {"_id": _BACKFILLED, "done_at": clock.stamp(clock.now())}
-            )
+        await one_off.mark_finished(self._threads, _BACKFILLED)

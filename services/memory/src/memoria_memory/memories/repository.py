@@ -6,11 +6,11 @@ owner in its filter, which is how ownership holds whatever the caller passes as 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoria_contracts.memory import MemoryChange, MemoryType
+from memoria_memory import one_off
 from memoria_memory.docstore import Collection, DocumentStore, DuplicateKeyError
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument
@@ -59,12 +59,11 @@ class MemoryRepository:
         return [MemoryDocument.from_stored(document) for document in found]
 
     async def migrated(self, name: str) -> bool:
-        """Whether the one-off pass ``name`` has finished (on this store, by any replica)."""
-        return await self._migrations.find_one({"_id": name}) is not None
+        """Whether the one-off pass ``name`` over the memories has finished."""
+        return await one_off.finished(self._migrations, name)
 
     async def mark_migrated(self, name: str) -> None:
-        with contextlib.suppress(DuplicateKeyError):  # another replica finished it too
-            await self._migrations.insert_one({"_id": name, "done_at": clock.stamp(clock.now())})
+        await one_off.mark_finished(self._migrations, name)
 
     async def give_content_key(self, document: MemoryDocument, content_key: str) -> bool:
         """Set a keyless memory's key. Only while it still has none: a write since it was
