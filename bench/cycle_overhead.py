@@ -302,25 +302,20 @@ async def floor_chain(
     roles = sorted({hop.target for hop in hops} - {BENCH_ROLE}) if processes else []
     spawn = multiprocessing.get_context("spawn")
     stop_roles = spawn.Event()
-    role_ready = {role: spawn.Event() for role in roles}
-    helpers = [
-        spawn.Process(
-            target=_serve_role,
-            args=(name, tuple(hops), redis_url, maxlen, role, role_ready[role], stop_roles),
-            name=f"floor {role}",
-            daemon=True,
-        )
-        for role in roles
-    ]
-    for helper in helpers:
-        helper.start()
+    helpers: list[tuple[str, multiprocessing.process.BaseProcess, EventLike]] = []
+    for role in roles:
+        role_started = spawn.Event()
+        args = (name, tuple(hops), redis_url, maxlen, role, role_started, stop_roles)
+        process = spawn.Process(target=_serve_role, args=args, name=f"floor {role}", daemon=True)
+        process.start()
+        helpers.append((role, process, role_started))
     readies = {i: asyncio.Event() for i in local}
     tasks = [asyncio.create_task(chain.run_hop(i, event)) for i, event in readies.items()]
     producer = Redis.from_url(redis_url)
     for ready in readies.values():
         await ready.wait()
-    for role, event in role_ready.items():
-        if not await asyncio.to_thread(event.wait, ROLE_START_S):
+    for role, _, up in helpers:
+        if not await asyncio.to_thread(up.wait, ROLE_START_S):
             raise RuntimeError(f"the floor's {role} process did not start")
 
     async def trip(key: str) -> int:
@@ -337,7 +332,7 @@ async def floor_chain(
         stop_roles.set()
         await asyncio.gather(*tasks)
         await producer.aclose()
-        for helper in helpers:
+        for _, helper, _ in helpers:
             await asyncio.to_thread(helper.join, ROLE_START_S)
 
 
@@ -464,7 +459,7 @@ async def measure(
     pids = {name: process.pid for name, process in stack.processes.items()}
     pids |= {"valkey": running.valkey_pid, "milvus-lite": running.milvus_pid, "bench": os.getpid()}
     meter = Meter(Redis.from_url(stack.redis_url), pids)
-    maxlen, apart = settings.stream_maxlen, {"processes": True}
+    maxlen = settings.stream_maxlen
     async with (
         floor_chain("finalize", FINALIZE_HOPS, stack.redis_url, maxlen) as f_trip,
         floor_chain("search", SEARCH_HOPS, stack.redis_url, maxlen) as s_trip,
@@ -520,9 +515,10 @@ async def measure(
                     samples.setdefault(name, []).append(latency)
         # Apart, after the cycles: the helper processes of the second floor would poll
         # beside the services while cycles run. Both floors again, interleaved.
+        redis_url = stack.redis_url
         async with (
-            floor_chain("finalize-procs", FINALIZE_HOPS, stack.redis_url, maxlen, **apart) as fp,
-            floor_chain("search-procs", SEARCH_HOPS, stack.redis_url, maxlen, **apart) as sp,
+            floor_chain("finalize-procs", FINALIZE_HOPS, redis_url, maxlen, processes=True) as fp,
+            floor_chain("search-procs", SEARCH_HOPS, redis_url, maxlen, processes=True) as sp,
         ):
             floors: dict[str, Callable[[int], Awaitable[int]]] = {
                 "floor_finalize_beside": lambda i: f_trip(f"fb{i}"),
