@@ -84,9 +84,9 @@ def setup_tracing(service: str, settings: Settings) -> TracerProvider:
 def tracer_provider(service: str, settings: Settings) -> TracerProvider:
     """The tracer provider ``settings`` ask for.
 
-    With no exporter, spans are not recorded (nothing would read them, and recording costs
-    about three times as much CPU as making one: ~40 µs a span, a few dozen spans a cycle)
-    but still made: trace ids appear in logs, travel in every envelope and link a cycle's
+    With no exporter, spans are not recorded (nothing would read them, and a recorded span
+    costs several times the CPU of one that is only made, a few dozen spans a cycle) but
+    still made: trace ids appear in logs, travel in every envelope and link a cycle's
     events. With one, every span is recorded, whatever the parent's sampled flag says: a
     service that exports, under one that does not, still shows its spans of the trace.
     """
