@@ -523,3 +523,54 @@ def test_the_services_are_all_up_and_the_aimed_at_records_intact(api: Api) -> No
     no_tracebacks(api.stack)
     threads = answered(api.http.get("/api/threads", params={"limit": 200}), 200)["threads"]
     assert api.thread_id in {t["thread_id"] for t in threads}
+
+
+# -- the OpenAI-compatible endpoint -----------------------------------------------------------
+
+OPENAI_FIELDS: Final = ("model", "messages", "stream", "stream_options", "n", "user")
+OPENAI_ERROR_KEYS: Final = {"message", "type", "param", "code"}
+
+
+def chat_body(content: Any, **extra: Any) -> dict[str, Any]:
+    return {"model": "memoria", "messages": [{"role": "user", "content": content}], **extra}
+
+
+chat_bodies = st.one_of(
+    st.binary(max_size=200),
+    json_values.map(escaped),
+    st.builds(
+        lambda field, value: escaped({**chat_body("hi"), field: value}),
+        st.sampled_from(OPENAI_FIELDS),
+        json_values,
+    ),
+    st.builds(lambda content: raw_json(chat_body(content)), odd_text),
+    st.builds(lambda s: escaped(chat_body(s)), lone_surrogates),
+    st.builds(lambda parts: escaped(chat_body(parts)), st.lists(json_values, max_size=3)),
+    st.builds(lambda role: escaped({"model": "memoria", "messages": [{"role": role}]}), odd_text),
+    st.integers(MAX_CONTENT_CHARS - 1, 2 * MAX_CONTENT_CHARS).map(
+        lambda n: escaped(chat_body("x" * n))
+    ),
+)
+
+
+@settings(FUZZ, max_examples=40)
+@given(body=chat_bodies)
+@example(body=escaped(chat_body("a\ud800b")))
+@example(body=escaped(chat_body("hi", stream=True)))
+@example(body=escaped(chat_body([{"type": "image_url", "image_url": {"url": "x"}}])))
+@example(body=raw_json(chat_body("\u202e\x00 hi")))
+def test_chat_completions_answers_every_body_in_openai_shape(api: Api, body: bytes) -> None:
+    """Whatever the body: a completion (whole or streamed) or an OpenAI error object, never
+    a 5xx."""
+    response = api.http.post("/v1/chat/completions", content=body, headers=JSON)
+    assert response.status_code < 500, response.text[:500]
+    if response.status_code != 200:
+        error = response.json()["error"]
+        assert set(error) == OPENAI_ERROR_KEYS and error["message"], error
+        return
+    if response.headers["content-type"].startswith("text/event-stream"):
+        events = [line for line in response.text.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "data: [DONE]"
+        assert all("error" not in json.loads(e[6:]) for e in events[:-1]), events
+    else:
+        assert response.json()["object"] == "chat.completion"

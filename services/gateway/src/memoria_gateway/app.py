@@ -18,6 +18,7 @@ from memoria_gateway.core import build_broker
 from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
+from memoria_gateway.openai_routes import openai_router
 from memoria_gateway.persona_routes import persona_router
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.user_rate_limit import per_user
@@ -83,6 +84,7 @@ def create_app(
     app.include_router(thread_router(gateway.memory, gateway.tokens), dependencies=limited)
     app.include_router(cycle_router(gateway.memory, gateway.tokens), dependencies=limited)
     app.include_router(persona_router(personas, gateway.tokens), dependencies=limited)
+    app.include_router(openai_router(gateway))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     return app

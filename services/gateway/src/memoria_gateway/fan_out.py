@@ -103,5 +103,5 @@ class ChatOutFanOut:
             return
         frame = frame_for(event, str(entry_id))
         if frame is not None:
-            self._hub.deliver(event.user_id, entry_id, frame.model_dump_json())
+            self._hub.deliver(event.user_id, entry_id, frame)
         self._metrics.handled.inc()

@@ -1,4 +1,4 @@
-"""The sockets connected to this gateway replica, by user.
+"""The sockets connected to this gateway replica, and other readers of a user's frames.
 
 Each socket has its own outbound queue and writer task: fan-out only enqueues, so one slow
 client never delays frames for anyone else. A client that falls too far behind is
@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 
 from starlette.websockets import WebSocket
 
+from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.resume import EntryId, LiveGate
 
 log = logging.getLogger("memoria.gateway.hub")
@@ -117,9 +119,29 @@ class Connection:
                 await self._writer
 
 
+class FrameListener:
+    """A reader of one user's frames that is not a socket (an HTTP request waiting for its
+    cycle's answer). It keeps at most ``OUTBOX_FRAMES``; past that it is marked overflowed
+    and gets nothing more, like a socket that falls behind."""
+
+    def __init__(self, user_id: str) -> None:
+        self.user_id = user_id
+        self.frames: asyncio.Queue[OutboundFrame] = asyncio.Queue(maxsize=OUTBOX_FRAMES)
+        self.overflowed = False
+
+    def deliver(self, frame: OutboundFrame) -> None:
+        if self.overflowed:
+            return
+        try:
+            self.frames.put_nowait(frame)
+        except asyncio.QueueFull:
+            self.overflowed = True
+
+
 class ConnectionHub:
     def __init__(self) -> None:
         self._by_user: defaultdict[str, set[Connection]] = defaultdict(set)
+        self._listeners: defaultdict[str, set[FrameListener]] = defaultdict(set)
 
     def add(self, connection: Connection) -> None:
         connection.start()
@@ -140,7 +162,27 @@ class ConnectionHub:
     def sockets_of(self, user_id: str) -> int:
         return len(self._by_user.get(user_id, ()))
 
-    def deliver(self, user_id: str, entry_id: EntryId, text: str) -> None:
-        """Queue a chat.out frame for every socket of the user on this replica."""
-        for connection in list(self._by_user.get(user_id, ())):
-            connection.deliver(entry_id, text)
+    @contextlib.contextmanager
+    def listen(self, user_id: str) -> Iterator[FrameListener]:
+        """Every frame of ``user_id`` this replica delivers while the block runs."""
+        listener = FrameListener(user_id)
+        self._listeners[user_id].add(listener)
+        try:
+            yield listener
+        finally:
+            listeners = self._listeners.get(user_id)
+            if listeners is not None:
+                listeners.discard(listener)
+                if not listeners:
+                    del self._listeners[user_id]
+
+    def deliver(self, user_id: str, entry_id: EntryId, frame: OutboundFrame) -> None:
+        """Queue a chat.out frame for every socket and listener of the user on this replica
+        (serialised once, and only when a socket is there to take it)."""
+        connections = self._by_user.get(user_id)
+        if connections:
+            text = frame.model_dump_json()
+            for connection in list(connections):
+                connection.deliver(entry_id, text)
+        for listener in list(self._listeners.get(user_id, ())):
+            listener.deliver(frame)

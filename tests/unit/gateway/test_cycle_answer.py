@@ -1,0 +1,120 @@
+"""A cycle's answer read from a listener's frames: text in order without duplicates, memories
+apart, other cycles skipped, and a clear end when frames stop or are lost."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memoria_contracts.frames import CycleEndFrame, DeltaFrame, MessageFrame
+from memoria_gateway.cycle_answer import (
+    AnswerLost,
+    AnswerTimeout,
+    CycleOver,
+    MemoryUsed,
+    TextPiece,
+    follow,
+)
+from memoria_gateway.hub import FrameListener
+from memoria_gateway.openai_routes import DEFAULT_THREAD, OpenAIError, thread_for
+
+CYCLE = "cyc_1"
+
+
+def message(mid: str, content: Any, *, role: str = "assistant", modal: str = "text",
+            cycle: str = CYCLE) -> MessageFrame:  # fmt: skip
+    return MessageFrame.model_validate(
+        {
+            "id": mid,
+            "thread_id": "t",
+            "cycle_id": cycle,
+            "chat-history": True,
+            "modal": modal,
+            "role": role,
+            "content": content,
+            "created_at": datetime.now(UTC),
+        }
+    )
+
+
+def delta(mid: str, content: str, cycle: str = CYCLE) -> DeltaFrame:
+    return DeltaFrame(id=mid, thread_id="t", cycle_id=cycle, content=content)
+
+
+def end(cycle: str = CYCLE) -> CycleEndFrame:
+    return CycleEndFrame(cycle_id=cycle, thread_id="t", actions=["Finalize"], reason="done")
+
+
+async def read(frames: list[Any], timeout_s: float = 1.0) -> list[Any]:
+    listener = FrameListener("ana")
+    for frame in frames:
+        listener.deliver(frame)
+    return [event async for event in follow(listener, CYCLE, timeout_s)]
+
+
+def text_of(events: list[Any]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextPiece))
+
+
+async def test_deltas_then_the_whole_message_give_the_text_once() -> None:
+    events = await read(
+        [
+            message("u", "hi", role="user"),
+            message("s", "Thinking...", modal="textForReplace"),
+            delta("a", "Hel"),
+            delta("a", "lo"),
+            message("a", "Hello"),
+            end(),
+        ]
+    )
+    assert text_of(events) == "Hello"
+    assert isinstance(events[-1], CycleOver)
+
+
+async def test_two_messages_are_separated_and_memories_kept_apart() -> None:
+    card = {"memory_id": "m1", "content": "I like tea"}
+    events = await read(
+        [
+            message("m", card, modal="memory"),
+            message("a", "Found one memory."),
+            delta("b", "You like "),
+            message("b", "You like tea."),
+            end(),
+        ]
+    )
+    assert text_of(events) == "Found one memory.\n\nYou like tea."
+    assert [e.memory for e in events if isinstance(e, MemoryUsed)] == [card]
+
+
+async def test_frames_of_other_cycles_are_skipped() -> None:
+    events = await read(
+        [message("x", "other", cycle="cyc_2"), end("cyc_2"), message("a", "mine"), end()]
+    )
+    assert text_of(events) == "mine"
+
+
+async def test_a_redone_message_that_differs_adds_nothing() -> None:
+    events = await read([delta("a", "Hello"), message("a", "Goodbye"), end()])
+    assert text_of(events) == "Hello"
+
+
+async def test_no_end_in_time_and_lost_frames_are_errors() -> None:
+    with pytest.raises(AnswerTimeout):
+        await read([message("a", "half")], timeout_s=0.05)
+    listener = FrameListener("ana")
+    listener.overflowed = True
+    with pytest.raises(AnswerLost):
+        _ = [event async for event in follow(listener, CYCLE, 1.0)]
+
+
+def test_the_thread_comes_from_the_header_then_the_user_field() -> None:
+    assert thread_for("trip", "someone") == "trip"
+    assert thread_for(None, "trip-2") == "trip-2"
+    assert thread_for(None, None) == DEFAULT_THREAD
+    derived = thread_for(None, "ana@example.com")
+    assert derived == thread_for(None, "ana@example.com")  # stable
+    assert derived.startswith("user-") and "@" not in derived
+    with pytest.raises(OpenAIError):
+        thread_for("not a thread", None)
