@@ -235,7 +235,7 @@ class Settings(BaseSettings):
     )
     openai_tool_messages: bool = Field(
         default=True,
-        description="Replay the history's tool calls and results (R-6) as `tool_calls` and "
+        description="Replay the history's tool calls and results as `tool_calls` and "
         "`tool` messages; false for servers whose chat template has no tool roles (e.g. "
         "llama.cpp without `--jinja`): they then go as plain text.",
     )
@@ -289,7 +289,7 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),
         description="JSON object: memory type → description injected into prompts "
         "(types left out keep their default).",
-        json_schema_extra={"shown_default": "the five types of seed 001"},
+        json_schema_extra={"shown_default": "the five built-in types"},
     )
     proactive_retrieval: bool = Field(
         default=False,
@@ -359,7 +359,7 @@ class Settings(BaseSettings):
         default=20,
         ge=1,
         description="Newest messages of a thread that the LLM sees verbatim; the memory "
-        "service summarizes the ones before them (R-6).",
+        "service summarizes the ones before them.",
     )
     history_structured_messages: int = Field(
         default=80,

@@ -1,4 +1,4 @@
-"""Finalize (R-4): nothing else is valid; stream a short summary and end the cycle."""
+"""Finalize: nothing else is valid; stream a short summary and end the cycle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MemoryDelete (R-4): delete the memories the user explicitly asks to forget."""
+"""MemoryDelete: delete the memories the user explicitly asks to forget."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class DeletePlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        return bare_list_as(data, "memory_ids")  # seed 000: a bare list of ids
+        return bare_list_as(data, "memory_ids")  # a model may answer with a bare list of ids
 
 
 def _plan_prompt(ctx: ActionContext) -> Prompt:

@@ -1,4 +1,4 @@
-"""MemorySave (R-4): store what the user clearly wants remembered, one atomic memory per fact,
+"""MemorySave: store what the user clearly wants remembered, one atomic memory per fact,
 each findable through a few short search keys ("bindings")."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ EXPLAIN_SYSTEM = (
 
 
 class PlannedMemory(BaseModel):
-    type: ContentKind = Field(description='The content kind: "text" or "json" (seed 000).')
+    type: ContentKind = Field(description='The content kind: "text" or "json".')
     content: Content
     bindings: list[Binding] = Field(min_length=1, max_length=MAX_BINDINGS)
     memory_type: MemoryType

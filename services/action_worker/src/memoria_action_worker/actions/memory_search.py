@@ -1,4 +1,4 @@
-"""MemorySearch (R-4): look up the user's long-term memories the conversation needs, show
+"""MemorySearch: look up the user's long-term memories the conversation needs, show
 each one found as a memory card and explain briefly what was searched."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class SearchPlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        return bare_list_as(data, "queries")  # seed 000 answers with a bare list of strings
+        return bare_list_as(data, "queries")  # a model may answer with a bare list of strings
 
 
 def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:

@@ -1,4 +1,4 @@
-"""MemoryUpdate (R-4): give memories loaded earlier their new content (the memory service
+"""MemoryUpdate: give memories loaded earlier their new content (the memory service
 re-embeds the bindings when they change)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``last_accessed`` written behind the search, not on its path.
 
-Every retrieval (search, get) moves ``last_accessed`` of what it returns (seed 001). Writing
+Every retrieval (search, get) moves ``last_accessed`` of what it returns. Writing
 that before answering made it the slowest part of a search: twenty documents rewritten per
 search, and every dozen searches a SQLite checkpoint in the middle of one (measured p95 at
 100k memories; docs/benchmarks.md). The reply carries the new time at once; the documents
