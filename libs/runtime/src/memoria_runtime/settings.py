@@ -1,6 +1,6 @@
 """All settings, read from ``MEMORIA_*`` environment variables (and a ``.env`` file).
 
-Every field here appears in the README's configuration table; ``memoria docs`` writes it and
+Every field here appears in the table of docs/configuration.md; ``memoria docs`` writes it and
 a test keeps the two in sync.
 """
 
