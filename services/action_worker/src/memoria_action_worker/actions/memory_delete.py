@@ -32,7 +32,7 @@ from memoria_llm.port import Prompt
 TASK: Final = "MemoryDelete"
 MAX_DELETES: Final = 50  # "forget everything about my trip" may cover many memories
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), it is explicitly clear that the user is asking to delete some memory."

@@ -42,7 +42,7 @@ from memoria_llm.port import Prompt
 
 TASK: Final = "MemorySearch"
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), you need to look up some information before taking another action: something the "
