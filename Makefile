@@ -76,7 +76,7 @@ bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (
 	$(PY) bench/replay_scan.py
 	$(PY) bench/sqlite_writes.py
 
-docs: ## Regenerate docs/asyncapi/*.yaml and the README settings table
+docs: ## Regenerate docs/asyncapi/*.yaml and the settings table of docs/configuration.md
 	$(VENV)/bin/memoria docs
 
 clean: ## Remove the environment and caches (keeps your data directory)

@@ -1,4 +1,4 @@
-"""What a thought cycle costs beyond the Redis round trips it needs (issue 8: orchestration
+"""What a thought cycle costs beyond the Redis round trips it needs (orchestration
 overhead), measured end to end through the real services.
 
 One run starts a fresh embedded Valkey and milvus-lite (as ``memoria run`` does) and the four

@@ -1,5 +1,5 @@
 """How many prompt tokens each decision sends on a long conversation, against sending the
-whole history (issue 8: MEMORIA_HISTORY_LIMIT keeps decision prompts small).
+whole history (MEMORIA_HISTORY_LIMIT keeps decision prompts small).
 
 No services and no broker: the bench plays a 300-turn synthetic conversation through the
 product's own code and measures every decision prompt on the way.
@@ -10,13 +10,13 @@ product's own code and measures every decision prompt on the way.
   then Finalize; 1 in 10), a question back to the user (1 in 10). Messages are stored as the
   memory service stores chat.out (``HistoryRepository.save`` on a temporary SQLite), with the
   ``chat-history`` flag each action sets: answers written by Finalize are shown but are not
-  chat history (seed 000), memory cards, explanations and questions are.
+  chat history, memory cards, explanations and questions are.
 * **Each decision** is built as decision builds it: its history is what the memory service
-  answers to decision's request (R-6: the thread's stored summary, cut to
+  answers to decision's request (the thread's stored summary, cut to
   ``MEMORIA_HISTORY_SUMMARY_PROMPT_CHARS``, and the chat-history messages newer than it, at
   most ``MEMORIA_HISTORY_LIMIT``, the current cycle excluded; the summary is updated after
   each turn, as the memory service does in the background). Search and save steps leave a
-  tool call and its result in the thread, as decision publishes them. Beside it, issue 8's
+  tool call and its result in the thread, as decision publishes them. Beside it, the older
   history: the newest ``MEMORIA_HISTORY_LIMIT`` messages and no summary,
   its transcript is the cycle so far, and ``memoria_decision.prompt.decision_prompt`` makes
   the prompt with the real action catalog. A search or save turn makes two decisions
@@ -187,7 +187,7 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
 
     def stored_only(made: ChatRecord) -> None:
         """A tool call or result: decision publishes it, the memory service stores it, but
-        this cycle's decisions see the step in their list of steps instead (R-6)."""
+        this cycle's decisions see the step in their list of steps instead."""
         cycle.stored.append(made)
 
     if kind == "search":
@@ -212,7 +212,7 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
         cycle.decisions.append((list(transcript), list(steps)))
     if kind == "question":
         add("assistant", sentence(rng, 6, 14).rstrip(".") + "?", history=True)
-    else:  # Finalize's answer: shown and stored, but not chat history (seed 000)
+    else:  # Finalize's answer: shown and stored, but not chat history
         add("assistant", text(rng, (2, 4), (8, 18)), history=False)
     return cycle
 
@@ -260,8 +260,8 @@ def state_for(
 @dataclass
 class Measured:
     turn: int
-    limited: Count  # summaries and the messages they do not cover (R-6)
-    newest_only: Count  # the newest MEMORIA_HISTORY_LIMIT messages, no summary (issue 8)
+    limited: Count  # summaries and the messages they do not cover
+    newest_only: Count  # the newest MEMORIA_HISTORY_LIMIT messages, no summary
     full_history: Count
     full_conversation: Count
     no_history: Count  # system, catalog, this cycle's transcript and the ask: the fixed part
@@ -402,7 +402,7 @@ def report(measured: list[Measured], turns: int, history_limit: int, actions: in
             f"{'':<44}{'mean':>9}{f'turn {turns}':>9}{'max':>9}{'mean':>11}{f'turn {turns}':>9}",
             row("Memoria (summaries + the messages after them)", limited, mine_last),
             row(
-                f"issue 8: newest {history_limit} messages, no summary",
+                f"newest {history_limit} messages, no summary",
                 [m.newest_only for m in measured],
                 [m.newest_only for m in last_turn],
             ),

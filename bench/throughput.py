@@ -1,5 +1,5 @@
 """How many thought cycles per second Memoria completes when the LLM takes 200 ms per call,
-with 1, 2 and 4 action-worker processes (issue 8: scaling out the workers).
+with 1, 2 and 4 action-worker processes (scaling out the workers).
 
 One run starts, per configuration, a fresh embedded Valkey and milvus-lite and the four
 services as processes (``tests/support/stack.py``), with the scripted LLM sleeping

@@ -1,4 +1,4 @@
-"""The agentHistory log in the memory service's document store (R-8), on both adapters
+"""The agentHistory log in the memory service's document store, on both adapters
 (SQLite, and the MongoDB adapter on tinymongo's emulation): appended in the same write as the
 switch, in order under concurrent switches, bounded, per user; and the applied record."""
 

@@ -1,4 +1,4 @@
-"""Progressive summaries of a thread's history (R-6) in the memory service, on SQLite:
+"""Progressive summaries of a thread's history in the memory service, on SQLite:
 computed in the background after messages are stored, only read by ``history.query``."""
 
 from __future__ import annotations

@@ -274,7 +274,7 @@ async def test_history_stored_before_threads_existed_gets_its_threads(
 
 
 async def test_a_steps_tool_call_and_result_are_not_counted_nor_listed(chat: Chat) -> None:
-    """R-6: they are history for the LLM, not messages of the thread people see."""
+    """Tool calls and results are history for the LLM, not messages of the thread people see."""
     await chat.say("ana", "t1", "what is my colour?", minutes=1)
     call = tool_history.call("c", 1, "MemorySearch")
     result = tool_history.result("c", 1, "MemorySearch", "found 0 memories")

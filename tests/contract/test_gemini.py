@@ -620,7 +620,7 @@ async def test_recursive_schemas_go_as_json_schema(gemini: GeminiModel, fake: Fa
     assert "Topic" in config["responseJsonSchema"]["$defs"]
 
 
-# -- tool-role history (R-6) -------------------------------------------------------------------
+# -- tool-role history -------------------------------------------------------------------
 
 
 async def test_tool_history_goes_as_function_call_and_response_parts(

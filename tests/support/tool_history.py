@@ -1,4 +1,4 @@
-"""A stored thread with tool-role history (R-6), as the memory service keeps it: two cycles
+"""A stored thread with tool-role history, as the memory service keeps it: two cycles
 that searched and saved memories, in the order their records were published."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Generated documentation: the AsyncAPI document of each service and the settings table.
+"""Generated documentation: the AsyncAPI document of each service and the settings table of
+docs/configuration.md.
 
 ``make docs`` writes both; a test fails when the committed copies are out of date.
 """
@@ -22,6 +23,7 @@ VERSION = "0.1.0"
 DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
 SETTINGS_START = "<!-- settings:start -->"
 SETTINGS_END = "<!-- settings:end -->"
+SETTINGS_PAGE = Path("docs") / "configuration.md"
 
 BrokerFactory = Callable[[Settings], tuple[MemoriaBroker, Any]]
 
@@ -90,12 +92,13 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
-def render_readme(readme: str) -> str:
+def render_settings_page(page: str) -> str:
+    """``page`` with the table between its settings markers regenerated from the code."""
     pattern = re.compile(re.escape(SETTINGS_START) + r".*?" + re.escape(SETTINGS_END), re.S)
-    if not pattern.search(readme):
-        raise ValueError(f"README has no {SETTINGS_START} ... {SETTINGS_END} section")
+    if not pattern.search(page):
+        raise ValueError(f"{SETTINGS_PAGE} has no {SETTINGS_START} ... {SETTINGS_END} section")
     block = f"{SETTINGS_START}\n{settings_table()}\n{SETTINGS_END}"
-    return pattern.sub(lambda _: block, readme)
+    return pattern.sub(lambda _: block, page)
 
 
 def write_docs(root: Path) -> list[Path]:
@@ -106,7 +109,7 @@ def write_docs(root: Path) -> list[Path]:
         path = asyncapi_dir / f"{name}.yaml"
         path.write_text(document)
         written.append(path)
-    readme = root / "README.md"
-    readme.write_text(render_readme(readme.read_text()))
-    written.append(readme)
+    settings_page = root / SETTINGS_PAGE
+    settings_page.write_text(render_settings_page(settings_page.read_text()))
+    written.append(settings_page)
     return written

@@ -158,8 +158,8 @@ def main(args: Sequence[str] | None = None) -> int:
     """milvus-lite's command line, with SIGTERM stopping the server like Ctrl-C."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # One BLAS thread: a search is a few thousand dot products, where BLAS threads only
-    # contend with the memory service's embedder for the same cores (measured on 2 cores:
-    # query embedding p50 23.5 -> 9.2 ms, search no slower; docs/benchmarks.md). Set before
+    # contend with the memory service's embedder for the same cores (measured on 2 cores: the
+    # embedding much slower, the search no faster). Set before
     # numpy and faiss load; a user's own setting wins.
     for variable in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(variable, "1")

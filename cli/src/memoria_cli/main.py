@@ -48,11 +48,9 @@ def run() -> None:
 
 @app.command()
 def docs(
-    root: Annotated[Path, typer.Option(help="Repository root holding README.md and docs/.")] = Path(
-        "."
-    ),
+    root: Annotated[Path, typer.Option(help="Repository root holding docs/.")] = Path("."),
 ) -> None:
-    """Regenerate docs/asyncapi/*.yaml and the README settings table from the code."""
+    """Regenerate docs/asyncapi/*.yaml and the settings table of docs/configuration.md."""
     from memoria_cli.docs import write_docs
 
     for path in write_docs(root.resolve()):

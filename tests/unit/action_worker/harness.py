@@ -95,7 +95,7 @@ class RecordingPublisher(in_process_bus.RecordingPublisher):
         return [e.payload.message for e in self._chat_out() if isinstance(e.payload, ChatPosted)]
 
     def frames(self) -> list[dict[str, Any]]:
-        """The complete messages as they go on the wire (seed 000's key names)."""
+        """The complete messages as they go on the wire (with the chat message's key names)."""
         return [
             e.model_dump(mode="json")["payload"]["message"]
             for e in self._chat_out()

@@ -1,4 +1,4 @@
-"""What the four memory actions share: the seed's status lines in order, one notice and a
+"""What the four memory actions share: their status lines in order, one notice and a
 failed (not cycle-ending) outcome when the plan or the memory service fails, and memory calls
 made only for the session's user."""
 

@@ -52,7 +52,7 @@ async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
     assert "mem_nuts1" in outcome.summary
     assert "Is allergic to peanuts" in outcome.summary
     assert "mem_old1" not in outcome.summary
-    # Its tool call's arguments in the thread's history.
+    # Its tool call's arguments in the thread's history.
     assert outcome.arguments == {"mode": "semantic", "queries": SEARCH_PLAN["queries"]}
 
     plan_request, explain_request = llm.requests

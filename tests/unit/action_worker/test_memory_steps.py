@@ -1,5 +1,5 @@
 """The shared pieces: memory cards read back from a conversation, and plan schemas that take
-the seed's own answer shapes but refuse what the memory service would."""
+the answer shapes models give but refuse what the memory service would."""
 
 from __future__ import annotations
 

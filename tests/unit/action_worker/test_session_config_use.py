@@ -1,4 +1,4 @@
-"""Actions use the thread's session config sent with the step (R-5): memory limits and type
+"""Actions use the thread's session config sent with the step: memory limits and type
 descriptions in MemorySearch, the system prompt and chat model in the answering steps."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ async def test_memory_search_uses_the_sessions_limits_and_descriptions(harness: 
     assert (search.limit, search.min_relevance) == (3, 0.2)
     plan_request, explain_request = llm.requests
     assert "Things never to do." in plan_request.prompt.messages[-1].content
-    identity = "You are Memoria, an assistant with long-term memory."  # the persona (R-8)
+    identity = "You are Memoria, an assistant with long-term memory."  # the persona
     assert explain_request.prompt.system.startswith(f"{identity}\n\n{PIRATE}")
     assert explain_request.model == "pirate-model-1"
 
@@ -65,7 +65,7 @@ async def test_finalize_answers_with_the_system_prompt_and_chat_model(harness: H
 
     assert outcome.status == "ok" and outcome.ends_cycle
     [request] = llm.requests
-    # The persona's identity comes first (R-8), then the thread's system prompt.
+    # The persona's identity comes first, then the thread's system prompt.
     identity = "You are Memoria, an assistant with long-term memory."
     assert request.prompt.system.startswith(identity)
     assert request.prompt.system.removeprefix(identity).lstrip().startswith(PIRATE)
@@ -88,7 +88,7 @@ async def test_without_a_session_the_settings_apply(harness: Harness) -> None:
 async def test_answers_speak_as_the_cycles_persona_and_reset_after_a_switch(
     harness: Harness,
 ) -> None:
-    """R-8: the persona decision sends is the identity of Finalize (and the other answers),
+    """Personas: the persona decision sends is the identity of Finalize (and the other answers),
     worded for the thread's chat model; in the cycle after a switch, the hard reset."""
     tutor = load_personas(harness.settings).get("tutor")
     assert tutor is not None

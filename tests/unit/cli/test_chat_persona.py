@@ -1,4 +1,4 @@
-"""``/persona`` in `memoria chat` (R-8): list the personas with the thread's marked, switch
+"""``/persona`` in `memoria chat`: list the personas with the thread's marked, switch
 the current thread, and say why not (unknown persona, thread not stored yet)."""
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ async def test_an_unknown_cycle_is_reported_and_the_chat_goes_on(chat: Chat) -> 
 
 
 def test_a_trace_names_tool_calls_and_results() -> None:
-    """R-6: a step's call and result are chat.out messages too; the trace says what they
+    """A step's call and result are chat.out messages too; the trace says what they
     are instead of an empty assistant line."""
 
     def event(message: ChatRecord) -> CycleEvent:

@@ -7,22 +7,22 @@ from pathlib import Path
 
 import yaml
 
-from memoria_cli.docs import asyncapi_documents, render_readme
+from memoria_cli.docs import SETTINGS_PAGE, asyncapi_documents, render_settings_page
 from memoria_contracts.streams import READERS
 from memoria_runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_readme_settings_table_is_current() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert render_readme(readme) == readme, "run `make docs` to refresh the README table"
+def test_settings_table_is_current() -> None:
+    page = (ROOT / SETTINGS_PAGE).read_text()
+    assert render_settings_page(page) == page, f"run `make docs` to refresh {SETTINGS_PAGE}"
 
 
-def test_every_setting_is_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_every_setting_is_in_the_configuration_page() -> None:
+    page = (ROOT / SETTINGS_PAGE).read_text()
     for name in Settings.model_fields:
-        assert f"MEMORIA_{name.upper()}" in readme or name in {"redis_url", "gemini_api_key"}
+        assert f"MEMORIA_{name.upper()}" in page or name in {"redis_url", "gemini_api_key"}
 
 
 def test_committed_asyncapi_documents_are_current() -> None:

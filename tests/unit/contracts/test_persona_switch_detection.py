@@ -1,4 +1,4 @@
-"""Switch detection from the agentHistory log (R-8, seed 004: by the log, not by ids)."""
+"""Switch detection from the agentHistory log (by the log, not by ids)."""
 
 from __future__ import annotations
 

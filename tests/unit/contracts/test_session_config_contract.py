@@ -1,4 +1,4 @@
-"""Session config (R-5): defaults from the settings, overrides on top, a change's meaning
+"""Session config: defaults from the settings, overrides on top, a change's meaning
 (left out = unchanged, null = back to the default) and the bounds of every field."""
 
 from __future__ import annotations

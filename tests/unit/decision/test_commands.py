@@ -1,4 +1,4 @@
-"""The commands recognized before any LLM call (R-7): in English and Portuguese, only when
+"""The commands recognized before any LLM call: in English and Portuguese, only when
 the message is clearly and only that command; and the answers to a pending confirmation."""
 
 from __future__ import annotations

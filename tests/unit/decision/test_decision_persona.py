@@ -1,4 +1,4 @@
-"""The decision prompt speaks as the cycle's persona (R-8): the hard reset in the cycle after
+"""The decision prompt speaks as the cycle's persona: the hard reset in the cycle after
 a switch, worded for the decision's model, and the plain identity otherwise; the persona
 travels to the workers in the cycle's context."""
 

@@ -1,4 +1,4 @@
-"""Fast paths and the pending action through the cycle engine (R-7): on a real Redis, with a
+"""Fast paths and the pending action through the cycle engine: on a real Redis, with a
 memory service answered in process and a scripted model with no rules, so that any LLM call
 would fail the cycle ("llm_error") instead of ending it "done"."""
 

@@ -1,4 +1,4 @@
-"""The decision side of the session config (R-5): read once per cycle, with the defaults when
+"""The decision side of the session config: read once per cycle, with the defaults when
 the memory service cannot say; proactive retrieval's memory cards; the decision prompt."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Decision keeps each step in the thread's history as a tool call and its result (R-6), and
+"""Decision keeps each step in the thread's history as a tool call and its result, and
 puts the thread's summary into prompts within its bound; on a real Redis, scripted LLM."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Choosing which memory an ambiguous MemoryUpdate meant (R-7): the reader of the choice, the
+"""Choosing which memory an ambiguous MemoryUpdate meant: the reader of the choice, the
 route it gives, and the pending ``choose_update`` resolved through the cycle engine with no
 LLM call (the scripted model has no rules: any model call would end the cycle "llm_error")."""
 

@@ -114,7 +114,7 @@ def test_a_cycle_of_the_caller_is_returned(client: TestClient, backend: Scripted
     body = response.json()
     assert (body["cycle_id"], body["trace_id"], body["end_reason"]) == (CYCLE_ID, TRACE_ID, "done")
     assert [e["type"] for e in body["events"]] == ["user.message", "action.requested"]
-    assert body["events"][0]["message"]["chat-history"] is True  # SPEC R-1's key names
+    assert body["events"][0]["message"]["chat-history"] is True  # the chat message's key names
     assert body["events"][1] == {
         "event_id": "evt_2",
         "at": "2025-01-02T03:04:05Z",

@@ -95,7 +95,7 @@ def test_internal_events_are_not_sent_to_clients() -> None:
 
 
 def test_tool_calls_and_results_are_not_sent_to_clients() -> None:
-    """R-6: they are history for the LLM; the web page and the CLI never see them."""
+    """Tool calls and results are history for the LLM; the web page and the CLI never see them."""
     call = tool_history.call("c", 1, "MemorySearch")
     result = tool_history.result("c", 1, "MemorySearch", "found 3 memories")
     assert frame_for(envelope(ChatPosted(message=call))) is None

@@ -1,4 +1,4 @@
-"""Persona switching over HTTP and the WebSocket frame (R-8): GET /api/personas, PATCH
+"""Persona switching over HTTP and the WebSocket frame: GET /api/personas, PATCH
 ``persona`` logged in agentHistory, unknown persona 422, another user's thread 404; and the
 decision's detection of the switch over the same store (switch, next cycle, redelivery).
 

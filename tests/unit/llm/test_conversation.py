@@ -1,4 +1,4 @@
-"""Tool-role history (R-6): stored records → prompt turns, and the summaries' prompt bound."""
+"""Tool-role history: stored records → prompt turns, and the summaries' prompt bound."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The offline planner on a labelled phrase set: 112 English and Portuguese messages, each with
-the actions a user would expect when memory holds a matching fact. The bar (issue 5) is 90%
+the actions a user would expect when memory holds a matching fact. The bar is 90%
 of the set right; every miss is printed so a rule change shows what it broke."""
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ async def test_delete_everything_asks_first_and_only_a_yes_to_that_question_dele
 
 
 async def test_a_tool_record_after_the_question_does_not_hide_it() -> None:
-    """R-6: steps are in the history as tool calls and results; they are not something the
+    """Steps are in the history as tool calls and results; they are not something the
     assistant said, so the question before them still counts."""
     call = tool_history.call("c", 1, "MemorySearch")
     result = tool_history.result("c", 1, "MemorySearch", "found 0 memories")
@@ -391,7 +391,7 @@ async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> Non
     first = await closing("Remember that I like tea", [])
     assert first.startswith("Done.")
     assert "no language model is configured" in first
-    # Closings are not history (seed 000); the planner's explanations are, under its label.
+    # Closings are not history; the planner's explanations are, under its label.
     explained = assistant('Saved: "I like tea".').model_copy(update={"model": LABEL})
     # Then the step's own answer ('Saved: "I like jazz".') is the last word: no "Done.".
     assert await closing("Remember that I like jazz", [explained]) == ""

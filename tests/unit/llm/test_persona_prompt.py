@@ -1,4 +1,4 @@
-"""Persona identity in prompts (R-8): the strategy chosen for a model id from the three
+"""Persona identity in prompts: the strategy chosen for a model id from the three
 packaged JSON files, and the block each family renders, with and without a switch."""
 
 from __future__ import annotations

@@ -410,7 +410,7 @@ def _event_text(event: CycleEvent) -> str:
     """One line that says what a trace event did."""
     if event.message is not None:
         message = event.message
-        if message.tool_calls:  # tool-role history (R-6): the step's call and its result
+        if message.tool_calls:  # tool-role history: the step's call and its result
             return f"tool call: {', '.join(call.name for call in message.tool_calls)}"
         if message.role == "tool":
             return f"tool result {message.name}: {_snippet(message.content)}"

@@ -1,4 +1,4 @@
-"""The chat message of SPEC R-1, exactly as the seed names its keys."""
+"""The chat message clients receive, with its keys spelled as clients expect them."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 Modal = Literal["text", "textForReplace", "memory"]
 Role = Literal["user", "system", "assistant"]
 RecordRole = Literal["user", "system", "assistant", "tool"]
-"""A stored record's role: also ``tool``, a tool result kept for the LLM (R-6), which
-clients are never sent, so the seed's message keeps its three roles."""
+"""A stored record's role: also ``tool``, a tool result kept for the LLM, which
+clients are never sent, so the chat message keeps its three roles."""
 
 
 def utcnow() -> datetime:
@@ -19,7 +19,7 @@ def utcnow() -> datetime:
 
 
 class ChatMessage(BaseModel):
-    """``{"chat-history": bool, "modal": ..., "role": ..., "content": any}`` (seed 000).
+    """``{"chat-history": bool, "modal": ..., "role": ..., "content": any}``.
 
     ``chat-history`` says whether later LLM calls see the message; ``modal`` says how the UI
     shows it (``textForReplace`` is a status line that the next message replaces).
@@ -39,7 +39,7 @@ class ChatMessage(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """One action the assistant called, as LLM APIs name a tool call (R-6)."""
+    """One action the assistant called, as LLM APIs name a tool call."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -51,7 +51,7 @@ class ToolCall(BaseModel):
 class ChatRecord(ChatMessage):
     """A chat message with the identity it needs to be streamed, shown and persisted.
 
-    Tool-role history (R-6): an action the cycle ran is kept as two records, an
+    Tool-role history: an action the cycle ran is kept as two records, an
     ``assistant`` one with ``tool_calls`` and a ``tool`` one with ``tool_call_id`` and
     ``name`` whose content is the compact result. They are history for the LLM, never chat
     bubbles: clients are not sent them (:attr:`tool_record`).
@@ -66,7 +66,7 @@ class ChatRecord(ChatMessage):
         "for the user's own words and runtime status lines.",
     )
 
-    role: RecordRole  # type: ignore[assignment]  # a record may be a tool result (R-6)
+    role: RecordRole  # type: ignore[assignment]  # a record may be a tool result
     tool_calls: list[ToolCall] | None = Field(
         default=None, description="The actions an assistant record called (tool-role history)."
     )

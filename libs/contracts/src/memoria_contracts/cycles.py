@@ -1,4 +1,4 @@
-"""A thought cycle's trace (SPEC R-5: "a cycle can return its full trace of messages"): the
+"""A thought cycle's trace (every message and event of the cycle, in order): the
 request that asks the memory service for it, and its replies.
 
 The memory service records every event of a cycle it sees on ``chat.in``, ``actions``,

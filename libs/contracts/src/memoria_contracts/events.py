@@ -100,7 +100,7 @@ class CycleContext(ContractModel):
     language: Language = "en"
     history_summary: HistorySummary | None = Field(
         default=None,
-        description="The summary of the thread's messages before ``history`` (R-6), already "
+        description="The summary of the thread's messages before ``history``, already "
         "cut to the prompt's bound; null when there is none.",
     )
     session: SessionConfig | None = Field(
@@ -110,8 +110,8 @@ class CycleContext(ContractModel):
     )
     persona: ActivePersona | None = Field(
         default=None,
-        description="The persona the cycle answers as, with the reset due after a switch "
-        "(R-8); null from a decision service older than this field.",
+        description="The persona the cycle answers as, with the reset due after a "
+        "switch; null from a decision service older than this field.",
     )
 
 
@@ -166,7 +166,7 @@ class ActionOutcome(ContractModel):
     arguments: dict[str, Any] | None = Field(
         default=None,
         description="What the step worked out to do, compact (e.g. its search queries): the "
-        "arguments of its tool call in the thread's history (R-6); null: none to tell.",
+        "arguments of its tool call in the thread's history; null: none to tell.",
     )
     choice: UpdateChoice | None = Field(
         default=None,
@@ -235,12 +235,12 @@ class HistoryQuery(ContractModel):
     only_chat_history: bool = True
     tool_records: bool = Field(
         default=True,
-        description="Include the steps' tool calls and results (R-6); false: only the "
+        description="Include the steps' tool calls and results; false: only the "
         "messages people see.",
     )
     summary: bool = Field(
         default=False,
-        description="Also return the thread's stored summary (R-6); the messages are then "
+        description="Also return the thread's stored summary; the messages are then "
         "those newer than the summary, at most ``limit``.",
     )
     session: bool = Field(

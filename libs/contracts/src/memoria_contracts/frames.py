@@ -158,7 +158,7 @@ class SessionConfigFrame(_Frame):
     agent_history: list[AgentHistoryEntry] = Field(
         default_factory=list,
         alias="agentHistory",
-        description="The thread's persona switches, oldest first (R-8).",
+        description="The thread's persona switches, oldest first.",
     )
 
 

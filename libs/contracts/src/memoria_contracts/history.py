@@ -1,4 +1,4 @@
-"""Progressive summaries of a thread's history (R-6, ADR 11).
+"""Progressive summaries of a thread's history (ADR 11).
 
 The memory service keeps them per thread, computed in the background: the newest messages
 go to the LLM verbatim, the ones before them as a structured summary that keeps the turns

@@ -1,7 +1,7 @@
-"""Long-term memories (SPEC R-4, R-5): the memory model and the requests the memory service
+"""Long-term memories: the memory model and the requests the memory service
 answers, with their replies.
 
-Every reply follows seed 001's tool-result shape: ``{"success": true, ...}`` or
+Every reply has the tool-result shape: ``{"success": true, ...}`` or
 ``{"success": false, "error_message": ...}`` (:class:`MemoryFailure`). The user id is never a
 field here: it is the envelope's, which comes from the authenticated session only.
 """

@@ -1,12 +1,12 @@
-"""Personas and persona switching (SPEC R-8, seed 004).
+"""Personas and persona switching.
 
 A persona is who the assistant is in a thread: a name and an identity prompt, defined in
 configuration. A thread switches persona through its session config (``persona``); every
 switch is appended to the thread's ``agentHistory``, and the cycle after a switch is told
 so, because models keep the voice of the conversation so far unless told plainly to drop it
-(seed 004's "contextual inertia").
+(contextual inertia).
 
-Detection goes by the log, not by comparing ids (seed 004): a cycle records which entry of
+Detection goes by the log, not by comparing ids: a cycle records which entry of
 the log it applied (:class:`PersonaApplied`), and a later entry is a switch.
 :func:`detect_switch` is the whole rule, a pure function so it can be tested alone and gives
 the same answer to a redelivered cycle.

@@ -1,4 +1,4 @@
-"""Session configuration per thread (SPEC R-5, seed 001's ``SessionConfig``): the system
+"""Session configuration per thread (``SessionConfig``): the system
 prompt, chat model, memory search limits, memory type descriptions and the proactive
 retrieval flag a thread's cycles run with.
 
@@ -173,7 +173,7 @@ class SessionConfigUpdate(ContractModel):
 
 
 class SessionPersonaApplied(ContractModel):
-    """A cycle ran after a persona switch (R-8): remember which agentHistory entry it applied
+    """A cycle ran after a persona switch: remember which agentHistory entry it applied
     and which turn after the switch it was, so the next cycle can tell a new switch from an
     old one. Answered with the thread's config, or ``not_found``."""
 

@@ -1,6 +1,6 @@
 """Turn stored chat messages into the conversation part of a prompt.
 
-Tool-role history (R-6, ADR 11): an action a cycle ran is stored as an ``assistant`` record
+Tool-role history (ADR 11): an action a cycle ran is stored as an ``assistant`` record
 with ``tool_calls`` and a ``tool`` record answering it by ``tool_call_id``. Both become
 native tool turns here, the result placed right after its call (APIs require that), so the
 model sees ``user → assistant (tool call) → tool (result) → assistant (answer)``. A call or
@@ -104,7 +104,7 @@ def conversation(records: Iterable[ChatRecord]) -> list[PromptMessage]:
     return merged
 
 
-# -- summaries (R-6) ---------------------------------------------------------------------------
+# -- summaries ---------------------------------------------------------------------------
 
 ARCHIVE_HEADING = "Summary of the oldest part of this conversation:"
 TURNS_HEADING = "Summary of the conversation before the messages below, one turn per block:"

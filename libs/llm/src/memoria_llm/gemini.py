@@ -118,7 +118,7 @@ def _server_delay(exc: BaseException | None) -> float:
 
 
 def _parts(message: PromptMessage) -> list[types.Part]:
-    """A turn's parts: text, or (R-6) function calls / a function response. Ids pair them
+    """A turn's parts: text, or function calls / a function response. Ids pair them
     (Gemini 3 requires them; the API takes them from every model)."""
     if message.role == "tool":
         response = types.FunctionResponse(

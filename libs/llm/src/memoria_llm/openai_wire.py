@@ -176,7 +176,7 @@ def messages(
 
 
 def _tool_calls_message(message: PromptMessage) -> ChatCompletionAssistantMessageParam:
-    """An assistant turn that called actions (R-6): ``tool_calls`` with JSON arguments and
+    """An assistant turn that called actions: ``tool_calls`` with JSON arguments and
     no text (the text form of the calls is for providers without tools)."""
     calls: list[ChatCompletionMessageToolCallParam] = [
         {

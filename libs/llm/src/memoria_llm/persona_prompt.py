@@ -1,4 +1,4 @@
-"""Persona identity in prompts (R-8, seed 004): the normal identity block, and the "hard
+"""Persona identity in prompts: the normal identity block, and the "hard
 reset" block of the cycles right after a persona switch, worded for the model that reads it.
 
 The wording lives in one JSON file per provider family beside this module

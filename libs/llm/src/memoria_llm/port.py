@@ -1,6 +1,6 @@
-"""The LLM port: the four modes of SPEC R-2 behind one interface.
+"""The LLM port: the four modes behind one interface.
 
-Modes (seed 000): ``reasoningHeavy`` picks the next action (stream off), ``reasoning``
+Modes: ``reasoningHeavy`` picks the next action (stream off), ``reasoning``
 returns JSON validated against a schema, ``chat`` streams text, ``embedding`` turns texts
 into vectors. Providers live beside this file, one module each, and pass one contract suite.
 """
@@ -31,7 +31,7 @@ class Mode(StrEnum):
 
 @dataclass(frozen=True)
 class PromptToolCall:
-    """An action the assistant called, in a prompt: replayed natively (R-6)."""
+    """An action the assistant called, in a prompt: replayed natively."""
 
     id: str
     name: str
@@ -40,7 +40,7 @@ class PromptToolCall:
 
 @dataclass(frozen=True)
 class PromptMessage:
-    """One turn. Besides plain text turns, tool-role history (R-6): an ``assistant`` turn may
+    """One turn. Besides plain text turns, tool-role history: an ``assistant`` turn may
     carry ``tool_calls`` (its ``content`` may then be empty), and a ``tool`` turn is the
     result of the call ``tool_call_id``, of the action ``name``. Providers replay them in
     their native form (Gemini function call/response parts, OpenAI tool messages); a

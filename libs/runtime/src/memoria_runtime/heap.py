@@ -1,12 +1,12 @@
 """The garbage collector in a long-running service.
 
-A service starts with about 80,000 to 140,000 container objects from its imports alone
-that live as long as the process (modules, pydantic schemas, the embedding model's and the
-vector index's objects, connection pools), and CPython's full collection walks every one of
-them: 25–51 ms with the event loop stopped, once or twice per service in a 25-second
-benchmark run, which was the slowest cycles' whole tail (``docs/benchmarks.md``, "objects
-of start-up frozen"). Freezing them once the service is up takes them out of every later
-collection; what a service allocates afterwards is collected as before.
+A service starts with many thousands of container objects from its imports alone that live
+as long as the process (modules, pydantic schemas, the embedding model's and the vector
+index's objects, connection pools), and CPython's full collection walks every one of them
+with the event loop stopped, which made the slowest cycles' whole tail in the cycle
+benchmark (docs/adr/0017-freeze-startup-heap.md). Freezing them once the service is up
+takes them out of every later collection; what a service allocates afterwards is collected
+as before.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "The step '{action}' failed: {detail}",
         "pt": "O passo '{action}' falhou: {detail}",
     },
-    # Memory actions (seed 000, R-4): status lines in the seed's order for each action.
+    # Memory actions: status lines in the order each action runs its steps.
     "memory_search_started": {"en": "Searching memories...", "pt": "Buscando memórias..."},
     "memory_search_formatting": {
         "en": "Searching memories, formatting...",
@@ -122,7 +122,7 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "The memory service refused the request ({detail}), so I stopped this step.",
         "pt": "O serviço de memória recusou o pedido ({detail}), então parei este passo.",
     },
-    # Commands that never reach the model (R-7, decision's fast_paths.py).
+    # Commands that never reach the model (decision's fast_paths.py).
     "list_all_started": {"en": "Listing your memories...", "pt": "Listando suas memórias..."},
     "list_all_none": {
         "en": "You have no memories saved yet.",

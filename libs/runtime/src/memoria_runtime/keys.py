@@ -21,7 +21,7 @@ def thread_queue(user_id: str, thread_id: str) -> str:
 
 
 def pending_action(user_id: str, thread_id: str) -> str:
-    """The action a thread waits to have confirmed (decision's ``pendingAction``, R-7)."""
+    """The action a thread waits to have confirmed (decision's ``pendingAction``)."""
     return f"{PREFIX}:thread:{user_id}:{thread_id}:pending"
 
 

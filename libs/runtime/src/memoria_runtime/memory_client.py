@@ -128,7 +128,7 @@ class MemoryClient:
         with_session: bool = False,
     ) -> HistoryPage:
         """The thread's stored summary and the chat-history messages it does not cover, at
-        most ``limit`` of them (R-6); ``with_session``: its session config too (a memory
+        most ``limit`` of them; ``with_session``: its session config too (a memory
         service older than that field leaves ``session`` null)."""
         query = HistoryQuery(
             limit=limit, exclude_cycle_id=exclude_cycle_id, summary=True, session=with_session
@@ -293,7 +293,7 @@ class MemoryClient:
     async def persona_applied(
         self, user_id: str, request: SessionPersonaApplied, *, cycle_id: str | None = None
     ) -> SessionConfigState | ThreadFailure:
-        """Record what a cycle after a persona switch applied (R-8)."""
+        """Record what a cycle after a persona switch applied."""
         return await self._session_call(user_id, request, cycle_id)
 
     async def _session_call(

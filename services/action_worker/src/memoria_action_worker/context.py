@@ -231,7 +231,7 @@ class ActionContext:
 
     @property
     def persona(self) -> ActivePersona:
-        """The persona the cycle answers as (R-8); the configured default, with no reset,
+        """The persona the cycle answers as; the configured default, with no reset,
         when the request comes from a decision service that does not send it."""
         sent = self.request.context.persona
         return sent or ActivePersona(persona=load_personas(self.settings).default)

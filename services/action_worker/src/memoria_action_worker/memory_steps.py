@@ -1,4 +1,4 @@
-"""What the four memory actions (R-4) share: status lines, prompt blocks, the plan step, the
+"""What the four memory actions share: status lines, prompt blocks, the plan step, the
 memory calls (always for the cycle's own user) and the closing explanation.
 
 A step that cannot go on raises :class:`StepFailed`; :func:`guarded` turns it into ONE visible
@@ -50,7 +50,7 @@ P = TypeVar("P", bound=BaseModel)
 R = TypeVar("R")
 
 Content = str | dict[str, Any] | list[Any]
-"""What a memory holds: text, or a JSON object or list (seed 000: "puro texto, json")."""
+"""What a memory holds: text, or a JSON object or list."""
 
 SHORT_CONTENT_CHARS: Final = 60  # enough to recognise a memory in a one-line summary
 MAX_SUMMARY_ITEMS: Final = 10  # a summary stays one readable line for the next decision
@@ -110,7 +110,7 @@ def language_name(ctx: ActionContext) -> str:
 
 
 def memory_types_block(ctx: ActionContext) -> str:
-    """The memory types with their configured descriptions (R-5: injected into prompts)."""
+    """The memory types with their configured descriptions (injected into prompts)."""
     descriptions = ctx.session.memory_type_descriptions
     return "\n".join(f"- {name}: {descriptions[name]}" for name in MEMORY_TYPES)
 
@@ -190,7 +190,7 @@ def check_content(kind: ContentKind, content: Content) -> None:
 
 
 def bare_list_as(data: Any, key: str, item_key: str | None = None) -> Any:
-    """Accept the seed's own answer shapes: a bare JSON list, or (with ``item_key``) a single
+    """Accept the answer shapes models give: a bare JSON list, or (with ``item_key``) a single
     item object, for a plan whose items live under ``key``."""
     if isinstance(data, list):
         return {key: data}
@@ -328,7 +328,7 @@ async def explain(
     results: object,
     bindings: dict[str, list[str]] | None = None,
 ) -> ChatRecord | None:
-    """Stream the step's short explanation (seed 000: chat-history true, role assistant).
+    """Stream the step's short explanation (chat-history true, role assistant).
     ``results`` go into the prompt and, as JSON, into ``metadata["results"]`` for rule-based
     providers; ``bindings`` (each memory's search keys, by id) only into
     ``metadata["bindings"]``: rules read a memory's subject from its keys, a model from its
@@ -364,7 +364,7 @@ def succeeded(
     arguments: dict[str, Any] | None = None,
 ) -> ActionOutcome:
     """``arguments``: what the step's plan asked for, compact; decision keeps it as the
-    step's tool call arguments in the thread's history (R-6)."""
+    step's tool call arguments in the thread's history."""
     return ActionOutcome(
         status="ok",
         ends_cycle=False,

@@ -38,7 +38,7 @@ def chat_prompt(system: str, context: CycleContext, ask: str) -> Prompt:
 
 
 def with_system_prompt(system: str, session: SessionConfig) -> str:
-    """An answering step's instructions under the thread's system prompt (R-5): the system
+    """An answering step's instructions under the thread's system prompt: the system
     prompt says who the assistant is and how it behaves, the step what to write now."""
     return f"{session.system_prompt}\n\n{system}"
 
@@ -53,7 +53,7 @@ def agent_request(
     """A chat request of a step that speaks as the assistant (Finalize, Question, the memory
     actions' explanations): the
     persona's identity — or, in the cycles right after a switch, its hard reset — worded for
-    the model that answers (R-8), then the thread's system prompt, then the step's
+    the model that answers, then the thread's system prompt, then the step's
     ``system``. The model is the thread's ``chat_model`` when it sets one (the provider
     answers with it), else the provider's own."""
     prompt = chat_prompt(with_system_prompt(system, ctx.session), ctx.cycle, ask)

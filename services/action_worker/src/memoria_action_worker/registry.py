@@ -1,4 +1,4 @@
-"""The action registry (R-3): adding an action is adding one module.
+"""The action registry: adding an action is adding one module.
 
 Actions register with the :func:`action` decorator. :func:`load_actions` imports every module
 of ``memoria_action_worker.actions`` and every ``memoria.actions`` entry point (a module, or

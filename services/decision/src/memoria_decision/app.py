@@ -27,11 +27,10 @@ from memoria_runtime.settings import Settings
 log = logging.getLogger("memoria.decision")
 
 SWEEP_INTERVAL_S = 1.0
-# A decision handler spends its time waiting on the LLM (about 4 ms of CPU per decision around
-# the call: 27% of a core / 64.9 cycles/s), so the bus' default of 16 at once capped a replica
-# long before its CPU: 64 Finalize cycles/s with a 200 ms LLM while decision used 24-28% of a
-# core (docs/benchmarks.md, throughput). 64 per stream keeps both streams' calls near the size
-# of the LLM clients' own connection pools (httpx: 100).
+# A decision handler spends its time waiting on the LLM (little CPU per decision around the
+# call), so the bus' default of 16 at once capped a replica long before its CPU, with a core
+# mostly idle (docs/benchmarks.md, throughput). 64 per stream keeps both streams' calls near
+# the size of the LLM clients' own connection pools (httpx: 100).
 DECISION_SLOTS = 64
 
 

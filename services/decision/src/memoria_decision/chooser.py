@@ -1,4 +1,4 @@
-"""Ask the LLM for the next action until it names one that exists (R-2)."""
+"""Ask the LLM for the next action until it names one that exists."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commands recognized in code, before any LLM call (R-7, seed 003's deterministic fast paths).
+"""Commands recognized in code, before any LLM call (deterministic fast paths, ADR 9).
 
 Three commands never reach the model: *list all my memories*, *delete all my memories* and
 *cancel*; and while a confirmation is pending, the user's next message is read here as a

@@ -1,4 +1,4 @@
-"""The thought cycle (R-2): start, decide the next step, record outcomes, end.
+"""The thought cycle: start, decide the next step, record outcomes, end.
 
 Every method is safe to run twice for the same event (at-least-once delivery): the cycle's
 state in Redis says what already happened, requests carry deterministic (cycle, step)
@@ -191,7 +191,7 @@ class CycleEngine:
             )
             await self._end(state, "action_failed", notice, recorded=recorded)
         elif outcome.ends_cycle and outcome.choice is not None:
-            # An update that needs the user to say which memory (R-7): asked here, in fixed
+            # An update that needs the user to say which memory: asked here, in fixed
             # words, and kept as the thread's pending action for the next message.
             candidates = [
                 UpdateCandidate(memory_id=c.memory_id, content=c.content)
@@ -307,8 +307,8 @@ class CycleEngine:
         state.echoed = True
 
     async def _opening(self, event: Envelope, cycle_id: str) -> Opening:
-        """The thread's earlier chat-history messages and the summary of those before them
-        (R-6), cut to the prompt's bound, and its session config: one request to the memory
+        """The thread's earlier chat-history messages and the summary of those before them,
+        cut to the prompt's bound, and its session config: one request to the memory
         service. When it does not answer, the cycle goes on without the history (and says so)
         and with the default config, rather than hang."""
         user_id, thread_id = event.user_id, event.thread_id
@@ -357,7 +357,7 @@ class CycleEngine:
         thinking = self._status_line(state, step, i18n.text("thinking", state.language))
         catalog, shown = await self._prepare(state, recorded=recorded, known=known, status=thinking)
         if state.persona_record is not None and not state.persona_recorded:
-            # The first prompt of the cycle: the switch it applies is used up (R-8).
+            # The first prompt of the cycle: the switch it applies is used up.
             await record_applied(self.memory, state.user_id, state.thread_id, state.persona_record)
             state.persona_recorded = True
         if not shown:
@@ -468,7 +468,7 @@ class CycleEngine:
         )
 
     async def _took_fast_path(self, state: CycleState, pending: Prefetched | None) -> bool:
-        """Before the first decision: run the message's fast path, if it has one (R-7), and
+        """Before the first decision: run the message's fast path, if it has one, and
         end the cycle; True then. Otherwise the model decides, as always."""
         route = await self.fast_paths.route(state, pending)
         if route.dropped is not None:
@@ -628,7 +628,7 @@ class CycleEngine:
     async def _tool_result(
         self, state: CycleState, step: int, action: str, status: str, summary: str
     ) -> None:
-        """The step's result in the history (R-6), before the step is recorded: a crash in
+        """The step's result in the history, before the step is recorded: a crash in
         between publishes it again, with the same id."""
         record = tool_history.result_record(state.cycle_id, step, action, status, summary)
         await self._post_record(state, record)

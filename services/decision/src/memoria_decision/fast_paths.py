@@ -1,4 +1,4 @@
-"""Fast paths (R-7, seed 003): list all, delete all and cancel, run by code with no LLM call;
+"""Fast paths: list all, delete all and cancel, run by code with no LLM call;
 and the answer to "which memory did you mean?" after an ambiguous MemoryUpdate.
 
 The route of a cycle is decided once, before the first decision, from the user's message and

@@ -1,4 +1,4 @@
-"""``pendingAction`` (R-7): what a thread waits to have confirmed, kept in Redis per thread.
+"""``pendingAction``: what a thread waits to have confirmed, kept in Redis per thread.
 
 When the runtime needs the user's confirmation (deleting every memory) or choice (which
 memory an ambiguous update meant), it stores the action here and asks; the next message in

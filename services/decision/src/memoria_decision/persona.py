@@ -1,9 +1,9 @@
-"""The persona a cycle answers as (R-8), and whether it is a cycle right after a switch.
+"""The persona a cycle answers as, and whether it is a cycle right after a switch.
 
 Read with the session config when the cycle starts: the thread's ``agentHistory`` and what
 its last cycle after a switch applied go through :func:`~memoria_contracts.personas.detect_switch`.
 What this cycle applies is kept in its state and recorded with the memory service when the
-cycle first asks a model (:func:`record_applied`): a fast path (R-7) asks none, so it does
+cycle first asks a model (:func:`record_applied`): a fast path asks none, so it does
 not use up the reset that the next prompt must carry. Until it is recorded, a redelivered
 start detects the same thing again. The resolved persona (with the reset, if due) travels
 to the workers in the cycle's context.

@@ -1,4 +1,4 @@
-"""The reasoningHeavy prompt: pick the next action's name and nothing else (seed 000)."""
+"""The reasoningHeavy prompt: pick the next action's name and nothing else."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def decision_prompt(
     model: str = "",
     provider: str = "",
 ) -> Prompt:
-    """``model`` (and ``provider``) pick how the persona's identity is worded (R-8): the
+    """``model`` (and ``provider``) pick how the persona's identity is worded: the
     model that reads the prompt."""
     names = ", ".join(spec.name for spec in catalog)
     ask = (

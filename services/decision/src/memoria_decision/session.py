@@ -1,4 +1,4 @@
-"""A cycle's session config (R-5): read once when the cycle starts and kept in its state, so
+"""A cycle's session config: read once when the cycle starts and kept in its state, so
 every step of the cycle runs with the same one; and proactive retrieval, the memories found
 with the user's message before the first decision.
 
@@ -101,7 +101,7 @@ def recalled(transcript: list[ChatRecord], cycle_id: str) -> list[ChatRecord]:
 
 def session_instructions(session: SessionConfig | None) -> str:
     """What the decision prompt adds to its system text: the thread's system prompt and the
-    memory types with their descriptions (seed 001); nothing without a session."""
+    memory types with their descriptions; nothing without a session."""
     if session is None:
         return ""
     types = "\n".join(

@@ -30,7 +30,7 @@ class PendingStep(BaseModel):
     action: str
     request_event_id: str
     tool_call: bool = False
-    """The step is kept in the history as a tool call, so its result must be too (R-6)."""
+    """The step is kept in the history as a tool call, so its result must be too."""
 
 
 class CycleState(BaseModel):
@@ -43,7 +43,7 @@ class CycleState(BaseModel):
     original: ChatRecord
     history: list[ChatRecord]
     history_summary: HistorySummary | None = None
-    """The summary of the thread before ``history`` (R-6), already bounded for prompts."""
+    """The summary of the thread before ``history``, already bounded for prompts."""
     transcript: list[ChatRecord]
     echoed: bool = False
     """The user's message was published on chat.out (a redelivery echoes it if not)."""
@@ -55,7 +55,7 @@ class CycleState(BaseModel):
     session: SessionConfig | None = None
     """The thread's session config, read once at the start (None: state of an older version)."""
     persona: ActivePersona | None = None
-    """The persona the cycle answers as, with the reset due after a switch (R-8)."""
+    """The persona the cycle answers as, with the reset due after a switch."""
     persona_record: PersonaApplied | None = None
     """What the cycle applies of the thread's agentHistory, recorded when it first asks a
     model (a fast path asks none and leaves the reset to the next cycle)."""

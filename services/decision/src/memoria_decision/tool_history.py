@@ -1,4 +1,4 @@
-"""Tool-role history (R-6, ADR 11): each step the cycle runs, as the thread will remember it.
+"""Tool-role history (ADR 11): each step the cycle runs, as the thread will remember it.
 
 A step becomes two chat-history records on chat.out, which the memory service stores: an
 ``assistant`` record calling the action (published with the request) and a ``tool`` record

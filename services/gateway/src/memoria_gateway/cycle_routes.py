@@ -1,5 +1,5 @@
 """HTTP API over the caller's own thought cycles: ``GET /api/cycles/{cycle_id}`` returns a
-cycle's trace — every message and event, in order, with its trace id (SPEC R-5).
+cycle's trace — every message and event, in order, with its trace id.
 
 A cycle's id is in every frame of it (``cycle_id``). As everywhere in the API, the route acts
 for the bearer token's user only, and another user's cycle answers exactly like one that does

@@ -14,7 +14,7 @@ def frame_for(event: Envelope, event_id: str | None = None) -> OutboundFrame | N
     if isinstance(payload, ChatPosted):
         message = payload.message
         if message.tool_record:
-            return None  # tool calls and results are history for the LLM, not chat
+            return None  # tool calls and results are history for the LLM, not chat
         return MessageFrame(
             id=message.id,
             thread_id=event.thread_id,

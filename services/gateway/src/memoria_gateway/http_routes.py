@@ -118,7 +118,7 @@ def http_router(gateway: Gateway) -> APIRouter:
             if exc.code == "not_found":
                 raise HTTPException(404, detail=f"no message {before!r} in this thread") from exc
             raise
-        # Tool calls and results are history for the LLM, not messages to show; an
+        # Tool calls and results are history for the LLM, not messages to show; an
         # older memory service still sends them.
         return [
             MessageFrame(

@@ -1,4 +1,4 @@
-"""``GET /api/personas``: the personas a thread can switch to (R-8).
+"""``GET /api/personas``: the personas a thread can switch to.
 
 A thread switches with ``PATCH /api/threads/{thread_id}/config`` ``{"persona": "<id>"}`` or
 the ``session_config`` frame; the memory service refuses an id that is not configured (422).

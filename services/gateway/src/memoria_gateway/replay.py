@@ -30,8 +30,8 @@ PAGE: Final = 500  # entries per XRANGE: every user's entries are read, this one
 SCAN_CAP: Final = 10_000
 """Most chat.out entries (every user's) one resume reads. chat.out holds every user's frames
 (up to ``MEMORIA_STREAM_MAXLEN``, 100,000 by default), so a resume from an old position
-would read and check all of them — 2.4 s of the gateway's CPU for a full stream, 0.23 s for
-10,000 entries (``bench/replay_scan.py``, docs/benchmarks.md) — for every reconnect, by
+would read and check all of them — seconds of the gateway's CPU for a full stream, a tenth
+of that for the cap (``bench/replay_scan.py``, docs/benchmarks.md) — for every reconnect, by
 anyone holding a token. Past the cap the replay stops, ``complete`` is false and the client
 reloads. A cycle writes 7 to 15 entries, so 10,000 cover a client away for 7 to 14 seconds
 at a hundred cycles a second, minutes at ten, and hours on a quiet install."""

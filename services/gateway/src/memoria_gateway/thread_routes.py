@@ -107,7 +107,7 @@ class ThreadConfig(BaseModel):
     agent_history: list[AgentHistoryEntry] = Field(
         default_factory=list,
         serialization_alias="agentHistory",
-        description="The thread's persona switches, oldest first (R-8).",
+        description="The thread's persona switches, oldest first.",
     )
 
     @classmethod

@@ -1,5 +1,4 @@
-"""The cycle log: every event of a thought cycle, in order, so a cycle can return its trace
-(SPEC R-5).
+"""The cycle log: every event of a thought cycle, in order, so a cycle can return its trace.
 
 The memory service reads ``chat.in``, ``actions`` and ``actions.done`` in its own consumer
 group (so it takes no entry from the decision service or the workers) and ``chat.out`` in

@@ -9,7 +9,7 @@ from memoria_memory.docstore import Collection, DuplicateKeyError
 
 COLLECTION = "chat_messages"
 SHOWN: dict[str, Any] = {"role": {"$ne": "tool"}, "tool_calls": None}
-"""The messages people see: not a step's tool call or result (R-6), which are for the LLM.
+"""The messages people see: not a step's tool call or result, which are for the LLM.
 A stored record matches it exactly when it is not :attr:`ChatRecord.tool_record` (a record
 stores an empty ``tool_calls`` as null), which is how a message is judged one at a time."""
 _SEQ_SHIFT = 1_000_000  # stream ids are "<ms>-<n>"; n stays far below this within one ms

@@ -1,6 +1,6 @@
-"""Session config requests (R-5): a thread's overrides are kept on its document by
+"""Session config requests: a thread's overrides are kept on its document by
 :class:`~memoria_memory.threads.ThreadRepository`; the answer is the settings' defaults with
-them on top, with the thread's persona log (R-8)."""
+them on top, with the thread's persona log."""
 
 from __future__ import annotations
 

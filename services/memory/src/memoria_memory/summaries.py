@@ -1,4 +1,4 @@
-"""Deterministic compression of chat history (R-6, ADR 11), without an LLM.
+"""Deterministic compression of chat history (ADR 11), without an LLM.
 
 Two levels: a structured summary keeps each cycle (turn) and gives each message one short
 line (``user: …``, ``MemorySearch: found 3 memories``, ``assistant: …``), so big payloads —

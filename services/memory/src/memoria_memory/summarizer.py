@@ -1,4 +1,4 @@
-"""Per-thread history summaries (R-6, ADR 11), kept up to date in the background.
+"""Per-thread history summaries (ADR 11), kept up to date in the background.
 
 Storing a message schedules an update of its thread's summary a little later (debounced:
 a burst of messages, one update); ``history.query`` only reads the stored summary. An

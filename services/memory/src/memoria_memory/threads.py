@@ -15,9 +15,9 @@ newest message's position, which only ever grow.
 Every query names the user, as in the history and the memories: another user's thread of the
 same id is a different document.
 
-A thread's session config overrides (R-5) are fields of its document too; the effective
-config is made by :mod:`memoria_memory.session_configs`. So is its persona log (R-8,
-``agent_history``): a change of persona appends an entry in the same write that sets it,
+A thread's session config overrides are fields of its document too; the effective
+config is made by :mod:`memoria_memory.session_configs`. So is its persona log
+(``agent_history``): a change of persona appends an entry in the same write that sets it,
 guarded by the log's sequence number (compare and set), so two concurrent switches both
 land in order and a switch is never stored without its entry.
 """

@@ -94,7 +94,7 @@ def _texts_of_found(context: CycleContext) -> dict[str, list[str]]:
 
 def _last_answer(history: Sequence[ChatRecord]) -> int | None:
     """The index in ``history`` of the assistant's last answer: its last text, a step's call
-    or result aside (R-6). What the user replies to, so the conversation itself says what
+    or result aside. What the user replies to, so the conversation itself says what
     was asked and no state is kept anywhere else."""
     for index in range(len(history) - 1, -1, -1):
         record = history[index]

@@ -152,7 +152,7 @@ _QUESTION_START: Final = _rx(
     r"qual|quando|onde|como|o)|me (?:diga|lembre|fala|diz)|sabe (?:qual|quando|onde|o))\b"
 )
 _ABOUT_USER: Final = _rx(r"\b(?:my|me|i|mine|meu|minha|meus|minhas|eu|mim)\b")
-# First-person facts worth keeping without an explicit "remember" (seed 001: be proactive).
+# First-person facts worth keeping without an explicit "remember" (memory should be proactive).
 # A subject may hold digits and hyphens ("my e-mail is", "my 2 kids are"); numbers are whole
 # ("I'm 34", "tenho 34 anos"); life events count ("I moved to Porto", "me mudei").
 _FACT: Final = _rx(

@@ -1,4 +1,4 @@
-"""Finalize (R-4): nothing else is valid; stream a short summary and end the cycle."""
+"""Finalize: nothing else is valid; stream a short summary and end the cycle."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ async def finalize(ctx: ActionContext) -> ActionOutcome:
         SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
         f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nWrite the reply now.",
     )
-    # Seed 000: the closing summary is not part of the chat history (chat-history: false).
+    # The closing summary is not part of the chat history (chat-history: false).
     await ctx.chat.stream(
         ctx.llm.chat(request),
         chat_history=False,

@@ -1,4 +1,4 @@
-"""MemoryDelete (R-4): delete the memories the user explicitly asks to forget."""
+"""MemoryDelete: delete the memories the user explicitly asks to forget."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from memoria_llm.port import Prompt
 TASK: Final = "MemoryDelete"
 MAX_DELETES: Final = 50  # "forget everything about my trip" may cover many memories
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), it is explicitly clear that the user is asking to delete some memory."
@@ -60,7 +60,7 @@ class DeletePlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        return bare_list_as(data, "memory_ids")  # seed 000: a bare list of ids
+        return bare_list_as(data, "memory_ids")  # a model may answer with a bare list of ids
 
 
 def _plan_prompt(ctx: ActionContext) -> Prompt:

@@ -1,4 +1,4 @@
-"""MemorySave (R-4): store what the user clearly wants remembered, one atomic memory per fact,
+"""MemorySave: store what the user clearly wants remembered, one atomic memory per fact,
 each findable through a few short search keys ("bindings")."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from memoria_llm.port import Prompt
 TASK: Final = "MemorySave"
 MAX_SAVES: Final = 10  # one message rarely holds more facts; more is likely a runaway plan
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), it is explicitly clear that there is information that needs to be saved."
@@ -78,7 +78,7 @@ EXPLAIN_SYSTEM = (
 
 
 class PlannedMemory(BaseModel):
-    type: ContentKind = Field(description='The content kind: "text" or "json" (seed 000).')
+    type: ContentKind = Field(description='The content kind: "text" or "json".')
     content: Content
     bindings: list[Binding] = Field(min_length=1, max_length=MAX_BINDINGS)
     memory_type: MemoryType
@@ -100,7 +100,7 @@ class SavePlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        # Seed 000 shows one {"type", "content", "bindings"} object, "a list of these".
+        # A model may answer one {"type", "content", "bindings"} object, or a list of them.
         return bare_list_as(data, "memories", item_key="content")
 
     @model_validator(mode="after")

@@ -1,4 +1,4 @@
-"""MemorySearch (R-4): look up the user's long-term memories the conversation needs, show
+"""MemorySearch: look up the user's long-term memories the conversation needs, show
 each one found as a memory card and explain briefly what was searched."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from memoria_llm.port import Prompt
 
 TASK: Final = "MemorySearch"
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), you need to look up some information before taking another action: something the "
@@ -86,7 +86,7 @@ class SearchPlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        return bare_list_as(data, "queries")  # seed 000 answers with a bare list of strings
+        return bare_list_as(data, "queries")  # a model may answer with a bare list of strings
 
 
 def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:

@@ -1,4 +1,4 @@
-"""MemoryUpdate (R-4): give memories loaded earlier their new content (the memory service
+"""MemoryUpdate: give memories loaded earlier their new content (the memory service
 re-embeds the bindings when they change)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ TASK: Final = "MemoryUpdate"
 MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan
 MAX_CANDIDATES: Final = 5  # the user picks one by number: a short list
 
-# Seed 000's "Quando usar", its "(igual do Finalizar)" spelled out: Finalize may be disabled.
+# When to use it, written out in full (not "as for Finalize"): Finalize may be disabled.
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), memories loaded earlier need their content updated."
@@ -72,7 +72,7 @@ EXPLAIN_SYSTEM = (
 
 
 class PlannedUpdate(BaseModel):
-    # Seed 000 names the id "_id" (the document store's key); "memory_id" is what the model
+    # Models name the id "_id" (the document store's key); "memory_id" is what the model
     # sees on the memory cards, so either is taken.
     memory_id: str = Field(validation_alias=AliasChoices("_id", "memory_id"), min_length=1)
     content: Content
@@ -109,7 +109,7 @@ class UpdatePlan(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
-        # Seed 000 shows one {"_id", "content"} object; accept it, or a bare list of them.
+        # A model may answer one {"_id", "content"} object; accept it, or a bare list of them.
         data = bare_list_as(data, "updates", item_key="_id")
         return bare_list_as(data, "updates", item_key="memory_id")
 

@@ -1,4 +1,4 @@
-"""Question (R-4): information is missing and memory did not have it; ask, end the cycle."""
+"""Question: information is missing and memory did not have it; ask, end the cycle."""
 
 from __future__ import annotations
 

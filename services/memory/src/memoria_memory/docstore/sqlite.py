@@ -15,8 +15,8 @@ The file belongs to one process (ADR 0004); WAL mode still lets tools read it me
 Checkpoints (copying the write-ahead log back into the database file) are the store's own
 job, about once a second after writes, on a connection and thread of their own: SQLite's
 automatic checkpoint would run inside whichever commit crosses its threshold, and an insert
-on the event loop would then stall the loop for milliseconds (``bench/sqlite_writes.py``:
-13–14 stalls over 1 ms in 6,000 inserts, up to 10 ms), and one on the store's own thread
+on the event loop would then stall the loop for milliseconds (``bench/sqlite_writes.py``,
+docs/benchmarks.md), and one on the store's own thread
 would hold every operation behind it.
 """
 

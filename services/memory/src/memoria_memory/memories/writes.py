@@ -1,4 +1,4 @@
-"""Save, update and delete, in the order seed 000 gives and safe to repeat at every step.
+"""Save, update and delete, in one fixed order and safe to repeat at every step.
 
 Save: document (``writing``) → one vector row per binding, pointing to the document →
 document updated with the row ids (``ready``). Update with new bindings and delete follow

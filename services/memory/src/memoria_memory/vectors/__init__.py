@@ -1,4 +1,4 @@
-"""Binding vectors: one row per binding, pointing to its memory document (seed 000)."""
+"""Binding vectors: one row per binding, pointing to its memory document."""
 
 from memoria_memory.vectors.port import VectorHit, VectorRow, VectorStore, collection_name
 

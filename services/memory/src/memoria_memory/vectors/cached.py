@@ -3,8 +3,8 @@
 Milvus stays the store of record; this adapter wraps it. A user's search is exact either
 way (inner product over every row of the user, the same as the FLAT index), but from a
 held copy it is one matrix product in numpy instead of a Milvus request. On milvus-lite
-that request cost 12.8x the product at 6,000 rows, because its search walks the
-partition's rows in Python (docs/benchmarks.md, memory search).
+that request costs many times the product, because its search walks the partition's
+rows in Python (docs/benchmarks.md, memory search).
 
 Coherence across replicas (and the ``memoria`` CLI) comes from ``versions``: every write
 of a user's rows replaces the user's version token in the broker, and a held copy is used
@@ -283,8 +283,8 @@ class CachedVectorStore(VectorStore):
         self._evict()
 
     def _load_soon(self, user_id: str) -> None:
-        # One copy made at a time: a copy costs far more than the search it saves (0.53 s
-        # for 6,000 rows from milvus-lite in bench/memory_search.py), so when more users are
+        # One copy made at a time: a copy costs far more than the search it saves (it reads
+        # all the user's rows from Milvus; bench/memory_search.py), so when more users are
         # searched than the budget holds, the misses go to Milvus rather than each one
         # starting a load that competes for the same cores.
         if self._loads:

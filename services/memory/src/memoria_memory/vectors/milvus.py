@@ -57,8 +57,8 @@ PARTITION_PREFIX = "u_"
 PARTITION_HASH_HEX_CHARS = 32
 
 METRIC_TYPE = "IP"  # vectors are L2-normalised, so inner product = cosine similarity
-# FLAT (exact search) measured fastest in milvus-lite at our scale (100k rows, 50 users,
-# 384 dims: per-user partition + filter p50 3.1 ms; HNSW was slower there). On Milvus
+# FLAT (exact search) measured fastest in milvus-lite at our scale (100k memories of 50
+# users, per-user partition + filter; HNSW was slower there). On Milvus
 # standalone/distributed with many rows per partition, pass HNSW (or AUTOINDEX) instead.
 DEFAULT_INDEX_TYPE = "FLAT"
 # "Strong" makes a search see every write acknowledged before it, from any process: the
@@ -138,9 +138,8 @@ class MilvusVectorStore(VectorStore):
     ``vector``).
 
     ``flush_after_rows``: flush once this many rows were written since the last flush.
-    milvus-lite searches its unflushed rows slowly (measured, 100k rows of 50 users, 384
-    dims: search p50 6 ms with none, 8 ms with 50, 18 ms with 100, 42 ms with 250), while a
-    flush costs ~20-30 ms, twenty times a single-row upsert; so the embedded profile flushes
+    milvus-lite searches its unflushed rows slowly (a search slows down with every row left
+    unflushed), while a flush costs many single-row upserts; so the embedded profile flushes
     in small batches, never per upsert. ``None`` (for Milvus standalone, which seals
     segments itself) never flushes. Rows are searchable right after ``upsert`` either way:
     milvus-lite applies writes synchronously, Milvus standalone is read with ``Strong``

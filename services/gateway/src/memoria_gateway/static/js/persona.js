@@ -1,4 +1,4 @@
-// The persona picker in the thread header: lists the configured personas, shows the open
+// The persona picker in the thread header: lists the configured personas, shows the open
 // thread's, and switches it with PATCH /api/threads/{id}/config {"persona": id}. The switch
 // applies from the thread's next message, which the server opens with an identity reset.
 // Another tab (or device) may switch it too: the picker reads the thread's persona again when
