@@ -1,5 +1,6 @@
 """`memoria run` (what `make run` starts): the embedded broker and four services under one
-supervisor, usable from a WebSocket, surviving a crashed service, stopping cleanly."""
+supervisor, usable from a WebSocket, surviving a crashed service, stopping cleanly, every
+line of its output in one format."""
 
 from __future__ import annotations
 
@@ -26,14 +27,17 @@ MEMORIA = Path(sys.executable).parent / "memoria"
 BANNER = re.compile(r"Memoria is running: (http://\S+)")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
+# The one format of every line, whichever process wrote it: "15:58:51 INFO    decision | …"
+LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +(\S+) +\| (.*)$")
+PROCESSES = ("valkey", "milvus", "action-worker", "decision", "memory", "gateway")
 
 
 class Run:
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.process = process
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -91,9 +95,10 @@ def memoria_running(data_dir: Path, cwd: Path) -> Iterator[tuple[Run, int]]:
             "MEMORIA_EMBEDDED_REDIS_PORT": str(free_port()),
             "MEMORIA_EMBEDDED_MILVUS_PORT": str(free_port()),
             "MEMORIA_RECLAIM_IDLE_MS": "2000",
-            "NO_COLOR": "1",
         }
     )
+    env.pop("NO_COLOR", None)  # no terminal: no color codes all the same
+    env.pop("FORCE_COLOR", None)
     process = subprocess.Popen(
         [str(MEMORIA), "run"],
         env=env,
@@ -139,7 +144,7 @@ def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     assert f"http://127.0.0.1:{port}/" in banner
     assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200
     for name in ("gateway", "decision", "action-worker", "memory"):
-        assert re.search(rf"^\S*{name}\S*\s*\|", run.output, re.M), f"no {name} log lines"
+        assert re.search(rf"^\S+ \S+ +{name} +\|", run.output, re.M), f"no {name} log lines"
 
     answer = asyncio.run(ask(port, "hello, who is answering?"))
     assert "offline planner" in answer
@@ -156,6 +161,22 @@ def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     time.sleep(0.5)
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     assert not alive, f"processes left behind: {alive}\n{run.output[-3000:]}"
+    assert_readable_and_stopped_cleanly(run)
+
+
+def assert_readable_and_stopped_cleanly(run: Run) -> None:
+    """One format for every line, no escape codes (stdout is a pipe), no start-up noise, and
+    every process stopped on request, none killed by the stop signal."""
+    run.reader.join(STOP_TIMEOUT_S)  # the whole output, up to the end of the pipe
+    assert "\x1b" not in run.output
+    odd = [line for line in run.lines if not LINE.match(line)]
+    assert not odd, f"lines not in the one format: {odd}"
+    assert "objects of start-up frozen" not in run.output
+    assert "Memory overcommit must be enabled" not in run.output
+    stop = run.output[run.output.index("received SIG") :]
+    for name in PROCESSES:
+        assert re.search(rf"\| {name} stopped$", stop, re.M), f"{name} not stopped cleanly:\n{stop}"
+    assert "exited with code" not in stop, stop
 
 
 def _authorized(port: int, user: str) -> httpx.Client:
@@ -182,5 +203,8 @@ def test_memories_survive_a_restart_of_memoria_run(tmp_path: Path) -> None:
         with _authorized(port, "newcomer") as http:
             found = http.get("/api/memories/search", params={"q": "what am I allergic to?"})
             listed = http.get("/api/memories")
+        run.process.send_signal(signal.SIGTERM)  # as a service manager stops it
+        assert run.process.wait(STOP_TIMEOUT_S) == 0
+    assert_readable_and_stopped_cleanly(run)
     assert [m["memory_id"] for m in found.json()["memories"]] == [created.json()["memory_id"]]
     assert [m["content"] for m in listed.json()["memories"]] == ["I am allergic to peanuts"]

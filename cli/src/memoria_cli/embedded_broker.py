@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 from pathlib import Path
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from memoria_cli.log_lines import LogLine, python_line
 from memoria_cli.supervisor import ProcessSpec, ReadinessCheck, StartupError
 
 NAME = "valkey"
@@ -69,6 +72,44 @@ def argv(port: int, data_dir: Path) -> list[str]:
     ]
 
 
+# "7931:M 27 Nov 2026 15:58:42.974 * Ready to accept connections tcp": pid, role, time, then
+# the level as one mark. Its signal handler writes "7931:signal-handler (1795795141) …".
+_LOG_LINE = re.compile(
+    r"^\d+:[A-Z] \d{1,2} \w{3} \d{4} \d\d:\d\d:\d\d\.\d+ (?P<mark>[.\-*#]) (?P<text>.*)$"
+)
+_SIGNAL_LINE = re.compile(r"^\d+:signal-handler \(\d+\) (?P<text>.*)$")
+_LEVELS = {".": logging.DEBUG, "-": logging.DEBUG, "*": logging.INFO, "#": logging.WARNING}
+OVERCOMMIT_WARNING = "WARNING Memory overcommit must be enabled!"
+# Valkey's own text speaks of background saves and replication, neither of which we use;
+# what it means for an embedded broker is this.
+OVERCOMMIT_EXPLAINED = (
+    "vm.overcommit_memory is not 1: under low memory, Valkey may fail to fork when it "
+    "compacts its append-only file; nothing is lost, the file only stays larger until a later "
+    "compaction succeeds. Harmless on a laptop; to fix: sudo sysctl vm.overcommit_memory=1 "
+    "(and vm.overcommit_memory = 1 in /etc/sysctl.conf to keep it after a reboot)"
+)
+# Said at warning level on every clean stop.
+FAREWELL = "Valkey is now ready to exit"
+
+
+def read_line(text: str) -> LogLine | None:
+    """A line of Valkey's log, with its pid, role and time taken off and its level mark
+    turned into a level; the overcommit warning replaced by what it means for us."""
+    if (found := _LOG_LINE.match(text)) is not None:
+        message = found["text"]
+        if message.startswith(OVERCOMMIT_WARNING):
+            return LogLine(OVERCOMMIT_EXPLAINED, logging.INFO)
+        level = _LEVELS[found["mark"]]
+        if message.startswith(FAREWELL):
+            level = logging.INFO
+        if level == logging.WARNING:
+            message = message.removeprefix("WARNING ")
+        return LogLine(message, level)
+    if (found := _SIGNAL_LINE.match(text)) is not None:
+        return LogLine(found["text"], logging.INFO)
+    return python_line(text)  # no time stamp: kept as it is (blank lines dropped)
+
+
 def _client(port: int) -> Redis:
     return Redis(
         host=HOST,
@@ -109,6 +150,7 @@ def spec(port: int, data_dir: Path) -> ProcessSpec:
         ready=readiness_check(port, data_dir),
         critical=True,
         color=COLOR,
+        read_line=read_line,
     )
 
 

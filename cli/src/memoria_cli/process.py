@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import logging
 import os
 import signal
 import sys
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoria_cli.console import Console
+from memoria_cli.log_lines import LineReader, plain, python_line
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 
@@ -41,7 +43,8 @@ class ProcessSpec:
     ``ready`` is polled after the start until it returns True; later specs wait for it.
     ``critical``: when True, a process that never gets ready aborts the whole start; when
     False the supervisor reports it and goes on. ``executable``, when given, is the program
-    run and ``argv[0]`` only the name ``ps`` shows.
+    run and ``argv[0]`` only the name ``ps`` shows. ``read_line`` turns each line of its
+    output into the text and level printed (by default: a Python process's logging).
     """
 
     name: str
@@ -52,6 +55,7 @@ class ProcessSpec:
     critical: bool = True
     color: str | None = None
     executable: str | None = None
+    read_line: LineReader = python_line
 
 
 def backoff_delay(restart: int, base: float = BACKOFF_BASE_S, cap: float = BACKOFF_MAX_S) -> float:
@@ -122,6 +126,7 @@ class SupervisedProcess:
         self.exits = 0
         self.last_exit: str | None = None
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._level = logging.INFO  # of the last line that had one
         self._console = console
         self._policy = policy
         self._grace = grace_period
@@ -203,7 +208,11 @@ class SupervisedProcess:
         await self._drain(pump)
         self.pid = None
         if self._stop.is_set():
-            self._console.report(f"{self.name} stopped ({describe_exit(code)})")
+            if code == 0:
+                self._console.report(f"{self.name} stopped")
+            else:
+                why = describe_exit(code)
+                self._console.report(f"{self.name} stopped ({why})", logging.WARNING)
             return None
         return describe_exit(code)
 
@@ -238,9 +247,14 @@ class SupervisedProcess:
             self._emit(pending)
 
     def _emit(self, raw: bytes) -> None:
-        text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        self.tail.append(text)
-        self._console.line(self.name, text, self.spec.color)
+        text = plain(raw.decode("utf-8", errors="replace"))
+        line = self.spec.read_line(text)
+        if line is None:
+            return
+        self.tail.append(line.text)
+        if line.level is not None:
+            self._level = line.level
+        self._console.line(self.name, self._level, line.text, self.spec.color)
 
     async def _drain(self, pump: asyncio.Task[None]) -> None:
         # On timeout wait_for cancels the pump: whatever a grandchild still writes is lost.

@@ -197,9 +197,10 @@ async def run(settings: Settings) -> int:
         url = gateway_url(settings)
 
         def banner() -> None:
-            print(f"Memoria is running: {url}  (Ctrl-C to stop)", flush=True)
+            supervisor.console.report(f"Memoria is running: {url}  (Ctrl-C to stop)")
 
-        return await Supervisor(specs, label=LABEL, on_started=banner).run()
+        supervisor = Supervisor(specs, label=LABEL, on_started=banner)
+        return await supervisor.run()
 
 
 def _cannot_start(exc: Exception) -> int:

@@ -4,6 +4,7 @@ start-up left behind is freed first rather than kept forever."""
 from __future__ import annotations
 
 import gc
+import logging
 import weakref
 from collections.abc import Iterator
 
@@ -61,3 +62,11 @@ def test_objects_made_after_the_freeze_are_collected_as_before(
     assert gc.isenabled()
     assert gone() is None, "a garbage cycle made after the freeze was not collected"
     assert len(allocated) > 0
+
+
+def test_the_freeze_is_told_at_debug_level_only(
+    unfrozen_afterwards: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="memoria.runtime"):
+        freeze_startup_objects()
+    assert [r.levelno for r in caplog.records if "frozen" in r.getMessage()] == [logging.DEBUG]

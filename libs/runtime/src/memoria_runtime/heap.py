@@ -23,5 +23,5 @@ def freeze_startup_objects() -> int:
     gc.collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
-    log.info("%d objects of start-up frozen: out of every later garbage collection", frozen)
+    log.debug("%d objects of start-up frozen: out of every later garbage collection", frozen)
     return frozen

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 
+import faststream  # noqa: F401  (its import installs the handler taken off below: first)
 from opentelemetry import trace
 
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(trace_id)s] %(message)s"
-_NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "google_genai.models")
+# FastStream's app logger only says "starting… started, press CTRL+C… shutting down".
+_NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "google_genai.models", "faststream")
 
 
 class _TraceIdFilter(logging.Filter):
@@ -29,3 +31,8 @@ def configure_logging(level: str) -> None:
     root.setLevel(level.upper())
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # FastStream gives its app logger a handler of its own (another time format, color codes
+    # even into a pipe) and keeps its records from ours: send them through this one format.
+    adopted = logging.getLogger("faststream")
+    adopted.handlers.clear()
+    adopted.propagate = True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
+
 import uvicorn
 
 from memoria_gateway import SERVICE_NAME
@@ -18,7 +21,20 @@ from memoria_runtime.telemetry import setup_tracing
 _HARD_FRAME_CAP_FACTOR = 16
 
 
+def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def exit_zero_after_a_stop_signal() -> None:
+    """uvicorn shuts down gracefully on SIGTERM/SIGINT, then hands the signal back to the
+    handler installed before it and raises it again; with the default one the process then
+    dies of it (exit -15), a crash to any supervisor. Stopping on request is a clean exit."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop_cleanly)
+
+
 def main() -> None:
+    exit_zero_after_a_stop_signal()
     settings = Settings()
     configure_logging(settings.log_level)
     provider = setup_tracing(SERVICE_NAME, settings)
