@@ -7,6 +7,8 @@ import sys
 
 from opentelemetry import trace
 
+from memoria_runtime.redaction import install_log_redaction
+
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(trace_id)s] %(message)s"
 _NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "google_genai.models")
 
@@ -21,6 +23,7 @@ class _TraceIdFilter(logging.Filter):
 
 
 def configure_logging(level: str) -> None:
+    install_log_redaction()  # before any record: uvicorn logs each socket's query (tokens)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%H:%M:%S"))
     handler.addFilter(_TraceIdFilter())
