@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -149,3 +151,17 @@ def test_exported_spans_are_redacted() -> None:
     assert attributes["url.query"] == f"token={REDACTED}&since=1-0"
     assert attributes["messaging.reply_to"] == "memoria:replies"
     assert attributes["http.status_code"] == 101
+
+
+def test_an_exception_that_ends_the_process_is_printed_redacted() -> None:
+    script = (
+        "from memoria_runtime.logs import configure_logging\n"
+        "configure_logging('INFO')\n"
+        f"raise RuntimeError('cannot reach redis://default:{OPAQUE}@broker:6379/0')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert f"RuntimeError: cannot reach redis://default:{REDACTED}@broker" in done.stderr
+    assert OPAQUE not in done.stderr

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Final
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -79,9 +82,16 @@ def _redacted_record(record: logging.LogRecord) -> logging.LogRecord:
     return record
 
 
+def _print_redacted_exception(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
+
+
 def install_log_redaction() -> None:
     """Redact every log record this process makes, on every logger and every handler
-    (uvicorn's, FastStream's, a library's own), as it is made. Idempotent."""
+    (uvicorn's, FastStream's, a library's own), as it is made; and the traceback of an
+    exception that ends the process. Idempotent."""
     if _installed:
         return
     make = logging.getLogRecordFactory()
@@ -91,6 +101,7 @@ def install_log_redaction() -> None:
 
     _installed.append(make)
     logging.setLogRecordFactory(factory)
+    sys.excepthook = _print_redacted_exception
 
 
 # -- spans --------------------------------------------------------------------------------
