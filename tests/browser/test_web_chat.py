@@ -478,6 +478,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
     seen: dict[str, Any] = page.evaluate("window.__seen")
     assert "reconnecting" in seen["connection"], seen
     assert len(sockets) >= 3 and all("since=" in url for url in sockets[1:]), sockets
+    assert not any("token=" in url for url in sockets), sockets  # it rides in the handshake
     resumes: list[dict[str, Any]] = page.evaluate("window.__memoria.resumes")
     assert resumes and all(r.get("type") == "resumed" and r["complete"] for r in resumes), resumes
 

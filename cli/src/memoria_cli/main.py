@@ -36,6 +36,9 @@ User = Annotated[
 @app.callback()
 def main() -> None:
     """Memoria: a chat agent with long-term memory."""
+    from memoria_runtime.redaction import install_log_redaction
+
+    install_log_redaction()  # whatever a command or a library logs, without credentials
 
 
 @app.command()

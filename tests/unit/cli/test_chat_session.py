@@ -67,6 +67,8 @@ class ScriptedGateway:
     """What each connection does, in the order they come."""
     received: list[Frame] = field(default_factory=list)
     queries: list[dict[str, str]] = field(default_factory=list)
+    protocols: list[str | None] = field(default_factory=list)
+    """Each connection's Sec-WebSocket-Protocol header."""
     server: Server | None = None
 
     def stop(self) -> None:
@@ -78,6 +80,7 @@ class ScriptedGateway:
         assert ws.request is not None
         query = {k: v[0] for k, v in parse_qs(urlsplit(ws.request.path).query).items()}
         self.queries.append(query)
+        self.protocols.append(ws.request.headers.get("Sec-WebSocket-Protocol"))
         play = self.plays[len(self.queries) - 1]
         await play(Socket(ws, query, self))
         await ws.wait_closed()  # the client leaves when it is done
@@ -192,7 +195,8 @@ async def test_each_line_is_sent_and_its_whole_reply_shown(gateway_url: StartGat
     run = await run_chat(url, ["hello", "bye"])
 
     assert run.code == EXIT_OK, run.errors
-    assert gateway.queries[0] == {"token": TOKEN}
+    assert gateway.queries[0] == {}  # the token is not in the URL: servers log URLs
+    assert gateway.protocols[0] == f"memoria.v1, bearer.{TOKEN}"
     sent = gateway.received
     assert [(f["type"], f["thread_id"], f["content"]) for f in sent] == [
         ("message", THREAD, "hello"),
@@ -359,7 +363,8 @@ async def test_a_dropped_socket_is_resumed_from_the_last_event(gateway_url: Star
     run = await run_chat(url, ["tell me"])
 
     assert run.code == EXIT_OK, run.errors
-    assert gateway.queries[1] == {"token": TOKEN, "since": frames[2]["event_id"]}
+    assert gateway.queries[1] == {"since": frames[2]["event_id"]}
+    assert gateway.protocols[1] == f"memoria.v1, bearer.{TOKEN}"
     assert run.output.count("A complete answer.") == 1
     assert "reconnecting" in run.output
     assert "lost" not in run.output.replace("connection to the gateway lost", "")
@@ -487,9 +492,9 @@ async def test_a_malformed_gateway_address_is_a_clear_error() -> None:
 
 
 def test_the_socket_address_follows_the_gateway_address() -> None:
-    assert socket_url("http://localhost:8000", "t") == "ws://localhost:8000/ws?token=t"
-    assert socket_url("https://chat.example/memoria/", "t", since="5-0") == (
-        "wss://chat.example/memoria/ws?token=t&since=5-0"
+    assert socket_url("http://localhost:8000") == "ws://localhost:8000/ws"
+    assert socket_url("https://chat.example/memoria/", since="5-0") == (
+        "wss://chat.example/memoria/ws?since=5-0"
     )
 
 

@@ -2,8 +2,9 @@
 survive a dropped connection.
 
 One connection at a time, read by one task that hands every frame to ``on_frame`` in
-order. When the socket drops, the task reconnects with backoff, asking for the frames it
-missed with ``?since=<last event_id>``; the gateway replays them and then sends ``resumed``.
+order; the token rides in the handshake's ``bearer.<token>`` subprotocol. When the socket
+drops, the task reconnects with backoff, asking for the frames it missed with
+``?since=<last event_id>``; the gateway replays them and then sends ``resumed``.
 If it cannot (no event id yet, an older gateway, ``complete: false``), a wait for a cycle is
 released with a warning instead of hanging on a ``cycle_end`` that went by unseen. A message
 whose reply (``accepted``/``error``) was lost with the socket is sent again with the same
@@ -28,9 +29,14 @@ import httpx
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.typing import Subprotocol
 
 from memoria_cli.gateway_client import LOOPBACK_HOSTS
-from memoria_contracts.frames import SOCKET_REFUSALS
+from memoria_contracts.frames import (
+    BEARER_SUBPROTOCOL_PREFIX,
+    SOCKET_REFUSALS,
+    SOCKET_SUBPROTOCOL,
+)
 
 log = logging.getLogger("memoria.cli.chat")
 
@@ -73,17 +79,23 @@ class CycleOutcome(enum.Enum):
     SILENT = "silent"  # nothing came for CYCLE_SILENCE_S
 
 
-def socket_url(base_url: str, token: str, since: str | None = None) -> str:
-    """``ws(s)://<gateway>/ws?token=...[&since=...]`` from the gateway's HTTP address."""
+def socket_url(base_url: str, since: str | None = None) -> str:
+    """``ws(s)://<gateway>/ws[?since=...]`` from the gateway's HTTP address."""
     url = httpx.URL(base_url)
     scheme = {"http": "ws", "https": "wss"}.get(url.scheme, url.scheme)
-    params = {"token": token} | ({"since": since} if since else {})
+    params = {"since": since} if since else {}
     return str(url.copy_with(scheme=scheme, path=url.path.rstrip("/") + SOCKET_PATH, params=params))
 
 
 def shown_url(base_url: str) -> str:
-    """The socket's address for messages: without the query, which holds the token."""
-    return str(httpx.URL(socket_url(base_url, "-")).copy_with(query=None))
+    """The socket's address for messages."""
+    return socket_url(base_url)
+
+
+def subprotocols(token: str) -> list[Subprotocol]:
+    """The token goes in the handshake's Sec-WebSocket-Protocol, never in the URL (proxies
+    and servers log URLs); the gateway answers with ``memoria.v1`` alone."""
+    return [Subprotocol(SOCKET_SUBPROTOCOL), Subprotocol(BEARER_SUBPROTOCOL_PREFIX + token)]
 
 
 class _Link:
@@ -212,7 +224,8 @@ class ChatSession:
         loopback = httpx.URL(self._base_url).host in LOOPBACK_HOSTS
         try:
             ws = await websockets.connect(
-                socket_url(self._base_url, self._token, since),
+                socket_url(self._base_url, since),
+                subprotocols=subprotocols(self._token),
                 # Like the HTTP client: a proxy from the environment must not see localhost.
                 proxy=None if loopback else True,
                 open_timeout=OPEN_TIMEOUT_S,

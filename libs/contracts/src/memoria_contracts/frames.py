@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
 from memoria_contracts.chat import Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
@@ -31,6 +31,13 @@ SOCKET_REFUSALS: Final[dict[ErrorCode, int]] = {"unauthorized": 4401, "too_many_
 """Error codes that refuse the socket itself, each with the close code that follows its error
 frame (4000-4999 are application codes; these mirror HTTP 401 and 429). Reconnecting would
 only be refused again."""
+
+
+SOCKET_SUBPROTOCOL: Final = "memoria.v1"
+"""The subprotocol a client offers with its ``bearer.<token>`` one; the gateway echoes this
+one back (browsers fail a socket whose server picks none of those offered)."""
+BEARER_SUBPROTOCOL_PREFIX: Final = "bearer."
+"""``Sec-WebSocket-Protocol: memoria.v1, bearer.<token>`` carries the token out of the URL."""
 
 
 class _Frame(BaseModel):
@@ -64,6 +71,16 @@ class ClientSessionConfig(_Frame):
     type: Literal["session_config"]
     thread_id: ThreadId
     config: SessionConfigPatch | None = None
+
+
+class ClientAuth(_Frame):
+    """``{"type": "auth", "token": "..."}``: the first frame of a socket opened without a
+    token in its handshake. Secret, so no repr, log or dump shows it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["auth"]
+    token: SecretStr = Field(min_length=1)
 
 
 ClientFrame = Annotated[ClientMessage | ClientSessionConfig, Field(discriminator="type")]

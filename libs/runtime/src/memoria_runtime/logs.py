@@ -8,6 +8,8 @@ import sys
 import faststream  # noqa: F401  (its import installs the handler taken off below: first)
 from opentelemetry import trace
 
+from memoria_runtime.redaction import install_log_redaction
+
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(trace_id)s] %(message)s"
 # FastStream's app logger only says "starting… started, press CTRL+C… shutting down".
 _NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "google_genai.models", "faststream")
@@ -23,6 +25,7 @@ class _TraceIdFilter(logging.Filter):
 
 
 def configure_logging(level: str) -> None:
+    install_log_redaction()  # before any record: uvicorn logs each socket's query (tokens)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%H:%M:%S"))
     handler.addFilter(_TraceIdFilter())

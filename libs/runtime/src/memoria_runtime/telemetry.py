@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
+from memoria_runtime.redaction import RedactingSpanExporter
 from memoria_runtime.settings import Settings
 
 _EXPORT_DELAY_MS = 500  # short, so spans of a finished cycle show up while you look
@@ -61,6 +62,13 @@ def _with_text_attributes(span: ReadableSpan) -> ReadableSpan:
 
 
 def _exporter(settings: Settings) -> SpanExporter | None:
+    """The exporter ``settings`` ask for, behind redaction: spans leave the process without
+    credentials (redaction.py)."""
+    exporter = _plain_exporter(settings)
+    return RedactingSpanExporter(exporter) if exporter is not None else None
+
+
+def _plain_exporter(settings: Settings) -> SpanExporter | None:
     if settings.otel_exporter == "console":
         out: IO[str] = (
             open(settings.otel_console_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process

@@ -1,6 +1,6 @@
-"""The WebSocket: authenticate, resume where the client left off (``?since=``), then turn
-each client frame into an accepted message or an error frame. The socket stays open after an
-error: a bad frame, or one too many, costs only that frame."""
+"""The WebSocket: authenticate (socket_auth.py), resume where the client left off
+(``?since=``), then turn each client frame into an accepted message or an error frame. The
+socket stays open after an error: a bad frame, or one too many, costs only that frame."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from memoria_gateway.hub import Connection, SocketGone
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
+from memoria_gateway.socket_auth import accept_and_authenticate
 from memoria_gateway.user_rate_limit import UserRateLimit
 from memoria_runtime.auth import AuthError
 
@@ -91,12 +92,13 @@ def ws_router(gateway: Gateway) -> APIRouter:
         token: Annotated[str | None, Query()] = None,
         since: Annotated[str | None, Query()] = None,
     ) -> None:
-        await websocket.accept()
         try:
-            user_id = gateway.tokens().verify(token)
+            user_id = await accept_and_authenticate(websocket, gateway.tokens(), token)
         except AuthError as exc:
             await refuse(websocket, "unauthorized", str(exc))
             return
+        except WebSocketDisconnect:
+            return  # left before saying who it is
         # Each socket has its own message bucket, so the cap bounds one user's messages too.
         # Checked and added with no await in between: two sockets of one user cannot both
         # take the last place.

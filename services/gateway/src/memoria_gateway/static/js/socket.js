@@ -1,4 +1,4 @@
-// The chat WebSocket (docs/protocol.md): connects with the token, reconnects with backoff and
+// The chat WebSocket (docs/protocol.md): connects with the token (as a subprotocol), reconnects with backoff and
 // resumes from the last event it saw, resends messages whose reply never came (their client
 // id makes that safe), and pairs each accepted/error reply with the frame it answers.
 
@@ -7,6 +7,8 @@ const TOO_MANY_CONNECTIONS = 4429; // this user's sockets on the server are at t
 const REFUSALS = new Set(["unauthorized", "too_many_connections"]); // about the socket, not a frame
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 15000];
 const RESUME_WAIT_MS = 10000;
+const SUBPROTOCOL = "memoria.v1";
+const BEARER_PREFIX = "bearer.";
 
 export class ChatSocket {
   /**
@@ -86,16 +88,23 @@ export class ChatSocket {
 
   url() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const params = new URLSearchParams({ token: this.options.token() });
+    const params = new URLSearchParams();
     if (this.lastEventId) params.set("since", this.lastEventId);
-    return `${scheme}://${location.host}/ws?${params}`;
+    const query = params.toString();
+    return `${scheme}://${location.host}/ws${query ? `?${query}` : ""}`;
+  }
+
+  // The token rides in the handshake's Sec-WebSocket-Protocol, not the URL (URLs get logged);
+  // the server answers with "memoria.v1" only.
+  protocols() {
+    return [SUBPROTOCOL, `${BEARER_PREFIX}${this.options.token()}`];
   }
 
   open() {
     const resuming = this.everConnected;
     const since = this.lastEventId;
     this.setState(resuming ? "reconnecting" : "connecting");
-    const ws = new WebSocket(this.url());
+    const ws = new WebSocket(this.url(), this.protocols());
     this.ws = ws;
     ws.onopen = () => {
       if (ws !== this.ws) return;
