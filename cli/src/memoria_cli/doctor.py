@@ -55,7 +55,8 @@ from memoria_cli.doctor_checks import (
     redact_any,
     url_password,
 )
-from memoria_cli.run import data_dir, gateway_url
+from memoria_cli.gateway_client import gateway_url
+from memoria_cli.run import data_dir
 from memoria_runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def describe(
         broker_url=redact_any(settings.effective_redis_url),
         broker="embedded Valkey" if embedded_broker else "external (MEMORIA_REDIS_URL)",
         data_dir=str(data_dir(settings)),
-        gateway_url=gateway_url(settings),
+        gateway_url=gateway_url(settings=settings),
     )
 
 

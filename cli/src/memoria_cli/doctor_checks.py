@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, TypeVar
 import httpx
 from redis.asyncio import Redis
 
-from memoria_cli.run import HEALTH_PATH, gateway_url, redact
+from memoria_cli.gateway_client import gateway_url
+from memoria_cli.run import HEALTH_PATH, redact
 from memoria_llm.offline import LABEL as OFFLINE_LABEL
 from memoria_llm.port import Mode
 from memoria_runtime import keys, presence
@@ -214,7 +215,7 @@ async def check_action_workers(ctx: Context) -> Check:
 
 
 async def check_gateway(ctx: Context) -> Check:
-    url = gateway_url(ctx.settings).rstrip("/") + HEALTH_PATH
+    url = gateway_url(settings=ctx.settings).rstrip("/") + HEALTH_PATH
     try:
         # trust_env=False: an HTTP(S)_PROXY in the environment must not see a loopback probe.
         async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=False) as client:

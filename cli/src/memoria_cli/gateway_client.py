@@ -11,7 +11,11 @@ from typing import Any, Final
 import httpx
 import tenacity
 
+from memoria_runtime.settings import Settings
+
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
+URL_ENV: Final = "MEMORIA_URL"
+LOOPBACK: Final = "127.0.0.1"
 TOKEN_PATH: Final = "/api/token"
 HTTP_TIMEOUT_S: Final = 60.0
 """Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
@@ -27,6 +31,23 @@ DEFAULT_RETRY_AFTER_S: Final = 1.0
 
 class GatewayError(Exception):
     """What stops a command as a whole: no credentials, gateway unreachable, token refused."""
+
+
+def gateway_url(
+    url: str | None = None,
+    *,
+    settings: Settings | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """Where every command finds the gateway: ``--url``, else ``$MEMORIA_URL``, else this
+    machine's port of `memoria run`'s gateway (MEMORIA_GATEWAY_PORT, as the settings read
+    it: environment, then .env). One rule, so that no command talks to another gateway
+    than the others."""
+    chosen = url or (os.environ if environ is None else environ).get(URL_ENV)
+    if chosen:
+        return chosen
+    port = (Settings() if settings is None else settings).gateway_port
+    return f"http://{LOOPBACK}:{port}"
 
 
 @dataclass(frozen=True)
