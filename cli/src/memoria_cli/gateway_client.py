@@ -77,6 +77,11 @@ def token_from(connection: Connection, environ: Mapping[str, str] | None = None)
     return token
 
 
+def reason(exc: Exception) -> str:
+    """An exception in a few words: its message, else its type (httpx's are often empty)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def error_detail(response: httpx.Response) -> str:
     """The gateway's reason for a refusal: FastAPI's ``detail``, a text or field errors."""
     try:
@@ -131,7 +136,10 @@ async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any)
     try:
         response: httpx.Response = await retrying(client.request, method, path, **kwargs)
     except httpx.TransportError as exc:
-        raise GatewayError(f"cannot reach the gateway at {client.base_url}: {exc}") from exc
+        raise GatewayError(
+            f"cannot reach the gateway at {client.base_url} ({reason(exc)}): is Memoria "
+            f"running there? --url or {URL_ENV} choose another address"
+        ) from exc
     if response.status_code == httpx.codes.UNAUTHORIZED:
         raise GatewayError(f"the gateway refused the token: {error_detail(response)}")
     return response
@@ -159,6 +167,10 @@ async def connect(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sends the bearer token with every request."""
     token = token_from(connection, environ)
+    try:
+        httpx.URL(connection.url)
+    except httpx.InvalidURL as exc:
+        raise GatewayError(f"not a gateway address: {connection.url!r} ({exc})") from exc
     async with httpx.AsyncClient(
         base_url=connection.url,
         timeout=HTTP_TIMEOUT_S,
