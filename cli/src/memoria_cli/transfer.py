@@ -30,7 +30,6 @@ from pydantic import (
 )
 
 from memoria_cli.gateway_client import Connection, GatewayError, connect, error_detail, send
-from memoria_cli.progress import Tracker, is_terminal, track
 from memoria_contracts.memory import (
     DEFAULT_MEMORY_TYPE,
     MAX_BINDING_CHARS,
@@ -40,6 +39,7 @@ from memoria_contracts.memory import (
     Memory,
     MemoryType,
 )
+from memoria_runtime.progress import Tracker, is_terminal, track
 
 STDIO: Final = "-"
 MEMORIES_PATH: Final = "/api/memories"

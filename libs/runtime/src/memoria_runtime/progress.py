@@ -1,6 +1,6 @@
-"""Progress of a long command: a rich bar (count, rate, time left) on a terminal, and a plain
-line every few seconds when the output is a pipe or a file (a log, CI), so a long import is
-never silent and never fills a log with bar redraws.
+"""Progress of a long command (`memoria import`, `export`, `reembed`): a rich bar (count,
+rate, time left) on a terminal, and a plain line every few seconds when the output is a pipe
+or a file (a log, CI), so a long run is never silent and never fills a log with redraws.
 
 Messages that must appear while it runs (a bad line of an import) go through :meth:`note`:
 on a terminal they are printed above the bar instead of through it.
