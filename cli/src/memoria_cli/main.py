@@ -177,9 +177,10 @@ def doctor(
     ] = DOCTOR_TIMEOUT_S,
 ) -> None:
     """Show what the settings select and check that every part answers: broker, Milvus,
-    document store, embedder, LLM, and the running services. Exit code 1 if a check failed
-    (warnings, e.g. Memoria not running yet, do not count). With Gemini it makes one tiny
-    paid call per model (a fraction of a cent)."""
+    document store, embedder, LLM, and the four services (memory, decision, action workers,
+    gateway), and that they are the Memoria of this data directory, not another one on this
+    machine. Exit code 1 if a check failed (warnings, e.g. Memoria not running yet, do not
+    count). With Gemini it makes one tiny paid call per model (a fraction of a cent)."""
     from memoria_cli.doctor import main as run_doctor
 
     raise typer.Exit(run_doctor(json_output=json_output, timeout=timeout))
