@@ -30,7 +30,7 @@ from memoria_cli.doctor_instance import (
     milvus_lite_port,
     owners,
 )
-from memoria_cli.gateway_client import gateway_url
+from memoria_cli.gateway_client import URL_ENV, gateway_url, is_loopback
 from memoria_cli.run import HEALTH_PATH, redact
 from memoria_llm.offline import LABEL as OFFLINE_LABEL
 from memoria_llm.port import Mode
@@ -269,8 +269,9 @@ async def check_action_workers(ctx: Context) -> Check:
 async def check_gateway(ctx: Context) -> Check:
     url = gateway_url(settings=ctx.settings).rstrip("/") + HEALTH_PATH
     try:
-        # trust_env=False: an HTTP(S)_PROXY in the environment must not see a loopback probe.
-        async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=False) as client:
+        # An HTTP(S)_PROXY in the environment must not see a loopback probe (MEMORIA_URL may
+        # name a remote gateway, which may need it).
+        async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=not is_loopback(url)) as client:
             response = await client.get(url)
     except httpx.HTTPError as exc:
         return warning(GATEWAY, f"nothing answers at {url} ({reason(exc)})", START_HINT)
@@ -279,7 +280,8 @@ async def check_gateway(ctx: Context) -> Check:
         return failed(GATEWAY, detail, "is another program on MEMORIA_GATEWAY_PORT?")
     instance = _reported_instance(response)
     if instance is not None and instance != ctx.instance:
-        return failed(GATEWAY, f"{url} answers for another Memoria", OTHER_INSTANCE_HINT)
+        hint = f"{OTHER_INSTANCE_HINT}; {URL_ENV}, when set, chooses the gateway checked"
+        return failed(GATEWAY, f"{url} answers for another Memoria", hint)
     return ok(GATEWAY, f"{url} answers")
 
 

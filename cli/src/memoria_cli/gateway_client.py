@@ -157,7 +157,7 @@ async def dev_login(client: httpx.AsyncClient, user_id: str) -> str:
     return str(response.json()["token"])
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
     return httpx.URL(url).host in LOOPBACK_HOSTS
 
 
@@ -176,7 +176,7 @@ async def connect(
         timeout=HTTP_TIMEOUT_S,
         transport=connection.transport,
         # An HTTP(S)_PROXY in the environment must not see a gateway on this machine.
-        trust_env=not _is_loopback(connection.url),
+        trust_env=not is_loopback(connection.url),
     ) as client:
         if connection.user:  # token_from gave no token: the dev login makes one
             token = await dev_login(client, connection.user)
