@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from memoria_cli.doctor_checks import (
     BROKER,
+    DECISION,
     DOCSTORE,
     EMBEDDER,
     GATEWAY,
@@ -43,6 +44,7 @@ from memoria_cli.doctor_checks import (
     Status,
     check_action_workers,
     check_broker,
+    check_decision_service,
     check_docstore,
     check_embedder,
     check_gateway,
@@ -55,7 +57,9 @@ from memoria_cli.doctor_checks import (
     redact_any,
     url_password,
 )
-from memoria_cli.run import data_dir, gateway_url
+from memoria_cli.gateway_client import gateway_url
+from memoria_cli.run import data_dir
+from memoria_runtime.instance import instance_id
 from memoria_runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,6 +89,7 @@ CHECKS = (
     CheckSpec(EMBEDDER, check_embedder, Status.FAILED),
     CheckSpec(LLM, check_llm, Status.FAILED),
     CheckSpec(MEMORY, check_memory_service, Status.WARNING),
+    CheckSpec(DECISION, check_decision_service, Status.WARNING),
     CheckSpec(WORKERS, check_action_workers, Status.WARNING),
     CheckSpec(GATEWAY, check_gateway, Status.WARNING),
 )
@@ -184,7 +189,7 @@ def describe(
         broker_url=redact_any(settings.effective_redis_url),
         broker="embedded Valkey" if embedded_broker else "external (MEMORIA_REDIS_URL)",
         data_dir=str(data_dir(settings)),
-        gateway_url=gateway_url(settings),
+        gateway_url=gateway_url(settings=settings),
     )
 
 
@@ -238,6 +243,8 @@ async def diagnose(settings: Settings, per_check_s: float) -> Report:
             embedder=embedder,
             embedder_error=embedder_error,
             collection=configuration.vector_collection,
+            data_dir=data_dir(settings),
+            instance=instance_id(data_dir(settings)),
         )
         for module in heavy_imports(context):
             with contextlib.suppress(ImportError):  # the check that needs it will say so

@@ -16,16 +16,27 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from redis.asyncio import Redis
 
-from memoria_cli.run import HEALTH_PATH, gateway_url, redact
+from memoria_cli.doctor_instance import (
+    OTHER_INSTANCE_HINT,
+    broker_dir,
+    can_tell_milvus_lite,
+    embedded_broker_of,
+    live_presences,
+    milvus_lite_port,
+    owners,
+)
+from memoria_cli.gateway_client import URL_ENV, gateway_url, is_loopback
+from memoria_cli.run import HEALTH_PATH, redact
 from memoria_llm.offline import LABEL as OFFLINE_LABEL
 from memoria_llm.port import Mode
-from memoria_runtime import keys, presence
+from memoria_runtime import keys
 from memoria_runtime.catalog import WorkerAdvert
+from memoria_runtime.presence import Presence
 from memoria_runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,6 +50,7 @@ DOCSTORE = "document store"
 EMBEDDER = "embedder"
 LLM = "llm"
 MEMORY = "memory service"
+DECISION = "decision service"
 WORKERS = "action workers"
 GATEWAY = "gateway"
 
@@ -111,6 +123,9 @@ class Context:
     embedder: Embedder | None
     embedder_error: str
     collection: str | None
+    data_dir: Path
+    instance: str
+    """Which Memoria the doctor checks (instance.py): the one of its data directory."""
 
 
 def reason(exc: BaseException) -> str:
@@ -168,10 +183,14 @@ async def _with_redis(ctx: Context, read: Callable[[Redis], Awaitable[T]]) -> T:
         await client.aclose()
 
 
+async def _broker_facts(client: Redis) -> tuple[dict[str, Any], Path | None, list[Presence]]:
+    return await client.info("server"), await broker_dir(client), await live_presences(client)
+
+
 async def check_broker(ctx: Context) -> Check:
     url = redact_any(ctx.settings.effective_redis_url)
     try:
-        info = await _with_redis(ctx, lambda client: client.info("server"))
+        info, files, presences = await _with_redis(ctx, _broker_facts)
     except Exception as exc:
         if ctx.settings.redis_url is None:
             detail = f"the embedded Valkey at {url} is not running ({reason(exc)})"
@@ -180,18 +199,47 @@ async def check_broker(ctx: Context) -> Check:
         return failed(BROKER, f"cannot reach {url}: {reason(exc)}", hint)
     server = "Valkey" if "valkey_version" in info else "Redis"
     version = info.get("valkey_version") or info.get("redis_version", "?")
-    return ok(BROKER, f"{server} {version} at {url} answers")
+    answers = f"{server} {version} at {url}"
+    embedded = ctx.settings.redis_url is None
+    if embedded and files is not None and not embedded_broker_of(ctx.data_dir, files):
+        detail = (
+            f"{answers} is another Memoria's: it keeps its data in {files}, not in {ctx.data_dir}"
+        )
+        return failed(BROKER, detail, OTHER_INSTANCE_HINT)
+    found = owners(presences, ctx.instance)
+    if found.others:
+        detail = f"{answers} serves another Memoria: its services use {found.other_data_dirs}"
+        return failed(BROKER, detail, OTHER_INSTANCE_HINT)
+    return ok(BROKER, f"{answers} answers")
+
+
+async def _service(ctx: Context, name: str, service: str) -> Check:
+    """Whether this instance's ``service`` announced itself, and no other instance's."""
+    try:
+        presences = await _with_redis(ctx, live_presences)
+    except Exception:  # the broker check says why
+        return warning(name, "unknown: the broker does not answer", START_HINT)
+    found = owners(presences, ctx.instance, service)
+    if found.others:
+        whose = f"another Memoria's (data directory {found.other_data_dirs})"
+        detail = f"this broker also holds {whose}" if found.ours else f"only {whose} serves here"
+        return failed(name, detail, OTHER_INSTANCE_HINT)
+    if not found.ours:
+        return warning(name, f"no {service} service has announced itself", START_HINT)
+    return ok(name, _serving(found.ours))
+
+
+def _serving(found: list[Presence]) -> str:
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found[0].serving_since))
+    return f"serving since {since} (pid {', '.join(str(p.pid) for p in found)})"
 
 
 async def check_memory_service(ctx: Context) -> Check:
-    try:
-        found = await _with_redis(ctx, lambda client: presence.serving(client, "memory"))
-    except Exception:  # the broker check says why
-        return warning(MEMORY, "unknown: the broker does not answer", START_HINT)
-    if not found:
-        return warning(MEMORY, "no memory service has announced itself", START_HINT)
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found[0].serving_since))
-    return ok(MEMORY, f"serving since {since} (pid {', '.join(str(p.pid) for p in found)})")
+    return await _service(ctx, MEMORY, "memory")
+
+
+async def check_decision_service(ctx: Context) -> Check:
+    return await _service(ctx, DECISION, "decision")
 
 
 async def _live_adverts(client: Redis) -> list[WorkerAdvert]:
@@ -203,6 +251,11 @@ async def _live_adverts(client: Redis) -> list[WorkerAdvert]:
 
 
 async def check_action_workers(ctx: Context) -> Check:
+    """Workers of another instance fail the check; otherwise what counts is the catalog:
+    what the decision service can use."""
+    announced = await _service(ctx, WORKERS, "action-worker")
+    if announced.status is Status.FAILED:
+        return announced
     try:
         adverts = await _with_redis(ctx, _live_adverts)
     except Exception:  # the broker check says why
@@ -214,17 +267,32 @@ async def check_action_workers(ctx: Context) -> Check:
 
 
 async def check_gateway(ctx: Context) -> Check:
-    url = gateway_url(ctx.settings).rstrip("/") + HEALTH_PATH
+    url = gateway_url(settings=ctx.settings).rstrip("/") + HEALTH_PATH
     try:
-        # trust_env=False: an HTTP(S)_PROXY in the environment must not see a loopback probe.
-        async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=False) as client:
+        # An HTTP(S)_PROXY in the environment must not see a loopback probe (MEMORIA_URL may
+        # name a remote gateway, which may need it).
+        async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=not is_loopback(url)) as client:
             response = await client.get(url)
     except httpx.HTTPError as exc:
         return warning(GATEWAY, f"nothing answers at {url} ({reason(exc)})", START_HINT)
     if response.status_code != httpx.codes.OK:
         detail = f"{url} answered HTTP {response.status_code}"
         return failed(GATEWAY, detail, "is another program on MEMORIA_GATEWAY_PORT?")
+    instance = _reported_instance(response)
+    if instance is not None and instance != ctx.instance:
+        hint = f"{OTHER_INSTANCE_HINT}; {URL_ENV}, when set, chooses the gateway checked"
+        return failed(GATEWAY, f"{url} answers for another Memoria", hint)
     return ok(GATEWAY, f"{url} answers")
+
+
+def _reported_instance(response: httpx.Response) -> str | None:
+    """The instance a gateway's /healthz names (None from a gateway older than the field)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    found = body.get("instance") if isinstance(body, dict) else None
+    return found if isinstance(found, str) else None
 
 
 # -- stores --------------------------------------------------------------------------------------
@@ -249,6 +317,15 @@ async def check_milvus(ctx: Context) -> Check:
             return warning(MILVUS, detail, EMBEDDED_HINT.format(variable="MEMORIA_MILVUS_URI"))
         hint = EXTERNAL_HINT.format(variable="MEMORIA_MILVUS_URI (and MEMORIA_MILVUS_TOKEN)")
         return failed(MILVUS, f"cannot reach {uri}: {reason(exc)}", hint)
+    if settings.milvus_uri is None and can_tell_milvus_lite():
+        ours = milvus_lite_port(ctx.data_dir)
+        if ours != settings.embedded_milvus_port:
+            where = "is not running" if ours is None else f"serves port {ours}"
+            detail = (
+                f"milvus-lite {version} at {uri} is another Memoria's: the one of "
+                f"{ctx.data_dir} {where}"
+            )
+            return failed(MILVUS, detail, OTHER_INSTANCE_HINT)
     return _collections_check(ctx.collection, f"{version} at {uri}", collections)
 
 

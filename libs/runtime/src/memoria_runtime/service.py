@@ -4,18 +4,23 @@ probes), signals, clean shutdown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import time
 from collections.abc import Callable
 
 from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
 
-from memoria_runtime import ops, redis_clients
+from memoria_runtime import ops, presence, redis_clients
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat, stop_task
 from memoria_runtime.heap import freeze_startup_objects
+from memoria_runtime.instance import instance_of, resolved_data_dir
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
+from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
@@ -39,6 +44,45 @@ def watch_health(app: FastStream, settings: Settings, health: Health) -> None:
         health.stopping()
         for task in beat:
             await stop_task(task)
+        await redis.aclose()
+
+
+def announce_presence(app: FastStream, settings: Settings, service: str) -> None:
+    """Announce in the broker (presence.py) that this process serves, and which Memoria it
+    serves (instance.py), from when every startup hook has run until shutdown: `memoria run`
+    waits for the memory service's announcement, `memoria doctor` checks every service's."""
+    redis = redis_clients.connect(settings)
+    refreshing: list[asyncio.Task[None]] = []
+
+    @app.after_startup
+    async def announce_serving() -> None:
+        serving_since = time.time()
+        data_dir = resolved_data_dir(settings)
+
+        async def announce() -> None:
+            await presence.announce(
+                redis,
+                presence.Presence(
+                    service=service,
+                    consumer=settings.consumer,
+                    pid=os.getpid(),
+                    serving_since=serving_since,
+                    expires_at=time.time() + settings.catalog_ttl_seconds,
+                    instance=instance_of(settings),
+                    data_dir=str(data_dir),
+                ),
+            )
+
+        what = f"the {service} service's presence"
+        refresh = keep_refreshed(announce, ttl_s=settings.catalog_ttl_seconds, what=what)
+        refreshing.append(asyncio.create_task(refresh))
+
+    @app.on_shutdown
+    async def withdraw_presence() -> None:
+        for task in refreshing:
+            await stop_task(task)
+        with contextlib.suppress(Exception):  # it expires anyway
+            await presence.withdraw(redis, settings.consumer)
         await redis.aclose()
 
 
@@ -81,6 +125,7 @@ def run_service(name: str, build_app: AppFactory) -> None:
         check_bus_key(app, settings)
         freeze_heap_when_up(app)
         watch_health(app, settings, health)
+        announce_presence(app, settings, name)
         asyncio.run(app.run())
     finally:
         if stop_ops is not None:

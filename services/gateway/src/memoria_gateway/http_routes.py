@@ -16,6 +16,7 @@ from memoria_gateway.core import Gateway
 from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
+from memoria_runtime.instance import instance_of
 from memoria_runtime.rpc import RpcError
 
 STATIC = files("memoria_gateway") / "static"
@@ -37,6 +38,7 @@ class TokenResponse(BaseModel):
 
 def http_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
+    instance = instance_of(gateway.settings)
 
     def user_from(authorization: str | None) -> str:
         token = (authorization or "").removeprefix("Bearer ").strip()
@@ -67,12 +69,18 @@ def http_router(gateway: Gateway) -> APIRouter:
     @router.get("/healthz")
     @router.get("/readyz")
     async def healthz() -> JSONResponse:
-        """Readiness: the broker answers (without it no message can be accepted)."""
+        """Readiness: the broker answers (without it no message can be accepted). ``instance``
+        says which Memoria this gateway serves (instance.py), for `memoria doctor`."""
         try:
             await gateway.redis.ping()
         except Exception as exc:
-            return JSONResponse({"status": "unavailable", "broker": str(exc)}, status_code=503)
-        return JSONResponse({"status": "ok", "connections": gateway.hub.count})
+            return JSONResponse(
+                {"status": "unavailable", "broker": str(exc), "instance": instance},
+                status_code=503,
+            )
+        return JSONResponse(
+            {"status": "ok", "connections": gateway.hub.count, "instance": instance}
+        )
 
     @router.get("/metrics", include_in_schema=False)
     def prometheus_metrics() -> Response:

@@ -27,6 +27,7 @@ from memoria_memory.reembed import (
 from memoria_memory.reembed import reembed as migrate
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors.port import VectorStoreError
+from memoria_runtime.progress import Tracker, track
 from memoria_runtime.settings import Settings
 
 EXIT_OK = 0
@@ -79,15 +80,14 @@ async def _reembed(settings: Settings, *, batch: int, drop_old: bool, yes: bool)
         if not yes and not typer.confirm("Go ahead?", default=False):
             typer.echo("Nothing changed.")
             return EXIT_OK
-        line = _ProgressLine()
-        report = await migrate(
-            storage,
-            batch=batch,
-            drop_old=drop_old,
-            progress=line,
-            drop=milvus_dropper(settings) if drop_old else None,
-        )
-        line.end()
+        with track(sys.stderr, "re-embedding", "memories", planned.to_migrate) as tracker:
+            report = await migrate(
+                storage,
+                batch=batch,
+                drop_old=drop_old,
+                progress=ProgressFeed(tracker),
+                drop=milvus_dropper(settings) if drop_old else None,
+            )
         _show_report(report)
         if not report.ok or (drop_old and report.drop_refused is not None):
             return EXIT_FAILED
@@ -114,24 +114,18 @@ def _show_plan(planned: ReembedPlan, *, drop_old: bool) -> None:
         typer.echo(f"Then, if all migrate: drop {', '.join(old) or 'no collection'}.")
 
 
-class _ProgressLine:
-    """One line rewritten in place on a terminal; a line per step elsewhere (logs)."""
+class ProgressFeed:
+    """Hands the migration's running totals to a progress display (a bar with rate and time
+    left on a terminal, a line every few seconds elsewhere), as the steps it advanced by."""
 
-    def __init__(self) -> None:
-        self._live = sys.stderr.isatty()
-        self._shown = False
+    def __init__(self, tracker: Tracker) -> None:
+        self._tracker = tracker
+        self._done = 0
 
     def __call__(self, progress: ReembedProgress) -> None:
-        text = (
-            f"migrated {progress.migrated}/{progress.total}, failed {progress.failed}, "
-            f"skipped {progress.skipped}"
-        )
-        typer.echo(f"\r{text}" if self._live else text, err=True, nl=not self._live)
-        self._shown = True
-
-    def end(self) -> None:
-        if self._live and self._shown:
-            typer.echo("", err=True)
+        done = progress.migrated + progress.failed + progress.skipped
+        self._tracker.advance(done - self._done)
+        self._done = done
 
 
 def _show_report(report: ReembedReport) -> None:

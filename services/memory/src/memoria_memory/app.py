@@ -6,12 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import time
 
 from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
-from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
 from memoria_memory import SERVICE_NAME
@@ -23,15 +20,11 @@ from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
-from memoria_runtime import presence
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.personas import load_personas
-from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import Settings
 
 log = logging.getLogger("memoria.memory")
-
-SERVICE = "memory"
 
 
 def build_broker(
@@ -72,24 +65,6 @@ def build_broker(
     return broker, handlers
 
 
-async def _announce_forever(redis: Redis, settings: Settings, serving_since: float) -> None:
-    async def announce() -> None:
-        await presence.announce(
-            redis,
-            presence.Presence(
-                service=SERVICE,
-                consumer=settings.consumer,
-                pid=os.getpid(),
-                serving_since=serving_since,
-                expires_at=time.time() + settings.catalog_ttl_seconds,
-            ),
-        )
-
-    await keep_refreshed(
-        announce, ttl_s=settings.catalog_ttl_seconds, what="the memory service's presence"
-    )
-
-
 async def _backfill_content_keys(repo: MemoryRepository) -> None:
     try:
         await content_keys.backfill(repo)
@@ -128,9 +103,6 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     @app.after_startup
     async def start_serving() -> None:
         tasks.append(asyncio.create_task(_reconcile_forever(handlers.storage.reconciler, settings)))
-        # The storage's client (it publishes vector versions): one pool for both.
-        redis = handlers.storage.broker
-        tasks.append(asyncio.create_task(_announce_forever(redis, settings, time.time())))
         retention = settings.cycle_trace_retention_days
         tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
         # In the background: a store of many old memories must not hold the service back.
@@ -142,8 +114,6 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        with contextlib.suppress(Exception):
-            await presence.withdraw(handlers.storage.broker, settings.consumer)
         await handlers.storage.close()
 
     return app
