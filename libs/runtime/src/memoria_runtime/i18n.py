@@ -188,6 +188,54 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Não atualizei nenhuma memória: sua resposta não escolheu uma, então descartei "
         "aquele pedido.",
     },
+    # "Forget that" (decision's fast_paths.py): the memory the user's last statement in the
+    # thread saved or changed.
+    "forget_done": {"en": 'Forgotten: "{content}".', "pt": 'Esqueci: "{content}".'},
+    "forget_gone": {
+        "en": "That memory is already gone, so there was nothing to forget.",
+        "pt": "Essa memória já não existe, então não havia nada para esquecer.",
+    },
+    "forget_ask_what": {
+        "en": 'What should I forget? Tell me what it is about, for example "forget my address".',
+        "pt": 'O que devo esquecer? Diga do que se trata, por exemplo "esqueça meu endereço".',
+    },
+    "forget_choice_question": {
+        "en": 'Which one should I forget?\n{candidates}\nReply with its number (or "cancel"); '
+        "I will wait {minutes} minutes.",
+        "pt": 'Qual devo esquecer?\n{candidates}\nResponda com o número (ou "cancelar"); '
+        "espero {minutes} minutos.",
+    },
+    "forget_choice_cancelled": {
+        "en": "Okay, cancelled: I did not forget anything.",
+        "pt": "Tudo bem, cancelado: não esqueci nada.",
+    },
+    "forget_choice_dropped": {
+        "en": "I did not forget anything: your reply did not pick one, so I dropped that request.",
+        "pt": "Não esqueci nada: sua resposta não escolheu uma, então descartei aquele pedido.",
+    },
+    "pending_expired": {
+        "en": "That question expired, so I did not delete anything. Ask again if you still "
+        "want it.",
+        "pt": "Aquela pergunta expirou, então não apaguei nada. Peça de novo se ainda quiser.",
+    },
+    # The action worker's reasons for a step that could not run (shown when the step ends
+    # the cycle).
+    "step_unavailable": {
+        "en": "this worker does not offer it",
+        "pt": "este worker não oferece esse passo",
+    },
+    "step_llm_failed": {
+        "en": "the language model failed ({detail})",
+        "pt": "o modelo de linguagem falhou ({detail})",
+    },
+    "step_internal_error": {
+        "en": "internal error ({detail})",
+        "pt": "erro interno ({detail})",
+    },
+    "step_cycle_ended": {
+        "en": "stopped: the turn had already ended (timed out or cancelled)",
+        "pt": "interrompido: a vez já tinha terminado (tempo esgotado ou cancelada)",
+    },
     "pending_dropped": {
         "en": 'I did not delete your memories: your reply was not a "yes", so I dropped that '
         "request.",
@@ -205,12 +253,13 @@ def detect_language(text: str, earlier: Iterable[str] = ()) -> Language:
     of the first of ``earlier`` (the user's previous messages, newest first) that does;
     English when none does."""
     for candidate in (text, *earlier):
-        if (language := _language_of(candidate)) is not None:
+        if (language := language_of(candidate)) is not None:
             return language
     return "en"
 
 
-def _language_of(text: str) -> Language | None:
+def language_of(text: str) -> Language | None:
+    """The language ``text`` itself tells, or None when it does not ("ok", "Lena", "3")."""
     pt = en = 0
     accented = False
     for match in _WORD.finditer(text):

@@ -12,7 +12,16 @@ from memoria_contracts.events import Language
 from memoria_decision.pending import PendingAction, PendingKind
 
 RouteKind = Literal[
-    "model", "list_all", "ask_delete_all", "delete_all", "cancel", "update_chosen", "ask_choice"
+    "model",
+    "list_all",
+    "ask_delete_all",
+    "delete_all",
+    "cancel",
+    "update_chosen",
+    "ask_choice",
+    "forget_last",
+    "forget_chosen",
+    "expired",
 ]
 
 
@@ -31,6 +40,7 @@ class Route(BaseModel):
     """``delete_all``: the ids to delete, listed once and kept, so a redelivered cycle deletes
     the same memories and reports the same count (those already gone count as deleted)."""
     choice: PendingAction | None = None
-    """``update_chosen`` (with the chosen id as the one target) and ``ask_choice`` (a number
-    with no such candidate: asked again): the ``choose_update`` pending action answered, kept
-    here because the store's copy is cleared."""
+    """``update_chosen``/``forget_chosen`` (with the chosen id as the one target) and
+    ``ask_choice`` (a number with no such candidate: asked again): the ``choose_update`` or
+    ``choose_forget`` pending action answered, kept here because the store's copy is
+    cleared."""
