@@ -151,7 +151,7 @@ def test_forget_that_forgets_the_last_told_unless_a_question_is_pending(message:
 
 
 def test_delete_that_while_delete_all_is_pending_drops_it_and_forgets_the_last_told() -> None:
-    """"Apaga isso" is no "yes" to deleting everything: the question is dropped."""
+    """ "Apaga isso" is no "yes" to deleting everything: the question is dropped."""
     route = route_for("apaga isso", PENDING, "en")
     assert (route.kind, route.dropped, route.language) == ("forget_last", "delete_all", "pt")
 
@@ -164,7 +164,7 @@ def test_forgetting_something_named_is_no_forget_that(message: str) -> None:
 
 
 def test_a_reply_that_does_not_tell_its_language_takes_the_questions() -> None:
-    """"ok" tells nothing: the notice that drops the Portuguese question is in Portuguese."""
+    """ "ok" tells nothing: the notice that drops the Portuguese question is in Portuguese."""
     asked_in_pt = PENDING.model_copy(update={"language": "pt"})
     dropped = route_for("ok", asked_in_pt, "en")
     assert (dropped.kind, dropped.dropped, dropped.language) == ("model", "delete_all", "pt")
