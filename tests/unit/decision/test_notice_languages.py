@@ -105,6 +105,6 @@ def test_every_key_an_emitter_names_is_in_the_catalogue() -> None:
 
 def test_a_missing_language_would_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """The check above is no tautology: an entry in English alone is caught."""
-    monkeypatch.setitem(i18n.TEXTS, "english_only", {"en": "Only English"})  # type: ignore[dict-item]
+    monkeypatch.setitem(i18n.TEXTS, "english_only", {"en": "Only English"})
     with pytest.raises(AssertionError):
         test_every_catalogue_entry_has_both_languages_with_the_same_fields("english_only")
