@@ -77,6 +77,10 @@ _TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": 'I found no memory about "{query}", so I forgot nothing.',
         "pt": 'Não encontrei nenhuma memória sobre "{query}", então não esqueci nada.',
     },
+    "ask_what_to_forget": {
+        "en": 'What should I forget? Tell me what it is about, for example "forget my address".',
+        "pt": 'O que devo esquecer? Diga do que se trata, por exemplo "esqueça meu endereço".',
+    },
     "cancelled": {"en": "Okay, cancelled.", "pt": "Tudo bem, cancelado."},
     "kept": {
         "en": "Okay, I kept all your memories.",
