@@ -173,6 +173,13 @@ def test_a_reply_that_does_not_tell_its_language_takes_the_questions() -> None:
 
 
 def test_a_yes_after_the_question_expired_confirms_nothing() -> None:
-    expired = route_for("sim", None, "pt", asked_delete_all=True)
+    expired = route_for("sim", None, "pt", asked="delete_all")
     assert (expired.kind, expired.language) == ("expired", "pt")
     assert route_for("sim", None, "pt").kind == "model"  # a yes to anything else
+    late_pick = route_for("2", None, "en", asked="choose_forget")
+    assert (late_pick.kind, late_pick.expired, late_pick.dropped) == (
+        "expired",
+        "choose_forget",
+        None,
+    )
+    assert route_for("what is my name?", None, "en", asked="choose_update").kind == "model"

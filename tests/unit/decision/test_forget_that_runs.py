@@ -352,3 +352,24 @@ async def test_a_sim_after_the_question_expired_confirms_nothing(redis: Redis) -
     ]
     assert chat.ended(late) == (["ConfirmationExpired"], "done")
     assert chat.memories.deleted == []
+
+
+async def test_a_pick_after_the_which_one_question_expired_forgets_nothing(redis: Redis) -> None:
+    chat = await a_chat(redis)
+    chat.memories.told(
+        "cyc_s1",
+        "I'm Ana and I live in Porto",
+        memory("mem_ana1", "Name is Ana"),
+        memory("mem_porto1", "Lives in Porto"),
+    )
+    await chat.say("forget that")
+    await redis.delete(keys.pending_action("ana", "t1"))  # its ten minutes went by
+
+    late = await chat.say("2")
+
+    assert chat.shown(late) == [
+        "That question expired, so I did not change or forget any memory. Ask again if you "
+        "still want it."
+    ]
+    assert chat.ended(late) == (["ConfirmationExpired"], "done")
+    assert chat.memories.deleted == []

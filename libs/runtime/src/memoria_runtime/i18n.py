@@ -220,6 +220,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "want it.",
         "pt": "Aquela pergunta expirou, então não apaguei nada. Peça de novo se ainda quiser.",
     },
+    "choice_expired": {
+        "en": "That question expired, so I did not change or forget any memory. Ask again if "
+        "you still want it.",
+        "pt": "Aquela pergunta expirou, então não alterei nem esqueci nenhuma memória. Peça de "
+        "novo se ainda quiser.",
+    },
     # The action worker's reasons for a step that could not run (shown when the step ends
     # the cycle).
     "step_unavailable": {

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleEndReason, Language, StepRecord, UpdateChoice
@@ -94,13 +94,13 @@ def route_for(
     pending: PendingAction | None,
     language: Language,
     *,
-    asked_delete_all: bool = False,
+    asked: AskedKind | None = None,
 ) -> Route:
     """The route of a message, given the thread's pending action; ``language`` is the one
     detected for the message, used when nothing recognized says better. A message that does
     not tell its language ("ok", "3") answers in the language the pending question was asked
-    in. ``asked_delete_all``: the thread's last answer was the delete-all question (whose
-    pending action, if none is left, expired)."""
+    in. ``asked``: the thread's last answer was one of the runtime's questions (whose pending
+    action, if none is left, expired)."""
     if pending is not None and i18n.language_of(message) is None:
         language = pending.language
     if pending is not None and pending.kind in ("choose_update", "choose_forget"):
@@ -138,12 +138,17 @@ def route_for(
             return Route(kind="delete_all", language=reply.language, resolves=pending.id)
         if reply.kind == Reply.DECLINE:
             return Route(kind="cancel", language=reply.language, resolves=pending.id, declined=True)
-    elif asked_delete_all:
+    elif asked == "delete_all":
         reply = read_reply(message, language)
         if reply.kind == Reply.CONFIRM:
             # The yes came after the question expired: it confirms nothing, and no model may
             # read it as a go-ahead either.
-            return Route(kind="expired", language=reply.language)
+            return Route(kind="expired", language=reply.language, expired="delete_all")
+    elif asked is not None:
+        choice = read_choice(message, _ANY_CANDIDATES)
+        if choice.index is not None or choice.out_of_range:
+            # A pick after the "which one?" question expired: nothing left to pick among.
+            return Route(kind="expired", language=choice.language or language, expired=asked)
     resolves = pending.id if pending else None
     dropped = pending.kind if pending else None
     command = recognize(message)
@@ -185,7 +190,7 @@ class FastPaths:
                 str(state.original.content),
                 pending,
                 state.language,
-                asked_delete_all=_asked_delete_all(state.history),
+                asked=_asked(state.history),
             )
             state.route = route
             # Replies in the language of the command, or of the question the message answers.
@@ -224,8 +229,9 @@ class FastPaths:
                 assert route.targets
                 return await self._forget(state, route.targets[0])
             if route.kind == "expired":
-                await self._reply(state, i18n.text("pending_expired", state.language))
-                return _ok(EXPIRED_ACTION, "a yes to a delete-all question that had expired")
+                key = "pending_expired" if route.expired == "delete_all" else "choice_expired"
+                await self._reply(state, i18n.text(key, state.language))
+                return _ok(EXPIRED_ACTION, f"an answer to an expired {route.expired} question")
             return await self._cancel(state, route)
         except MemoryUnavailable as exc:
             log.error("cycle %s: %s failed: %s", state.cycle_id, route.kind, exc)
@@ -586,16 +592,26 @@ _ACTIONS: Final = {
 }
 
 
-def _asked_delete_all(history: list[ChatRecord]) -> bool:
-    """Whether the thread's last answer (a tool record aside) was the delete-all question."""
+AskedKind = Literal["delete_all", "choose_update", "choose_forget"]
+_QUESTIONS: Final[dict[AskedKind, str]] = {
+    "delete_all": "delete_all_question",
+    "choose_update": "update_choice_question",
+    "choose_forget": "forget_choice_question",
+}
+_ANY_CANDIDATES: Final = [(f"mem_{n}", "") for n in range(1, 10)]
+"""Stand-ins for the candidates of an expired "which one?" question: a number is a pick."""
+
+
+def _asked(history: list[ChatRecord]) -> AskedKind | None:
+    """Which of the runtime's questions the thread's last answer (a tool record aside) was."""
     for record in reversed(history):
         if record.role == "assistant" and record.modal == "text" and not record.tool_record:
             said = str(record.content)
-            return any(
-                said.startswith(question.split("{", 1)[0])
-                for question in i18n.TEXTS["delete_all_question"].values()
-            )
-    return False
+            for kind, key in _QUESTIONS.items():
+                if any(said.startswith(q.split("{", 1)[0]) for q in i18n.TEXTS[key].values()):
+                    return kind
+            return None
+    return None
 
 
 def excerpt(content: object) -> str:

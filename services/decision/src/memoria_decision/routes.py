@@ -34,6 +34,8 @@ class Route(BaseModel):
     dropped: PendingKind | None = None
     """A pending action the message did not answer (neither yes nor no): it is dropped, the
     user is told, and the message is handled as usual."""
+    expired: PendingKind | None = None
+    """``expired``: the kind of question the message answered too late."""
     declined: bool = False
     """``cancel`` answered a pending action (rather than there being nothing to cancel)."""
     targets: list[str] | None = None
