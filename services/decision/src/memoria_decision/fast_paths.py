@@ -1,11 +1,19 @@
-"""Fast paths (R-7, seed 003): list all, delete all and cancel, run by code with no LLM call;
-and the answer to "which memory did you mean?" after an ambiguous MemoryUpdate.
+"""Fast paths (R-7, seed 003): list all, delete all, "forget that" and cancel, run by code
+with no LLM call; and the answer to "which memory did you mean?" after an ambiguous
+MemoryUpdate or "forget that".
+
+"Forget that" (and "forget it", "esqueça isso", "apaga isso"...) forgets the memory the user's
+last statement in the thread saved or updated (:mod:`memoria_decision.last_told`), whatever
+turns came since; with none, it asks what to forget; with several, which. Resolved in code
+with a model configured or not, it is never a search for the words "forget that".
 
 The route of a cycle is decided once, before the first decision, from the user's message and
 the thread's pending action (:func:`route_for`, pure), and saved in the cycle's state. A fast
 path then looks like any other cycle to clients: the echo, a status line, the reply (and
 memory cards), and a ``cycle_end`` whose ``actions`` name what ran (``ListMemories``,
-``ConfirmDeleteAll``, ``DeleteAllMemories``, ``Cancel``); no ``usage``, as no model ran.
+``ConfirmDeleteAll``, ``DeleteAllMemories``, ``ForgetLastTold``, ``Cancel``...); no
+``usage``, as no model ran. Every text comes from the i18n catalogue, in the language of the
+command, or of the question the message answers.
 
 Deleting everything never happens on the request itself: it stores a pending action and
 asks. Only a clear "yes"/"sim" as the very next message of the same thread, within
