@@ -373,3 +373,40 @@ async def test_a_pick_after_the_which_one_question_expired_forgets_nothing(redis
     ]
     assert chat.ended(late) == (["ConfirmationExpired"], "done")
     assert chat.memories.deleted == []
+
+
+async def test_forget_that_after_a_correction_forgets_the_corrected_memory(redis: Redis) -> None:
+    """A correction told by the user is what they told last: a MemoryUpdate step, or the
+    memory updated after "which one?" (its card)."""
+    chat = await a_chat(redis)
+    chat.memories.told("cyc_s1", "I like tea", memory("mem_tea1", "Likes tea"))
+    chat.memories.memories["mem_porto1"] = memory("mem_porto1", "Lives in Porto")
+    chat.memories.user("cyc_u1", "actually I live in Lisbon")
+    chat.memories.step(
+        "cyc_u1",
+        "MemoryUpdate",
+        {"memory_ids": ["mem_porto1", "mem_ghost1"], "written_ids": ["mem_porto1"]},
+        "updated 1 memory",
+    )
+    chat.memories.answer("cyc_u1", "Updated.")
+
+    first = await chat.say("forget that")
+    assert chat.memories.deleted == ["mem_porto1"]
+    assert chat.shown(first)[-1] == 'Forgotten: "Lives in Porto".'
+
+    chat.memories.memories["mem_coffee1"] = memory("mem_coffee1", "Drinks coffee black")
+    card = memory("mem_coffee1", "Drinks coffee black").model_dump(mode="json")
+    chat.memories.user("cyc_c1", "2")
+    chat.memories.seeded.append(
+        ChatRecord(
+            id="cyc_c1.1.updated",
+            cycle_id="cyc_c1",
+            chat_history=True,
+            modal="memory",
+            role="system",
+            content=card,
+        )
+    )
+    second = await chat.say("esquece isso")
+    assert chat.memories.deleted == ["mem_porto1", "mem_coffee1"]
+    assert chat.shown(second)[-1] == 'Esqueci: "Drinks coffee black".'
