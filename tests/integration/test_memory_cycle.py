@@ -171,3 +171,21 @@ async def test_forgetting_deletes_the_memory_and_its_history_says_so(stack: Stac
     history = await api_get(stack, "erin", f"/api/memories/{memory_id}/history")
     assert [c["kind"] for c in history["changes"]] == ["created", "deleted"]
     assert history["changes"][-1]["old"]["content"] == PEANUTS
+
+
+async def test_forget_that_after_a_question_forgets_what_the_model_saved(stack: Stack) -> None:
+    """With a model configured, "forget that" is still resolved in code: the memory the
+    user's statement saved (its step's ids in the thread's history), never a search for the
+    words; the model's rules here have none for it."""
+    await cycle(stack, "fay", "main", "remember: I am allergic to peanuts")
+    asked = await cycle(stack, "fay", "main", "what am I allergic to?")
+    assert [m["content"] for m in memories(asked)] == [PEANUTS]
+
+    forgetting = await cycle(stack, "fay", "main", "Forget that.")
+    assert ended(forgetting)["actions"] == ["ForgetLastTold"]
+    assert ended(forgetting).get("usage") is None  # no model call
+    replies = [
+        f["content"] for f in forgetting if f["type"] == "message" and f["role"] == "assistant"
+    ]
+    assert replies == [f'Forgotten: "{PEANUTS}".']
+    assert await api_search(stack, "fay", "peanut allergy") == []

@@ -149,3 +149,30 @@ async def test_a_reply_in_no_language_is_answered_in_the_threads(stack: Stack) -
     assert [a["content"] for a in answers(bye)] == [
         "De nada! Tchau! Suas memórias ficam guardadas aqui."
     ]
+
+
+def notices(frames: list[Frame]) -> list[str]:
+    return [f["content"] for f in frames if f["type"] == "message" and f["role"] == "system"]
+
+
+async def test_forget_that_after_a_question_forgets_the_last_thing_told(stack: Stack) -> None:
+    """Not a search for the words "forget that": the memory the user's statement saved."""
+    await say(stack, "ted", "a", "I live in Porto")
+    asked = await say(stack, "ted", "a", "Where do I live?")
+    assert cards(asked) == ["I live in Porto"]
+    forgotten = await say(stack, "ted", "a", "forget that")
+    assert actions(forgotten) == ["ForgetLastTold"]
+    assert answers(forgotten)[-1]["content"] == 'Forgotten: "I live in Porto".'
+    nothing = await say(stack, "ted", "b", "esqueça isso")
+    assert actions(nothing) == ["AskWhatToForget"]
+    assert answers(nothing)[-1]["content"].startswith("O que devo esquecer?")
+
+
+async def test_the_portuguese_delete_all_question_dropped_in_portuguese(stack: Stack) -> None:
+    await say(stack, "ines", "a", "Eu moro em Recife")
+    asked = await say(stack, "ines", "a", "apaga todas as minhas memórias")
+    assert actions(asked) == ["ConfirmDeleteAll"]
+    other = await say(stack, "ines", "a", "ok")
+    assert notices(other)[0].startswith("Não apaguei suas memórias")
+    kept = await say(stack, "ines", "b", "O que você sabe sobre mim?")
+    assert cards(kept) == ["Eu moro em Recife"]

@@ -40,7 +40,10 @@ async def test_embeds_all_bindings_once_and_saves_each_memory_with_its_vectors(
     assert outcome.summary.startswith(f'saved 2 memories: {ids[0]} ("I am allergic to peanuts")')
     assert ids[1] in outcome.summary
     assert [m.content for m in outcome.messages] == ["Saved your peanut allergy and your booking."]
-    assert outcome.arguments == {"memory_types": ["constraint", "critical_info"]}
+    assert outcome.arguments == {  # its tool call, with what "forget that" would forget
+        "memory_types": ["constraint", "critical_info"],
+        "written_ids": ids,
+    }
     saved = json.loads(llm.requests[-1].metadata["results"])["saved"]
     assert [s["memory_id"] for s in saved] == ids
 

@@ -46,7 +46,10 @@ async def test_update_changes_the_memory_and_reports_what_was_not_found(
         'updated 1 memory: mem_home1 ("Lives in São Paulo" -> "Lives in Rio de Janeiro"); '
         "not found: mem_ghost1"
     )
-    assert outcome.arguments == {"memory_ids": ["mem_home1", "mem_ghost1"]}  # its tool call
+    assert outcome.arguments == {  # its tool call, with what "forget that" would forget
+        "memory_ids": ["mem_home1", "mem_ghost1"],
+        "written_ids": ["mem_home1"],
+    }
     assert harness.publisher.notices() == []
     plan_prompt = llm.requests[0].prompt.messages[-1].content
     assert "mem_home1 [user_profile] Lives in São Paulo" in plan_prompt  # loaded earlier

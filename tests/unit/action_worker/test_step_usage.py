@@ -11,7 +11,9 @@ from memoria_action_worker.runner import StepRunner
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
+    ActionRequested,
     ActionSpec,
+    Envelope,
 )
 from memoria_contracts.streams import Stream
 from memoria_llm import accounting
@@ -114,3 +116,24 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     assert broken_done.payload.outcome.status == "failed"
     # The first step's answer, then the failed step's plan: 6 "words" of JSON.
     assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4 + 4, 3 + 6)]
+
+
+def in_portuguese(envelope: Envelope) -> Envelope:
+    request = envelope.payload
+    assert isinstance(request, ActionRequested)
+    context = request.context.model_copy(update={"language": "pt"})
+    return envelope.model_copy(update={"payload": request.model_copy(update={"context": context})})
+
+
+async def test_a_steps_error_is_in_the_conversations_language(redis: Redis) -> None:
+    """Decision shows a cycle-ending step's error to the user ("O passo 'X' falhou: ...")."""
+    publisher = RecordingPublisher()
+    worker = runner(redis, publisher)
+
+    await worker.on_action_requested(in_portuguese(step_requested("Broken", 1)), step_delivery(1))
+    await worker.on_action_requested(in_portuguese(step_requested("Absent", 2)), step_delivery(2))
+
+    broken, absent = [e.payload for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
+    assert isinstance(broken, ActionCompleted) and isinstance(absent, ActionCompleted)
+    assert broken.outcome.error == "erro interno (RuntimeError)"
+    assert absent.outcome.error == "este worker não oferece esse passo"

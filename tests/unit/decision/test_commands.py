@@ -35,7 +35,15 @@ from memoria_decision.pending import PendingAction
         ("Never mind.", Command.CANCEL, "en"),
         ("cancelar", Command.CANCEL, "pt"),
         ("deixa pra lá", Command.CANCEL, "pt"),
-        ("forget it", Command.CANCEL, "en"),
+        ("forget that", Command.FORGET_LAST, "en"),
+        ("Forget it.", Command.FORGET_LAST, "en"),
+        ("please delete that", Command.FORGET_LAST, "en"),
+        ("forget what I just said", Command.FORGET_LAST, "en"),
+        ("Esqueça isso", Command.FORGET_LAST, "pt"),
+        ("esquece isso!", Command.FORGET_LAST, "pt"),
+        ("esquece", Command.FORGET_LAST, "pt"),
+        ("apaga isso", Command.FORGET_LAST, "pt"),
+        ("pode esquecer o que eu disse, por favor", Command.FORGET_LAST, "pt"),
     ],
 )
 def test_commands_in_english_and_portuguese(message: str, command: Command, language: str) -> None:
@@ -88,6 +96,10 @@ def test_anything_more_or_less_than_the_command_is_not_it(message: str) -> None:
         ("não", Reply.DECLINE, "pt"),
         ("cancelar", Reply.DECLINE, "pt"),
         ("Não, obrigado", Reply.DECLINE, "pt"),
+        ("claro", Reply.CONFIRM, "pt"),
+        ("Sim, pode apagar tudo", Reply.CONFIRM, "pt"),
+        ("of course", Reply.CONFIRM, "en"),
+        ("melhor não", Reply.DECLINE, "pt"),
         ("ok", Reply.OTHER, "pt"),  # not a clear yes: nothing destructive on a guess
         ("maybe", Reply.OTHER, "pt"),
         ("yes but keep the one about peanuts", Reply.OTHER, "pt"),
@@ -128,11 +140,46 @@ def test_routes_with_a_pending_action() -> None:
     )
 
 
-@pytest.mark.parametrize("message", ["forget that", "Esqueça isso", "esquece isso"])
-def test_forget_that_is_for_the_model_unless_a_question_is_pending(message: str) -> None:
-    """After "I like green tea" was saved, "forget that" asks to forget it: "nothing to
-    cancel" was the answer when the fast path took it for a cancel."""
-    assert recognize(message) is None
-    assert route_for(message, None, "en").kind == "model"
+@pytest.mark.parametrize("message", ["forget that", "forget it", "Esqueça isso", "esquece isso"])
+def test_forget_that_forgets_the_last_told_unless_a_question_is_pending(message: str) -> None:
+    """With nothing pending, "forget that" forgets the last thing the user told (it was
+    "nothing to cancel", or a search for the words "forget that"); as the reply to a pending
+    question, it declines it."""
+    assert route_for(message, None, "en").kind == "forget_last"
     declined = route_for(message, PENDING, "en")
     assert (declined.kind, declined.declined) == ("cancel", True)
+
+
+def test_delete_that_while_delete_all_is_pending_drops_it_and_forgets_the_last_told() -> None:
+    """ "Apaga isso" is no "yes" to deleting everything: the question is dropped."""
+    route = route_for("apaga isso", PENDING, "en")
+    assert (route.kind, route.dropped, route.language) == ("forget_last", "delete_all", "pt")
+
+
+@pytest.mark.parametrize(
+    "message", ["forget my address", "forget about the trip to Rome", "esqueça meu endereço"]
+)
+def test_forgetting_something_named_is_no_forget_that(message: str) -> None:
+    assert recognize(message) is None
+
+
+def test_a_reply_that_does_not_tell_its_language_takes_the_questions() -> None:
+    """ "ok" tells nothing: the notice that drops the Portuguese question is in Portuguese."""
+    asked_in_pt = PENDING.model_copy(update={"language": "pt"})
+    dropped = route_for("ok", asked_in_pt, "en")
+    assert (dropped.kind, dropped.dropped, dropped.language) == ("model", "delete_all", "pt")
+    switched = route_for("what is my name?", asked_in_pt, "en")
+    assert switched.language == "en"  # the user changed language: so does the notice
+
+
+def test_a_yes_after_the_question_expired_confirms_nothing() -> None:
+    expired = route_for("sim", None, "pt", asked="delete_all")
+    assert (expired.kind, expired.language) == ("expired", "pt")
+    assert route_for("sim", None, "pt").kind == "model"  # a yes to anything else
+    late_pick = route_for("2", None, "en", asked="choose_forget")
+    assert (late_pick.kind, late_pick.expired, late_pick.dropped) == (
+        "expired",
+        "choose_forget",
+        None,
+    )
+    assert route_for("what is my name?", None, "en", asked="choose_update").kind == "model"

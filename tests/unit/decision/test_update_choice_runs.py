@@ -20,6 +20,7 @@ from memoria_contracts.streams import Stream
 from memoria_decision.commands import Choice, read_choice
 from memoria_decision.cycle import cycle_id_for
 from memoria_decision.fast_paths import route_for
+from memoria_decision.last_told import last_told
 from memoria_decision.pending import PendingAction, PendingActions, UpdateCandidate
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
@@ -147,6 +148,9 @@ async def test_a_number_updates_only_that_memory_and_a_redelivery_says_the_same(
         'Updated: "Coffee: black, no sugar" is now "I drink tea".'
     }
     assert not await redis.exists(keys.pending_action("ana", "t1"))
+    # Its card says it was written here: what a later "forget that" forgets.
+    cards = [r for r in chat.publisher.chat() if r.modal == "memory"]
+    assert last_told(cards) == ["mem_c2"]
 
 
 async def test_a_redelivery_after_a_crash_before_the_reply_updates_the_same_memory(

@@ -841,11 +841,54 @@ async def test_forget_that_forgets_what_the_previous_answer_saved(
     assert actions == ["MemorySearch", "MemoryDelete", "Finalize"]
 
 
-async def test_forget_that_after_an_answer_that_saved_nothing_forgets_nothing() -> None:
+FINALIZED = [StepRecord(step=1, action="Finalize", status="ok", summary="answered")]
+
+
+@pytest.mark.parametrize(
+    ("message", "turns"),
+    [
+        ("Forget that", [("what do I like?", 'From your memories: "I like tea".')]),  # a search
+        (
+            "forget it",
+            [("where do I live?", "I don't have that in my memory yet. Could you tell me?")],
+        ),
+        ("esquece isso", [("oi", "Olá!")]),  # small talk
+        ("delete that", []),  # nothing at all
+    ],
+)
+async def test_forget_that_with_nothing_told_asks_what_instead_of_searching_the_words(
+    message: str, turns: list[tuple[str, str]]
+) -> None:
+    """It searched memories for the words "Forget that" (and forgot whatever matched)."""
     history = [
-        said("user", "what do I like?", 1),
-        said("assistant", 'From your memories: "I like tea".', 2),
+        said(role, text, 2 * n + i)
+        for n, (asked, answered) in enumerate(turns)
+        for i, (role, text) in enumerate((("user", asked), ("assistant", answered)))
     ]
+    actions = await run_cycle(message, history=history, found=[("I like tea", 1)])
+    assert actions == ["Finalize"]
+    context = context_for(message, history=history, steps=FINALIZED)
+    assert await spoken("Finalize", context) == replies.text("ask_what_to_forget", context.language)
+
+
+async def test_forget_that_after_a_question_forgets_what_the_user_told_before_it() -> None:
+    history = [
+        said("user", "I like tea", 1),
+        said("assistant", 'Saved: "I like tea".', 2),
+        said("user", "what do I like?", 3),
+        said("assistant", 'From your memories: "I like tea".', 4),
+    ]
+    search = await planned(SearchPlan, context_for("Forget that", history=history))
+    assert search.queries[0] == "I like tea"
     actions = await run_cycle("Forget that", history=history, found=[("I like tea", 1)])
-    assert actions == ["MemorySearch", "Finalize"]
-    assert read("forget it").intent == Intent.CANCEL  # "never mind", not a forget
+    assert actions == ["MemorySearch", "MemoryDelete", "Finalize"]
+
+
+async def test_forget_it_after_the_delete_everything_question_is_a_no() -> None:
+    history = [
+        said("user", "forget everything", 1),
+        said("assistant", delete_all_question("en"), 2),
+    ]
+    assert await run_cycle("forget it", history=history) == ["Finalize"]
+    context = context_for("forget it", history=history, steps=FINALIZED)
+    assert await spoken("Finalize", context) == "Okay, I kept all your memories."

@@ -1,4 +1,6 @@
-"""Status texts in the user's language, and a small language guess for picking them."""
+"""Every text shown to the user, in English and Portuguese (one catalogue: decision's notices
+and replies, the action workers' status lines and errors, the offline planner's answers), and
+a small language guess for picking them."""
 
 from __future__ import annotations
 
@@ -188,6 +190,177 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Não atualizei nenhuma memória: sua resposta não escolheu uma, então descartei "
         "aquele pedido.",
     },
+    # "Forget that" (decision's fast_paths.py): the memory the user's last statement in the
+    # thread saved or changed.
+    "forget_done": {"en": 'Forgotten: "{content}".', "pt": 'Esqueci: "{content}".'},
+    "forget_gone": {
+        "en": "That memory is already gone, so there was nothing to forget.",
+        "pt": "Essa memória já não existe, então não havia nada para esquecer.",
+    },
+    "forget_ask_what": {
+        "en": 'What should I forget? Tell me what it is about, for example "forget my address".',
+        "pt": 'O que devo esquecer? Diga do que se trata, por exemplo "esqueça meu endereço".',
+    },
+    "forget_choice_question": {
+        "en": 'Which one should I forget?\n{candidates}\nReply with its number (or "cancel"); '
+        "I will wait {minutes} minutes.",
+        "pt": 'Qual devo esquecer?\n{candidates}\nResponda com o número (ou "cancelar"); '
+        "espero {minutes} minutos.",
+    },
+    "forget_choice_cancelled": {
+        "en": "Okay, cancelled: I did not forget anything.",
+        "pt": "Tudo bem, cancelado: não esqueci nada.",
+    },
+    "forget_choice_dropped": {
+        "en": "I did not forget anything: your reply did not pick one, so I dropped that request.",
+        "pt": "Não esqueci nada: sua resposta não escolheu uma, então descartei aquele pedido.",
+    },
+    "pending_expired": {
+        "en": "That question expired, so I did not delete anything. Ask again if you still "
+        "want it.",
+        "pt": "Aquela pergunta expirou, então não apaguei nada. Peça de novo se ainda quiser.",
+    },
+    "choice_expired": {
+        "en": "That question expired, so I did not change or forget any memory. Ask again if "
+        "you still want it.",
+        "pt": "Aquela pergunta expirou, então não alterei nem esqueci nenhuma memória. Peça de "
+        "novo se ainda quiser.",
+    },
+    # The action worker's reasons for a step that could not run (shown when the step ends
+    # the cycle).
+    "step_unavailable": {
+        "en": "this worker does not offer it",
+        "pt": "este worker não oferece esse passo",
+    },
+    "step_llm_failed": {
+        "en": "the language model failed ({detail})",
+        "pt": "o modelo de linguagem falhou ({detail})",
+    },
+    "step_internal_error": {
+        "en": "internal error ({detail})",
+        "pt": "erro interno ({detail})",
+    },
+    "step_cycle_ended": {
+        "en": "stopped: the turn had already ended (timed out or cancelled)",
+        "pt": "interrompido: a vez já tinha terminado (tempo esgotado ou cancelada)",
+    },
+    # What the offline planner (the rule-based stand-in for a model, libs/llm's offline
+    # package) says: short templates filled from the memory actions' results.
+    "offline_delete_all_question": {
+        "en": "Do you really want me to delete ALL your memories? This cannot be undone. Reply "
+        '"yes" to confirm, or anything else to keep them.',
+        "pt": "Você quer mesmo que eu apague TODAS as suas memórias? Isso não pode ser "
+        'desfeito. Responda "sim" para confirmar, ou qualquer outra coisa para '
+        "mantê-las.",
+    },
+    "offline_saved": {
+        "en": "Saved: {items}.",
+        "pt": "Guardei: {items}.",
+    },
+    "offline_not_saved": {
+        "en": "I could not save {items}.",
+        "pt": "Não consegui guardar {items}.",
+    },
+    "offline_already_saved": {
+        "en": "I already had that: {items}.",
+        "pt": "Isso eu já tinha guardado: {items}.",
+    },
+    "offline_found": {
+        "en": "From your memories: {items}.",
+        "pt": "Nas suas memórias: {items}.",
+    },
+    # Before a correction or a forget: what was found is the target, not an answer.
+    "offline_found_target": {
+        "en": "Found: {items}.",
+        "pt": "Encontrei: {items}.",
+    },
+    "offline_found_unsure": {
+        "en": 'Nothing I found is clearly about "{query}"; the closest: {items}.',
+        "pt": 'Nada do que encontrei é claramente sobre "{query}"; o mais próximo: {items}.',
+    },
+    "offline_found_none": {
+        "en": 'I found nothing about "{query}" in your memories.',
+        "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
+    },
+    "offline_looked_for": {
+        "en": 'I looked for "{query}" in your memories.',
+        "pt": 'Procurei "{query}" nas suas memórias.',
+    },
+    "offline_listed_none": {
+        "en": "You have no memories saved yet.",
+        "pt": "Você ainda não tem memórias guardadas.",
+    },
+    "offline_updated": {
+        "en": "Updated: {items}.",
+        "pt": "Atualizei: {items}.",
+    },
+    "offline_deleted": {
+        "en": "Forgotten: {items}.",
+        "pt": "Esqueci: {items}.",
+    },
+    "offline_missing": {
+        "en": "I could not find the memory to change ({items}).",
+        "pt": "Não encontrei a memória para alterar ({items}).",
+    },
+    "offline_ask_missing": {
+        "en": "I don't have that in my memory yet. Could you tell me?",
+        "pt": "Ainda não tenho isso na memória. Pode me contar?",
+    },
+    "offline_no_answer": {
+        "en": "All right. Tell me whenever you like, and I will remember it.",
+        "pt": "Tudo bem. Quando quiser, me conte, e eu guardo.",
+    },
+    "offline_ask_more": {
+        "en": "Could you tell me a bit more?",
+        "pt": "Pode me contar um pouco mais?",
+    },
+    "offline_nothing_to_forget": {
+        "en": 'I found no memory about "{query}", so I forgot nothing.',
+        "pt": 'Não encontrei nenhuma memória sobre "{query}", então não esqueci nada.',
+    },
+    "offline_ask_what_to_forget": {
+        "en": 'What should I forget? Tell me what it is about, for example "forget my address".',
+        "pt": 'O que devo esquecer? Diga do que se trata, por exemplo "esqueça meu endereço".',
+    },
+    "offline_cancelled": {
+        "en": "Okay, cancelled.",
+        "pt": "Tudo bem, cancelado.",
+    },
+    "offline_kept": {
+        "en": "Okay, I kept all your memories.",
+        "pt": "Tudo bem, mantive todas as suas memórias.",
+    },
+    "offline_failed": {
+        "en": "Something went wrong: {detail}.",
+        "pt": "Algo deu errado: {detail}.",
+    },
+    "offline_done": {
+        "en": "Done.",
+        "pt": "Pronto.",
+    },
+    "offline_thanks": {
+        "en": "You're welcome!",
+        "pt": "De nada!",
+    },
+    "offline_bye": {
+        "en": "Bye! Your memories stay saved here.",
+        "pt": "Tchau! Suas memórias ficam guardadas aqui.",
+    },
+    "offline_no_model": {
+        "en": "(This is the offline planner: no language model is configured, so I only manage "
+        "and recall your memories. Set GEMINI_API_KEY for full answers.)",
+        "pt": "(Aqui é o planejador offline: nenhum modelo de linguagem está configurado, "
+        "então só guardo e recupero suas memórias. Defina GEMINI_API_KEY para respostas "
+        "completas.)",
+    },
+    "offline_introduction": {
+        "en": 'Hi! I can remember things for you ("remember that I am allergic to peanuts"), '
+        'recall them ("what am I allergic to?"), correct them ("actually, ...") and '
+        'forget them ("forget my allergy").',
+        "pt": 'Olá! Posso guardar coisas para você ("lembre que sou alérgico a amendoim"), '
+        'lembrar delas ("do que eu tenho alergia?"), corrigi-las ("na verdade, ...") e '
+        'esquecê-las ("esqueça minha alergia").',
+    },
     "pending_dropped": {
         "en": 'I did not delete your memories: your reply was not a "yes", so I dropped that '
         "request.",
@@ -205,12 +378,13 @@ def detect_language(text: str, earlier: Iterable[str] = ()) -> Language:
     of the first of ``earlier`` (the user's previous messages, newest first) that does;
     English when none does."""
     for candidate in (text, *earlier):
-        if (language := _language_of(candidate)) is not None:
+        if (language := language_of(candidate)) is not None:
             return language
     return "en"
 
 
-def _language_of(text: str) -> Language | None:
+def language_of(text: str) -> Language | None:
+    """The language ``text`` itself tells, or None when it does not ("ok", "Lena", "3")."""
     pt = en = 0
     accented = False
     for match in _WORD.finditer(text):

@@ -23,7 +23,7 @@ from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionReque
 from memoria_contracts.streams import Stream
 from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import keys
+from memoria_runtime import i18n, keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
@@ -133,13 +133,16 @@ class StepRunner:
     async def _run(
         self, event: Envelope, request: ActionRequested, chat: ChatSink, plan: StoredPlan
     ) -> ActionOutcome:
+        # Errors are shown to the user when the step ends the cycle ("The step 'X' failed:
+        # ..."): in the conversation's language, like every notice.
+        language = request.context.language
         registered = self.actions.get(request.action)
         if registered is None:
             return ActionOutcome(
                 status="failed",
                 ends_cycle=False,
                 summary="not run",
-                error=f"action {request.action} is not available on this worker",
+                error=i18n.text("step_unavailable", language),
             )
         context = ActionContext(
             event=event,
@@ -155,13 +158,13 @@ class StepRunner:
             return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))
         except CycleEnded:
             log.info("%s step %d stopped: its cycle ended", event.cycle_id, request.step)
-            error = "stopped: the cycle had already ended (timed out or cancelled)"
+            error = i18n.text("step_cycle_ended", language)
         except LLMError as exc:
             log.warning("%s failed on the LLM: %s", request.action, exc)
-            error = f"the language model failed: {exc}"
+            error = i18n.text("step_llm_failed", language, detail=exc)
         except Exception as exc:  # a bug in one action must not stall the cycle until timeout
             log.exception("%s raised", request.action)
-            error = f"internal error ({type(exc).__name__})"
+            error = i18n.text("step_internal_error", language, detail=type(exc).__name__)
         return ActionOutcome(
             status="failed",
             ends_cycle=registered.spec.ends_cycle,

@@ -1,8 +1,8 @@
 """Commands recognized in code, before any LLM call (deterministic fast paths, ADR 9).
 
-Three commands never reach the model: *list all my memories*, *delete all my memories* and
-*cancel*; and while a confirmation is pending, the user's next message is read here as a
-yes, a no, or something else.
+Four commands never reach the model: *list all my memories*, *delete all my memories*,
+*forget that* (the last thing the user told) and *cancel*; and while a confirmation is
+pending, the user's next message is read here as a yes, a no, or something else.
 
 The recognizers are deliberately conservative: a message is a command only when it is that
 command and nothing more (anchored at both ends, after courtesy words like "please" or "por
@@ -29,6 +29,7 @@ from memoria_contracts.events import Language
 class Command(StrEnum):
     LIST_ALL = "list_all"
     DELETE_ALL = "delete_all"
+    FORGET_LAST = "forget_last"
     CANCEL = "cancel"
 
 
@@ -109,10 +110,25 @@ _PT_LIST_ALL: Final = (
     rf"(?: todas)?(?: as)?(?: minhas| suas)? {_PT_MEMORIES}|"
     r"quais (?:sao )?(?:as )?(?:minhas )?memorias(?: que (?:voce|vc) tem(?: (?:sobre|de) mim)?)?)"
 )
-# "Forget that" / "esqueça isso" are no cancel when nothing is pending: they ask to forget
-# what was just said or saved, which is the model's (or the offline planner's) to do. As a
-# reply to a pending question they decline it (_EN_NO, _PT_NO).
-_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|forget it|abort)"
+# "Forget that" / "forget it" / "esqueça isso" are no cancel when nothing is pending: they ask
+# to forget the last thing the user told, whatever the turn before was (a question, a search,
+# small talk). As a reply to a pending question they decline it (_EN_NO, _PT_NO).
+_EN_FORGET_LAST: Final = (
+    r"(?:forget|delete|erase|remove|undo)(?: about)? "
+    r"(?:that|it|this|what i (?:just )?(?:said|told you)|the last (?:one|thing)(?: i (?:said|"
+    r"told you))?)(?: too| as well)?"
+)
+_PT_THAT: Final = (
+    r"(?:isso|isto|aquilo|essa|esse|o que eu (?:acabei de )?(?:disse|falei|contei)|"
+    r"a ultima (?:coisa|que eu (?:disse|falei)))"
+)
+# "Esquece" alone is "forget it"; "apaga" alone names nothing.
+_PT_FORGET_LAST: Final = (
+    rf"(?:(?:esqueca|esquece|esquecer)(?: {_PT_THAT})?|"
+    r"(?:apague|apaga|apagar|deleta|deletar|exclua|exclui|excluir|remova|remove|remover) "
+    rf"{_PT_THAT})(?: tambem)?"
+)
+_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|abort)"
 _PT_CANCEL: Final = (
     r"(?:cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|desisto|abortar?)"
 )
@@ -122,6 +138,8 @@ _COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
     (Command.DELETE_ALL, "pt", _whole(_PT_LEAD, _PT_DELETE_ALL, _PT_TAIL)),
     (Command.LIST_ALL, "en", _whole(_EN_LEAD, _EN_LIST_ALL, _EN_TAIL)),
     (Command.LIST_ALL, "pt", _whole(_PT_LEAD, _PT_LIST_ALL, _PT_TAIL)),
+    (Command.FORGET_LAST, "en", _whole(_EN_LEAD, _EN_FORGET_LAST, _EN_TAIL)),
+    (Command.FORGET_LAST, "pt", _whole(_PT_LEAD, _PT_FORGET_LAST, _PT_TAIL)),
     (Command.CANCEL, "en", _whole("(?:please )?", _EN_CANCEL, _EN_TAIL)),
     (Command.CANCEL, "pt", _whole("(?:por favor,? )?", _PT_CANCEL, _PT_TAIL)),
 )
@@ -129,15 +147,17 @@ _COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
 # Answers to "are you sure?". Only a clear yes confirms: "ok", "hmm", "maybe" or anything
 # else is not a yes, and a destructive action must not run on a guess.
 _EN_YES: Final = (
-    r"(?:yes|yeah|yep|yup|y|sure|confirm|confirmed|i confirm|go ahead|do it|delete them(?: all)?)"
+    r"(?:yes|yeah|yep|yup|y|sure|of course|absolutely|confirm|confirmed|i confirm|go ahead|"
+    r"do it|delete them(?: all)?)"
     r"(?:,? (?:please|do it|go ahead|delete (?:them|it|everything)(?: all)?|i'?m sure|"
     r"i am sure|confirm(?:ed)?|i confirm))*"
 )
 _PT_YES: Final = (
-    r"(?:sim|s|isso|confirmo|confirmar|confirma|confirmado|pode|pode sim|pode apagar|"
-    r"(?:apague|apaga)(?: (?:tudo|todas))?|manda ver|tenho certeza)"
-    r"(?:,? (?:sim|pode|pode apagar|(?:apague|apaga)(?: (?:tudo|todas))?|por favor|"
-    r"tenho certeza|confirmo))*"
+    r"(?:sim|s|isso|claro(?: que sim)?|com certeza|confirmo|confirmar|confirma|confirmado|"
+    r"pode|pode sim|pode apagar(?: (?:tudo|todas))?|(?:apague|apaga)(?: (?:tudo|todas))?|"
+    r"manda ver|tenho certeza)"
+    r"(?:,? (?:sim|pode|pode apagar(?: (?:tudo|todas))?|(?:apague|apaga)(?: (?:tudo|todas))?|"
+    r"por favor|tenho certeza|confirmo))*"
 )
 _EN_NO: Final = (
     r"(?:(?:no|nope|nah|n|cancel(?: it| that)?|never ?mind|forget (?:it|that)|stop|abort|"
@@ -148,7 +168,8 @@ _EN_NO: Final = (
     r"do not(?: delete(?: them| anything)?)?|never ?mind|please))*)"
 )
 _PT_NO: Final = (
-    r"(?:(?:nao|cancela|cancelar|cancele|deixa (?:pra|para) la|esquece(?: isso)?|"
+    r"(?:(?:nao|melhor nao|nao quero|cancela|cancelar|cancele|deixa (?:pra|para) la|"
+    r"esquece(?: isso)?|"
     r"esqueca(?: isso)?|pare|desisto|mantenha(?: tudo)?|nao (?:apague|apaga)(?: nada)?)"
     r"(?:,? (?:obrigad[oa]|cancela|cancelar|nao (?:apague|apaga)(?: nada)?|mantenha(?: tudo)?|"
     r"deixa (?:pra|para) la|por favor))*)"

@@ -36,7 +36,7 @@ from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
-from memoria_decision.pending import PendingActions, Prefetched, UpdateCandidate
+from memoria_decision.pending import PendingActions, PendingKind, Prefetched, UpdateCandidate
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import default_session, read_session, recall, recalled
 from memoria_decision.state import CycleState, CycleStore, PendingStep
@@ -60,6 +60,11 @@ tracer = trace.get_tracer("memoria.decision")
 _SWEEP_BATCH = 50  # deadlines handled per sweep
 _ENDED_MARK_TTL_S = 24 * 3600
 _WORKERS_POLL_S = 0.25  # how often a cycle without workers looks for one
+_DROPPED_NOTICES: dict[PendingKind, str] = {
+    "delete_all": "pending_dropped",
+    "choose_update": "update_choice_dropped",
+    "choose_forget": "forget_choice_dropped",
+}
 
 # Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
 ATTR_CYCLE_ID = "memoria.cycle_id"
@@ -472,8 +477,7 @@ class CycleEngine:
         end the cycle; True then. Otherwise the model decides, as always."""
         route = await self.fast_paths.route(state, pending)
         if route.dropped is not None:
-            key = "update_choice_dropped" if route.dropped == "choose_update" else "pending_dropped"
-            notice = i18n.text(key, state.language)
+            notice = i18n.text(_DROPPED_NOTICES[route.dropped], state.language)
             await self._notice(state, "pending", notice)
         if route.kind == "model":
             return False

@@ -1,11 +1,19 @@
-"""Fast paths: list all, delete all and cancel, run by code with no LLM call;
-and the answer to "which memory did you mean?" after an ambiguous MemoryUpdate.
+"""Fast paths: list all, delete all, "forget that" and cancel, run by code
+with no LLM call; and the answer to "which memory did you mean?" after an ambiguous
+MemoryUpdate or "forget that".
+
+"Forget that" (and "forget it", "esqueça isso", "apaga isso"...) forgets the memory the user's
+last statement in the thread saved or updated (:mod:`memoria_decision.last_told`), whatever
+turns came since; with none, it asks what to forget; with several, which. Resolved in code
+with a model configured or not, it is never a search for the words "forget that".
 
 The route of a cycle is decided once, before the first decision, from the user's message and
 the thread's pending action (:func:`route_for`, pure), and saved in the cycle's state. A fast
 path then looks like any other cycle to clients: the echo, a status line, the reply (and
 memory cards), and a ``cycle_end`` whose ``actions`` name what ran (``ListMemories``,
-``ConfirmDeleteAll``, ``DeleteAllMemories``, ``Cancel``); no ``usage``, as no model ran.
+``ConfirmDeleteAll``, ``DeleteAllMemories``, ``ForgetLastTold``, ``Cancel``...); no
+``usage``, as no model ran. Every text comes from the i18n catalogue, in the language of the
+command, or of the question the message answers.
 
 Deleting everything never happens on the request itself: it stores a pending action and
 asks. Only a clear "yes"/"sim" as the very next message of the same thread, within
@@ -20,7 +28,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleEndReason, Language, StepRecord, UpdateChoice
@@ -35,6 +43,7 @@ from memoria_contracts.memory import (
 )
 from memoria_contracts.text import one_line
 from memoria_decision.commands import Command, Reply, read_choice, read_reply, recognize
+from memoria_decision.last_told import UPDATED_CARD_SUFFIX, last_told
 from memoria_decision.pending import (
     PendingAction,
     PendingActions,
@@ -42,7 +51,7 @@ from memoria_decision.pending import (
     UpdateCandidate,
     pending_id_for,
 )
-from memoria_decision.routes import Route
+from memoria_decision.routes import Route, RouteKind
 from memoria_decision.state import CycleState, CycleStore
 from memoria_runtime import i18n
 from memoria_runtime.gate import ThreadGate
@@ -59,6 +68,9 @@ DELETE_ALL_ACTION: Final = "DeleteAllMemories"
 CANCEL_ACTION: Final = "Cancel"
 UPDATE_CHOSEN_ACTION: Final = "UpdateChosenMemory"
 ASK_CHOICE_ACTION: Final = "AskWhichMemory"
+FORGET_ACTION: Final = "ForgetLastTold"
+ASK_FORGET_ACTION: Final = "AskWhatToForget"
+EXPIRED_ACTION: Final = "ConfirmationExpired"
 
 EXCERPT_CHARS: Final = 80
 """How much of each candidate's content the "which memory?" question shows."""
@@ -85,10 +97,24 @@ class Ending:
     notice: str | None = None
 
 
-def route_for(message: str, pending: PendingAction | None, language: Language) -> Route:
+def route_for(
+    message: str,
+    pending: PendingAction | None,
+    language: Language,
+    *,
+    asked: AskedKind | None = None,
+) -> Route:
     """The route of a message, given the thread's pending action; ``language`` is the one
-    detected for the message, used when nothing recognized says better."""
-    if pending is not None and pending.kind == "choose_update":
+    detected for the message, used when nothing recognized says better. A message that does
+    not tell its language ("ok", "3") answers in the language the pending question was asked
+    in. ``asked``: the thread's last answer was one of the runtime's questions (whose pending
+    action, if none is left, expired)."""
+    if pending is not None and i18n.language_of(message) is None:
+        language = pending.language
+    if pending is not None and pending.kind in ("choose_update", "choose_forget"):
+        chosen_kind: RouteKind = (
+            "update_chosen" if pending.kind == "choose_update" else "forget_chosen"
+        )
         choice = read_choice(
             message, [(c.memory_id, excerpt(c.content)) for c in pending.candidates]
         )
@@ -96,7 +122,7 @@ def route_for(message: str, pending: PendingAction | None, language: Language) -
         if choice.index is not None:
             chosen = pending.candidates[choice.index].memory_id
             return Route(
-                kind="update_chosen",
+                kind=chosen_kind,
                 language=said,
                 resolves=pending.id,
                 choice=pending,
@@ -120,6 +146,17 @@ def route_for(message: str, pending: PendingAction | None, language: Language) -
             return Route(kind="delete_all", language=reply.language, resolves=pending.id)
         if reply.kind == Reply.DECLINE:
             return Route(kind="cancel", language=reply.language, resolves=pending.id, declined=True)
+    elif asked == "delete_all":
+        reply = read_reply(message, language)
+        if reply.kind == Reply.CONFIRM:
+            # The yes came after the question expired: it confirms nothing, and no model may
+            # read it as a go-ahead either.
+            return Route(kind="expired", language=reply.language, expired="delete_all")
+    elif asked is not None:
+        choice = read_choice(message, _ANY_CANDIDATES)
+        if choice.index is not None or choice.out_of_range:
+            # A pick after the "which one?" question expired: nothing left to pick among.
+            return Route(kind="expired", language=choice.language or language, expired=asked)
     resolves = pending.id if pending else None
     dropped = pending.kind if pending else None
     command = recognize(message)
@@ -130,6 +167,10 @@ def route_for(message: str, pending: PendingAction | None, language: Language) -
         return Route(kind="ask_delete_all", language=command.language, resolves=resolves)
     if command.kind == Command.LIST_ALL:
         return Route(kind="list_all", language=command.language, resolves=resolves, dropped=dropped)
+    if command.kind == Command.FORGET_LAST:
+        return Route(
+            kind="forget_last", language=command.language, resolves=resolves, dropped=dropped
+        )
     # A cancel with a pending action was read above as a "no"; here there is nothing pending.
     return Route(kind="cancel", language=command.language)
 
@@ -153,10 +194,15 @@ class FastPaths:
                 pending = await self.pending.get(state.user_id, state.thread_id)
             else:
                 pending = await self.pending.parse(state.user_id, state.thread_id, prefetched.raw)
-            route = route_for(str(state.original.content), pending, state.language)
+            route = route_for(
+                str(state.original.content),
+                pending,
+                state.language,
+                asked=_asked(state.history),
+            )
             state.route = route
-            if route.kind != "model":
-                state.language = route.language  # replies in the language of the command
+            # Replies in the language of the command, or of the question the message answers.
+            state.language = route.language
             if route.kind != "model" or route.resolves is not None:
                 # Saved before the pending action is cleared, so a redelivery takes the same
                 # route. A plain model route with nothing pending is what a redelivery would
@@ -180,8 +226,20 @@ class FastPaths:
                 return await self._update_chosen(state, route)
             if route.kind == "ask_choice":
                 assert route.choice is not None
-                await self.ask_choice(state, route.choice.candidates, route.choice, step=STEP)
+                if route.choice.kind == "choose_forget":
+                    await self._ask_forget_choice(state, route.choice.candidates)
+                else:
+                    await self.ask_choice(state, route.choice.candidates, route.choice, step=STEP)
                 return _ok(ASK_CHOICE_ACTION, "no such candidate: asked again which memory")
+            if route.kind == "forget_last":
+                return await self._forget_last(state)
+            if route.kind == "forget_chosen":
+                assert route.targets
+                return await self._forget(state, route.targets[0])
+            if route.kind == "expired":
+                key = "pending_expired" if route.expired == "delete_all" else "choice_expired"
+                await self._reply(state, i18n.text(key, state.language))
+                return _ok(EXPIRED_ACTION, f"an answer to an expired {route.expired} question")
             return await self._cancel(state, route)
         except MemoryUnavailable as exc:
             log.error("cycle %s: %s failed: %s", state.cycle_id, route.kind, exc)
@@ -330,8 +388,9 @@ class FastPaths:
         )
         old, new = excerpt(chosen.content), excerpt(route.choice.content)
         if isinstance(reply, MemoryUpdated):
+            # The card's id says it was written here: what a later "forget that" forgets.
             card = ChatRecord.memory_card(
-                f"{state.cycle_id}.{STEP}.0", state.cycle_id, reply.memory
+                f"{state.cycle_id}.{STEP}{UPDATED_CARD_SUFFIX}", state.cycle_id, reply.memory
             )
             await self.post(state, card)
             await self._reply(
@@ -352,7 +411,97 @@ class FastPaths:
             notice=i18n.text("update_chosen_failed", state.language, old=old),
         )
 
+    async def _forget_last(self, state: CycleState) -> Ending:
+        """ "Forget that": the memory the user's last statement in the thread wrote; when
+        there is none, or it is not one, the user is asked what (never a search for the
+        words "forget that")."""
+        written = last_told(state.history)
+        if not written:
+            await self._reply(state, i18n.text("forget_ask_what", state.language))
+            return _ok(ASK_FORGET_ACTION, "nothing the user told was saved here: asked what")
+        if len(written) == 1:
+            return await self._forget(state, written[0])
+        candidates: list[UpdateCandidate] = []
+        for memory_id in written:
+            found = await self._ask(
+                self.memory.get(
+                    state.user_id, memory_id, thread_id=state.thread_id, cycle_id=state.cycle_id
+                )
+            )
+            if isinstance(found, MemoryFailure):
+                if found.code == "unavailable":
+                    raise MemoryUnavailable(f"memory service unavailable: {found.error_message}")
+                continue  # gone meanwhile: nothing to choose
+            candidates.extend(
+                UpdateCandidate(memory_id=m.memory_id, content=m.content) for m in found.memories
+            )
+        if len(candidates) == 1:
+            return await self._forget(state, candidates[0].memory_id)
+        if not candidates:
+            await self._reply(state, i18n.text("forget_gone", state.language))
+            return _ok(FORGET_ACTION, "what the user told last is gone already")
+        await self._ask_forget_choice(state, candidates)
+        return _ok(ASK_FORGET_ACTION, f"asked which of {len(candidates)} memories to forget")
+
+    async def _ask_forget_choice(
+        self, state: CycleState, candidates: list[UpdateCandidate]
+    ) -> None:
+        """The user's last statement wrote several memories: which one is "that"? Kept as
+        the thread's pending action (a ``choose_forget``), answered like an update's choice."""
+        action = PendingAction(
+            id=pending_id_for(state.cycle_id),
+            kind="choose_forget",
+            language=state.language,
+            asked_in_cycle=state.cycle_id,
+            candidates=candidates,
+        )
+        await self.pending.put(state.user_id, state.thread_id, action)
+        numbered = "\n".join(
+            f"{n}. {excerpt(c.content)}" for n, c in enumerate(candidates, start=1)
+        )
+        minutes = max(1, self.pending.ttl_s // 60)
+        text = i18n.text(
+            "forget_choice_question", state.language, candidates=numbered, minutes=minutes
+        )
+        await self._reply(state, text)
+
+    async def _forget(self, state: CycleState, memory_id: str) -> Ending:
+        """Delete one memory of the session's user and say what was forgotten."""
+        await self._status(state, "memory_delete_started")
+        reply = await self._ask(
+            self.memory.delete(
+                state.user_id,
+                MemoryDelete(memory_id=memory_id),
+                thread_id=state.thread_id,
+                cycle_id=state.cycle_id,
+            )
+        )
+        if isinstance(reply, MemoryDeleted):
+            content = excerpt(reply.deleted_content)
+            await self._reply(state, i18n.text("forget_done", state.language, content=content))
+            return _ok(FORGET_ACTION, f'forgot {memory_id} ("{content}")')
+        if reply.code == "unavailable":
+            raise MemoryUnavailable(f"memory service unavailable: {reply.error_message}")
+        if reply.code == "not_found":
+            # Forgotten before (a "forget that" said twice), or deleted from another window.
+            await self._reply(state, i18n.text("forget_gone", state.language))
+            return _ok(FORGET_ACTION, f"{memory_id} was gone already")
+        log.warning("cycle %s: %s not deleted: %s", state.cycle_id, memory_id, reply.error_message)
+        return Ending(
+            step=StepRecord(
+                step=STEP,
+                action=FORGET_ACTION,
+                status="failed",
+                summary=f"{memory_id} not deleted ({reply.code}): {reply.error_message}",
+            ),
+            reason="action_failed",
+            notice=i18n.text("memory_rejected", state.language, detail=reply.code),
+        )
+
     async def _cancel(self, state: CycleState, route: Route) -> Ending:
+        if route.declined and route.choice is not None and route.choice.kind == "choose_forget":
+            await self._reply(state, i18n.text("forget_choice_cancelled", state.language))
+            return _ok(CANCEL_ACTION, "cancelled the pending forget; nothing was deleted")
         if route.declined and route.choice is not None:
             await self._reply(state, i18n.text("update_choice_cancelled", state.language))
             return _ok(CANCEL_ACTION, "cancelled the pending update; nothing was changed")
@@ -445,7 +594,32 @@ _ACTIONS: Final = {
     "cancel": CANCEL_ACTION,
     "update_chosen": UPDATE_CHOSEN_ACTION,
     "ask_choice": ASK_CHOICE_ACTION,
+    "forget_last": FORGET_ACTION,
+    "forget_chosen": FORGET_ACTION,
+    "expired": EXPIRED_ACTION,
 }
+
+
+AskedKind = Literal["delete_all", "choose_update", "choose_forget"]
+_QUESTIONS: Final[dict[AskedKind, str]] = {
+    "delete_all": "delete_all_question",
+    "choose_update": "update_choice_question",
+    "choose_forget": "forget_choice_question",
+}
+_ANY_CANDIDATES: Final = [(f"mem_{n}", "") for n in range(1, 10)]
+"""Stand-ins for the candidates of an expired "which one?" question: a number is a pick."""
+
+
+def _asked(history: list[ChatRecord]) -> AskedKind | None:
+    """Which of the runtime's questions the thread's last answer (a tool record aside) was."""
+    for record in reversed(history):
+        if record.role == "assistant" and record.modal == "text" and not record.tool_record:
+            said = str(record.content)
+            for kind, key in _QUESTIONS.items():
+                if any(said.startswith(q.split("{", 1)[0]) for q in i18n.TEXTS[key].values()):
+                    return kind
+            return None
+    return None
 
 
 def excerpt(content: object) -> str:

@@ -1,11 +1,11 @@
 """``pendingAction``: what a thread waits to have confirmed, kept in Redis per thread.
 
 When the runtime needs the user's confirmation (deleting every memory) or choice (which
-memory an ambiguous update meant), it stores the action here and asks; the next message in
-the same thread resolves it (see :mod:`memoria_decision.fast_paths`). It is per thread, not
-per user, so a "yes" in another conversation confirms nothing; and it expires, so a "yes"
-written the next day is an ordinary message again instead of the trigger of an old,
-forgotten request.
+memory an ambiguous update, or an ambiguous "forget that", meant), it stores the action here
+and asks; the next message in the same thread resolves it (see
+:mod:`memoria_decision.fast_paths`). It is per thread, not per user, so a "yes" in another
+conversation confirms nothing; and it expires, so a "yes" written the next day is an
+ordinary message again instead of the trigger of an old, forgotten request.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ log = logging.getLogger("memoria.decision.pending")
 PENDING_ACTION_TTL_S: Final = 10 * 60
 """How long a confirmation question stays answerable."""
 
-PendingKind = Literal["delete_all", "choose_update"]
+PendingKind = Literal["delete_all", "choose_update", "choose_forget"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,10 @@ class PendingAction(BaseModel):
     asked_in_cycle: str
     asked_at: datetime = Field(default_factory=utcnow)
     candidates: list[UpdateCandidate] = Field(default_factory=list)
-    """``choose_update``: the memories the user chooses among, in the order shown (numbered
-    from 1). Memories of the session's user: the action worker offers only memories loaded
-    in this thread, and the update runs as the session's user, so another's id is refused."""
+    """``choose_update``/``choose_forget``: the memories the user chooses among, in the order
+    shown (numbered from 1). Memories of the session's user: the action worker offers only
+    memories loaded in this thread, "forget that" only those written in it, and both run as
+    the session's user, so another's id is refused."""
     content: Any = None
     """``choose_update``: the new content of the chosen memory."""
     content_kind: ContentKind | None = None

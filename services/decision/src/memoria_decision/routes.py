@@ -12,7 +12,16 @@ from memoria_contracts.events import Language
 from memoria_decision.pending import PendingAction, PendingKind
 
 RouteKind = Literal[
-    "model", "list_all", "ask_delete_all", "delete_all", "cancel", "update_chosen", "ask_choice"
+    "model",
+    "list_all",
+    "ask_delete_all",
+    "delete_all",
+    "cancel",
+    "update_chosen",
+    "ask_choice",
+    "forget_last",
+    "forget_chosen",
+    "expired",
 ]
 
 
@@ -25,12 +34,15 @@ class Route(BaseModel):
     dropped: PendingKind | None = None
     """A pending action the message did not answer (neither yes nor no): it is dropped, the
     user is told, and the message is handled as usual."""
+    expired: PendingKind | None = None
+    """``expired``: the kind of question the message answered too late."""
     declined: bool = False
     """``cancel`` answered a pending action (rather than there being nothing to cancel)."""
     targets: list[str] | None = None
     """``delete_all``: the ids to delete, listed once and kept, so a redelivered cycle deletes
     the same memories and reports the same count (those already gone count as deleted)."""
     choice: PendingAction | None = None
-    """``update_chosen`` (with the chosen id as the one target) and ``ask_choice`` (a number
-    with no such candidate: asked again): the ``choose_update`` pending action answered, kept
-    here because the store's copy is cleared."""
+    """``update_chosen``/``forget_chosen`` (with the chosen id as the one target) and
+    ``ask_choice`` (a number with no such candidate: asked again): the ``choose_update`` or
+    ``choose_forget`` pending action answered, kept here because the store's copy is
+    cleared."""

@@ -114,14 +114,30 @@ def _question_asked_back(history: Sequence[ChatRecord], answer: int | None) -> s
     return None
 
 
-def _reading(context: CycleContext, last_answer: str | None, asked_back: str | None) -> Reading:
+def _last_told(history: Sequence[ChatRecord]) -> str | None:
+    """What the planner's newest answer that saved or changed a memory says it wrote: the
+    last thing the user told, whatever turns came after (a question, a search, small talk)."""
+    answers = (
+        str(record.content)
+        for record in reversed(history)
+        if record.role == "assistant" and record.modal == "text" and not record.tool_record
+    )
+    return next((written for answer in answers if (written := replies.last_written(answer))), None)
+
+
+def _reading(context: CycleContext, asked_back: str | None, asked_delete_all: bool) -> Reading:
     """The message's reading; a reply no rule understood, right after the planner asked the
     user for what memory lacked (``asked_back``), is the answer: a fact to save. "Forget
-    that" forgets what the previous answer saved or changed."""
+    that" forgets what the user told last; with nothing told, the user is asked what (the
+    words "forget that" are nothing to search for)."""
     reading = read(str(context.original_message.content))
+    if reading.refers_back and asked_delete_all:
+        return Reading(Intent.CANCEL, reading.statement)  # "forget it" to "delete everything?"
     if reading.refers_back:
-        written = replies.last_written(last_answer) if last_answer else None
-        return Reading(Intent.DELETE, written) if written else reading
+        written = _last_told(context.history)
+        if written:
+            return Reading(Intent.DELETE, written)
+        return Reading(Intent.SMALL_TALK, reading.statement, forget_what=True)
     if not reading.unread or asked_back is None:
         return reading
     statement = as_statement(asked_back, reading.statement)
@@ -138,7 +154,8 @@ def view(context: CycleContext) -> CycleView:
     answer = _last_answer(history)
     last_answer = None if answer is None else str(history[answer].content)
     asked_back = _question_asked_back(history, answer)
-    reading = _reading(context, last_answer, asked_back)
+    asked_delete_all = last_answer is not None and replies.is_delete_all_question(last_answer)
+    reading = _reading(context, asked_back, asked_delete_all)
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
     texts = _texts_of_found(context)
@@ -149,7 +166,7 @@ def view(context: CycleContext) -> CycleView:
         found_last=by_step.get(_last_search_step(context.steps), []),
         targets=about(reading.statement, [(i, texts.get(i, [])) for i in found]),
         texts=texts,
-        asked_delete_all=last_answer is not None and replies.is_delete_all_question(last_answer),
+        asked_delete_all=asked_delete_all,
         asked_back=asked_back,
         told_no_model=any(
             record.role == "assistant" and record.model == replies.LABEL

@@ -42,7 +42,10 @@ class Reading:
     """What to save, one memory each: the statement's clauses when each is a fact of its own
     ("I'm Marco and I live in Berlin"), else the statement."""
     refers_back: bool = False
-    """A forget of "that": the memory the previous answer saved or changed (``CycleView``)."""
+    """A forget of "that": the memory the user's last statement saved or changed
+    (``CycleView``)."""
+    forget_what: bool = False
+    """A forget of "that" with nothing told to forget: the user is asked what."""
     unread: bool = False
     """No rule understood the message (small talk by default; ``statement`` as typed, not
     capitalised): it may answer a question the planner asked (``CycleView``)."""
@@ -83,8 +86,8 @@ _DELETE_ALL: Final = _rx(
 )
 _CONFIRM: Final = _rx(r"^(?:yes|yeah|yep|sure|confirm|confirmed|do it|sim|pode|confirmo|isso)\b")
 _CANCEL: Final = _rx(
-    r"^(?:cancel|never ?mind|forget it|stop|no thanks|no,? thank you|nothing|no|nope|"
-    r"cancela|cancelar|deixa (?:pra|para) la|esquece isso|esquece|nada|nao|para)\W*$"
+    r"^(?:cancel|never ?mind|stop|no thanks|no,? thank you|nothing|no|nope|"
+    r"cancela|cancelar|deixa (?:pra|para) la|nada|nao|para)\W*$"
 )
 _LIST_ALL: Final = _rx(
     r"\b(?:(?:list|show|tell me|give me|read) (?:me )?(?:all )?(?:of )?(?:my |your |the )?"
@@ -96,12 +99,13 @@ _LIST_ALL: Final = _rx(
     r"^(?:tell me everything|what do you (?:know|remember)|o que (?:voce|vc) (?:sabe|lembra))"
     r"\W*$"
 )
-# "Forget that", "esqueça isso", "undo": what the previous answer saved ("forget it" is
-# "never mind": _CANCEL).
+# "Forget that", "forget it", "esqueça isso", "undo": what the user told last (right after
+# the delete-everything question, a "no": ``CycleView``).
 _FORGET_THAT: Final = _rx(
     r"^(?:please )?(?:forget|delete|remove|erase|esqueca|esquece|apague|apaga|remova|exclua) "
-    r"(?:that|this|what i (?:just )?(?:said|told you)|isso|isto|aquilo|"
-    r"o que eu (?:acabei de )?(?:disse|falei))\W*$|^(?:undo|undo that|desfaz|desfazer|desfaca)\W*$"
+    r"(?:that|this|it|what i (?:just )?(?:said|told you)|isso|isto|aquilo|"
+    r"o que eu (?:acabei de )?(?:disse|falei))\W*$|"
+    r"^(?:undo|undo that|desfaz|desfazer|desfaca|esquece|esqueca)\W*$"
 )
 _DELETE: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"

@@ -126,6 +126,8 @@ class OfflineModel(LanguageModel):
             return f"{replies.text('introduction', language)} {note}"
         if intent == Intent.DELETE_ALL:  # the question was asked; nothing else to do
             return replies.text("done", language)
+        if cycle.reading.forget_what:
+            return replies.text("ask_what_to_forget", language)
         if intent == Intent.SMALL_TALK and cycle.reading.courtesy and not cycle.steps:
             return " ".join(replies.text(kind, language) for kind in cycle.reading.courtesy)
         if intent == Intent.SMALL_TALK and cycle.asked_back and not cycle.reading.unread:

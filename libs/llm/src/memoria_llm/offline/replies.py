@@ -12,6 +12,7 @@ from typing import Any, Final, Literal
 
 from memoria_contracts.text import ELLIPSIS, one_line
 from memoria_llm.offline.text import fold
+from memoria_runtime import i18n
 
 Language = Literal["en", "pt"]
 
@@ -21,100 +22,19 @@ LABEL: Final = "offline planner (no LLM)"
 QUOTE_CHARS: Final = 120
 MAX_LISTED: Final = 10
 
-_DELETE_ALL_QUESTION: Final[dict[Language, str]] = {
-    "en": "Do you really want me to delete ALL your memories? This cannot be undone. "
-    'Reply "yes" to confirm, or anything else to keep them.',
-    "pt": "Você quer mesmo que eu apague TODAS as suas memórias? Isso não pode ser desfeito. "
-    'Responda "sim" para confirmar, ou qualquer outra coisa para mantê-las.',
-}
 _DELETE_ALL_MARKS: Final = ("delete all your memories", "apague todas as suas memorias")
-
-_TEXTS: Final[dict[str, dict[Language, str]]] = {
-    "saved": {"en": "Saved: {items}.", "pt": "Guardei: {items}."},
-    "not_saved": {"en": "I could not save {items}.", "pt": "Não consegui guardar {items}."},
-    "already_saved": {
-        "en": "I already had that: {items}.",
-        "pt": "Isso eu já tinha guardado: {items}.",
-    },
-    "found": {"en": "From your memories: {items}.", "pt": "Nas suas memórias: {items}."},
-    # Before a correction or a forget: what was found is the target, not an answer.
-    "found_target": {"en": "Found: {items}.", "pt": "Encontrei: {items}."},
-    "found_unsure": {
-        "en": 'Nothing I found is clearly about "{query}"; the closest: {items}.',
-        "pt": 'Nada do que encontrei é claramente sobre "{query}"; o mais próximo: {items}.',
-    },
-    "found_none": {
-        "en": 'I found nothing about "{query}" in your memories.',
-        "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
-    },
-    "looked_for": {
-        "en": 'I looked for "{query}" in your memories.',
-        "pt": 'Procurei "{query}" nas suas memórias.',
-    },
-    "listed_none": {
-        "en": "You have no memories saved yet.",
-        "pt": "Você ainda não tem memórias guardadas.",
-    },
-    "updated": {"en": "Updated: {items}.", "pt": "Atualizei: {items}."},
-    "deleted": {"en": "Forgotten: {items}.", "pt": "Esqueci: {items}."},
-    "missing": {
-        "en": "I could not find the memory to change ({items}).",
-        "pt": "Não encontrei a memória para alterar ({items}).",
-    },
-    "ask_missing": {
-        "en": "I don't have that in my memory yet. Could you tell me?",
-        "pt": "Ainda não tenho isso na memória. Pode me contar?",
-    },
-    "no_answer": {
-        "en": "All right. Tell me whenever you like, and I will remember it.",
-        "pt": "Tudo bem. Quando quiser, me conte, e eu guardo.",
-    },
-    "ask_more": {
-        "en": "Could you tell me a bit more?",
-        "pt": "Pode me contar um pouco mais?",
-    },
-    "nothing_to_forget": {
-        "en": 'I found no memory about "{query}", so I forgot nothing.',
-        "pt": 'Não encontrei nenhuma memória sobre "{query}", então não esqueci nada.',
-    },
-    "cancelled": {"en": "Okay, cancelled.", "pt": "Tudo bem, cancelado."},
-    "kept": {
-        "en": "Okay, I kept all your memories.",
-        "pt": "Tudo bem, mantive todas as suas memórias.",
-    },
-    "failed": {
-        "en": "Something went wrong: {detail}.",
-        "pt": "Algo deu errado: {detail}.",
-    },
-    "done": {"en": "Done.", "pt": "Pronto."},
-    "thanks": {"en": "You're welcome!", "pt": "De nada!"},
-    "bye": {
-        "en": "Bye! Your memories stay saved here.",
-        "pt": "Tchau! Suas memórias ficam guardadas aqui.",
-    },
-    "no_model": {
-        "en": "(This is the offline planner: no language model is configured, so I only manage "
-        "and recall your memories. Set GEMINI_API_KEY for full answers.)",
-        "pt": "(Aqui é o planejador offline: nenhum modelo de linguagem está configurado, então "
-        "só guardo e recupero suas memórias. Defina GEMINI_API_KEY para respostas completas.)",
-    },
-    "introduction": {
-        "en": 'Hi! I can remember things for you ("remember that I am allergic to '
-        'peanuts"), recall them ("what am I allergic to?"), correct them ("actually, '
-        '...") and forget them ("forget my allergy").',
-        "pt": 'Olá! Posso guardar coisas para você ("lembre que sou alérgico a amendoim"), '
-        'lembrar delas ("do que eu tenho alergia?"), corrigi-las ("na verdade, ...") e '
-        'esquecê-las ("esqueça minha alergia").',
-    },
-}
+"""What marks the planner's own delete-everything question (folded), in either language."""
+_PREFIX: Final = "offline_"
+"""The planner's texts are in the one catalogue, ``memoria_runtime.i18n.TEXTS``, under this
+prefix."""
 
 
 def text(key: str, language: Language, **values: object) -> str:
-    return _TEXTS[key][language].format(**values)
+    return i18n.text(_PREFIX + key, language, **values)
 
 
 def delete_all_question(language: Language) -> str:
-    return _DELETE_ALL_QUESTION[language]
+    return i18n.text(_PREFIX + "delete_all_question", language)
 
 
 _QUOTED: Final = re.compile(r'"([^"]+)"')
@@ -124,7 +44,7 @@ def last_written(message: str) -> str | None:
     """The memory the planner's answer ``message`` says it saved or changed last (the last
     quoted item of a "Saved: …" or "Updated: … → …"), or None for any other answer."""
     prefixes = [
-        _TEXTS[key][language].split("{", 1)[0]
+        i18n.TEXTS[_PREFIX + key][language].split("{", 1)[0]
         for key in ("saved", "already_saved", "updated")
         for language in ("en", "pt")
     ]
@@ -137,7 +57,7 @@ def last_written(message: str) -> str | None:
 
 def is_ask_missing(message: str) -> bool:
     """Whether ``message`` is the planner asking the user for what memory lacked."""
-    return message in _TEXTS["ask_missing"].values()
+    return message in i18n.TEXTS[_PREFIX + "ask_missing"].values()
 
 
 def is_delete_all_question(message: str) -> bool:

@@ -188,7 +188,12 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
         ask="Explain what you just saved.",
         results=results,
     )
-    arguments = {"memory_types": [planned.memory_type for planned in plan.memories]}
+    # written_ids: what "forget that" in a later turn of the thread forgets (decision reads
+    # them from this step's call in the history).
+    arguments = {
+        "memory_types": [planned.memory_type for planned in plan.memories],
+        "written_ids": [s.memory_id for s in saved],
+    }
     return succeeded(_summary(saved, refused), [explanation], arguments)
 
 

@@ -194,7 +194,11 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         ask="Explain what you just updated.",
         results=results,
     )
-    arguments = {"memory_ids": [planned.memory_id for planned in plan.updates]}
+    # written_ids: what "forget that" in a later turn of the thread forgets.
+    arguments = {
+        "memory_ids": [planned.memory_id for planned in plan.updates],
+        "written_ids": [u.memory_id for u in updated],
+    }
     return succeeded(_summary(updated, not_found, refused), [explanation], arguments)
 
 
