@@ -1,10 +1,11 @@
 """What "forget that" refers to: the memories the user's last statement in the thread wrote.
 
-Read from the thread's history alone (its stored tool calls and results), so every decision replica finds the same answer
-and no state is kept elsewhere. Memory steps that write keep the ids they wrote in their tool
-call's arguments (``written_ids``, set by the action worker's MemorySave and MemoryUpdate);
-an update chosen among candidates (the "which memory?" fast path) shows its memory as a card
-whose id ends in :data:`UPDATED_CARD_SUFFIX`. The newest such write is the last thing the user
+Read from the thread's history alone (its stored tool calls and results), so every decision
+replica finds the same answer and no state is kept elsewhere. Memory steps that write keep
+the ids they wrote in their tool call's arguments (``written_ids``, set by the action
+worker's MemorySave and MemoryUpdate); an update chosen among candidates (the "which
+memory?" fast path) shows its memory as a card whose id ends in :data:`UPDATED_CARD_SUFFIX`.
+The newest such write is the last thing the user
 told, whatever turns came after it (a question, a search, small talk).
 """
 
