@@ -5,8 +5,8 @@ replica finds the same answer and no state is kept elsewhere. Memory steps that 
 the ids they wrote in their tool call's arguments (``written_ids``, set by the action
 worker's MemorySave and MemoryUpdate); an update chosen among candidates (the "which
 memory?" fast path) shows its memory as a card whose id ends in :data:`UPDATED_CARD_SUFFIX`.
-The newest such write is the last thing the user
-told, whatever turns came after it (a question, a search, small talk).
+The newest such write is the last thing the user told, whatever turns came after it (a
+question, a search, small talk).
 """
 
 from __future__ import annotations
