@@ -252,7 +252,7 @@ export class Conversation {
     if (!this.status) {
       this.status = h("li", { class: "status-row", role: "status" },
         h("span", { class: "dots", "aria-hidden": "true" }, h("i"), h("i"), h("i")),
-        h("span", { class: "status-row__text" }));
+        h("span", { class: "status-row__text", dir: "auto" }));
     }
     this.status.dataset.id = frame.id;
     this.status.dataset.cycle = frame.cycle_id || "";
@@ -317,14 +317,16 @@ function buildText(frame) {
   const attrs = { class: `msg msg--${role}`, dataset: { id: frame.id, role, cycle: frame.cycle_id || "" } };
   if (role === "system") {
     return h("li", attrs,
-      h("div", { class: "notice-inline" }, icon("alert"), h("span", { class: "bubble" }, content)));
+      h("div", { class: "notice-inline" }, icon("alert"), h("span", { class: "bubble", dir: "auto" }, content)));
   }
-  const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble" });
+  // dir="auto" isolates the text (HTML gives [dir] unicode-bidi: isolate): a right-to-left
+  // override in it cannot reorder the time, the model name or the next message.
+  const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble", dir: "auto" });
   if (role === "assistant") bubble.append(renderMarkdown(content));
   else bubble.textContent = content;
   const meta = h("div", { class: "msg__meta" });
   if (role === "assistant" && frame.model) {
-    meta.append(h("span", { class: "model", title: "Who wrote this answer" }, icon("cpu"), h("span", { class: "model__name" }, frame.model)));
+    meta.append(h("span", { class: "model", title: "Who wrote this answer" }, icon("cpu"), h("span", { class: "model__name", dir: "auto" }, frame.model)));
   }
   if (frame.created_at) meta.append(h("time", { datetime: frame.created_at, title: formatDateTime(frame.created_at) }, formatTime(frame.created_at)));
   const avatar = role === "assistant" ? h("span", { class: "msg__avatar", "aria-hidden": "true" }, icon("logo")) : null;

@@ -150,7 +150,7 @@ export class MemoriesPanel {
     if (li.querySelector(".mem__edit")) return;
     const shown = li.querySelector(".mem__content");
     const box = h("textarea", {
-      class: "mem__edit-text", rows: "3", maxlength: String(MAX_CONTENT_CHARS),
+      class: "mem__edit-text", dir: "auto", rows: "3", maxlength: String(MAX_CONTENT_CHARS),
       "aria-label": "The memory's text",
     });
     box.value = memory.content;
@@ -249,7 +249,7 @@ function change(entry) {
       h("span", { class: "history__kind" }, entry.kind),
       h("span", { class: "history__source" }, `via ${entry.source}`),
       h("time", { datetime: entry.at }, formatDateTime(entry.at))),
-    entry.kind === "updated" && before ? h("p", { class: "history__old" }, before) : null,
-    entry.kind !== "deleted" && after ? h("p", { class: "history__new" }, after) : null,
-    entry.kind === "deleted" && before ? h("p", { class: "history__old" }, before) : null);
+    entry.kind === "updated" && before ? h("p", { class: "history__old", dir: "auto" }, before) : null,
+    entry.kind !== "deleted" && after ? h("p", { class: "history__new", dir: "auto" }, after) : null,
+    entry.kind === "deleted" && before ? h("p", { class: "history__old", dir: "auto" }, before) : null);
 }
