@@ -147,13 +147,8 @@ def http_router(gateway: Gateway) -> APIRouter:
         just older than that one: page back until a page comes back shorter than ``limit``."""
         user_id = user_from(authorization)
         try:
-            records = await gateway.memory.history(
-                user_id,
-                thread_id,
-                limit=limit,
-                only_chat_history=False,
-                tool_records=False,
-                before_id=before,
+            page = await gateway.memory.shown_history(
+                user_id, thread_id, limit=limit, before_id=before
             )
         except TimeoutError as exc:
             raise HTTPException(503, detail="the memory service is not answering") from exc
@@ -163,6 +158,10 @@ def http_router(gateway: Gateway) -> APIRouter:
             raise
         # Tool calls and results are history for the LLM, not messages to show (R-6); an
         # older memory service still sends them.
+        records = [r for r in page.messages if not r.tool_record]
+        # Each ended cycle's summary goes on its last message in the page (the latest wins).
+        last_of_cycle = {r.cycle_id: r.id for r in records if r.cycle_id}
+        end_on = {last_of_cycle[s.cycle_id]: s for s in page.cycles if s.cycle_id in last_of_cycle}
         return [
             MessageFrame(
                 id=r.id,
@@ -174,9 +173,9 @@ def http_router(gateway: Gateway) -> APIRouter:
                 content=r.content,
                 model=r.model,
                 created_at=r.created_at,
+                cycle_end=end_on.get(r.id),
             )
             for r in records
-            if not r.tool_record
         ]
 
     return router

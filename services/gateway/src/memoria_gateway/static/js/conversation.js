@@ -48,7 +48,9 @@ export class Conversation {
     const following = this.nearBottom();
     this.reset();
     for (const frame of frames) {
-      if (isStored(frame)) this.putMessage(frame);
+      if (!isStored(frame)) continue;
+      this.putMessage(frame);
+      this.storedCycle(frame, this.items.get(frame.id));
     }
     this.refreshEmpty();
     if (!following) s.scrollTop = s.scrollHeight - fromBottom;
@@ -99,6 +101,7 @@ export class Conversation {
       const element = this.track(frame);
       element.classList.add("no-enter");
       older.append(element);
+      this.storedCycle(frame, element);
     }
     this.list.insertBefore(older, this.earlier ? this.earlier.nextSibling : this.list.firstChild);
     s.scrollTop = s.scrollHeight - fromBottom;
@@ -214,6 +217,20 @@ export class Conversation {
   }
 
   // ---- internals -------------------------------------------------------------------------
+
+  /** The summary a stored message carries of its ended cycle (`cycle_end`), drawn after it
+   * as it was when the cycle ended live; a cycle already drawn keeps its footer. */
+  storedCycle(frame, element) {
+    const end = frame.cycle_end;
+    if (!end || !element || this.footers.has(end.cycle_id)) return;
+    const footer = buildCycle({
+      id: end.cycle_id, state: "ended", actions: end.actions || [], reason: end.reason,
+      usage: end.usage || null, durationMs: end.duration_ms,
+    });
+    footer.classList.add("no-enter");
+    element.after(footer);
+    this.footers.set(end.cycle_id, footer);
+  }
 
   putMessage(frame) {
     const existing = this.items.get(frame.id);
@@ -367,6 +384,7 @@ function buildCycle(cycle) {
 
   const meta = [];
   if (cycle.endedAt && cycle.startedAt) meta.push(formatDuration(cycle.endedAt - cycle.startedAt));
+  else if (typeof cycle.durationMs === "number") meta.push(formatDuration(cycle.durationMs)); // from the history
   const usage = cycle.usage;
   if (usage) {
     meta.push(`${formatTokens(usage.input_tokens)} in · ${formatTokens(usage.output_tokens)} out`);
