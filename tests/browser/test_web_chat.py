@@ -261,6 +261,11 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     box.fill("   ")
     listed.get_by_role("button", name="Save").click()
     expect(page.locator("#notices")).to_contain_text("cannot be empty")
+    # A paste past a memory's limit is kept whole, counted, and cannot be saved.
+    box.fill("x" * 8001)
+    assert len(box.input_value()) == 8001
+    expect(listed.locator(".composer__count")).to_have_class(re.compile("is-over"))
+    expect(listed.get_by_role("button", name="Save")).to_be_disabled()
     box.fill("My favourite colour is dark blue")
     shoot(page, artifacts, "memory-edit-light-desktop")
     box.press("Control+Enter")
@@ -712,7 +717,7 @@ def test_themes_phone_layout_and_logout(
 
     page.set_viewport_size(PHONE)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
-    expect(ended_cycles(page)).to_have_count(0)  # history only: cycle summaries are live
+    expect(ended_cycles(page)).to_have_count(1)  # the reply's summary, from the history
     expect(assistant(page, "Saved:")).to_be_visible()
     shoot(page, artifacts, "chat-dark-phone")
     page.get_by_role("button", name="Open the conversation list").click()

@@ -1,6 +1,7 @@
-// The message limit near the composer: a counter once the text is close to the gateway's
-// limit (learned from GET /api/limits), and the send button off past it, so a long paste is
-// never cut or refused by surprise. The gateway counts Unicode code points, as this does.
+// A text box's length limit (the composer's, learned from GET /api/limits; a memory's): a
+// counter once the text is close to it, and the send button off past it, so a long paste is
+// never cut (as maxlength would) nor refused by surprise. The gateway counts Unicode code
+// points, as this does.
 
 const NEAR = 0.9; // the counter shows from this share of the limit on
 
