@@ -10,13 +10,13 @@ import jwt
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
 
 from memoria_contracts.events import UserId
 from memoria_gateway.dev_login import DisplayNameError, clean_name, user_id_for
 from memoria_gateway.http_routes import http_router
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.settings import Settings
-from pydantic import TypeAdapter
 
 SECRET = "a-test-secret-long-enough-for-hs256"
 USER_IDS = TypeAdapter(UserId)
