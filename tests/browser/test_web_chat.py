@@ -592,7 +592,7 @@ def test_a_tab_over_the_socket_cap_says_why_and_stays_offline(
     for other in within:
         login(other, stack, user)
     over.page.goto(stack.base_url)
-    over.page.get_by_label("User id").fill(user)
+    over.page.get_by_label("Your name").fill(user)
     over.page.get_by_role("button", name="Continue").click()
     expect(over.page.locator("#notices .notice[data-code='too_many_connections']")).to_be_visible()
     expect(over.page.locator("#connection")).to_have_attribute("data-state", "closed")
@@ -670,7 +670,7 @@ def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Pa
         ),
     )
     page.goto(stack.base_url)
-    page.get_by_label("User id").fill("someone")
+    page.get_by_label("Your name").fill("someone")
     page.get_by_role("button", name="Continue").click()
     expect(page.get_by_text("dev login is disabled; paste a token")).to_be_visible()
     token_field = page.get_by_label("Token")
