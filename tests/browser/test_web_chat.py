@@ -136,7 +136,7 @@ def login(tab: Tab, stack: Stack, user: str) -> Page:
     page = tab.page
     page.add_init_script(RECORDER)
     page.goto(stack.base_url)
-    page.get_by_label("User id").fill(user)
+    page.get_by_label("Your name").fill(user)
     page.get_by_role("button", name="Continue").click()
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(page.locator("#thread-list .thread.is-active")).to_have_count(1)
@@ -261,6 +261,11 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     box.fill("   ")
     listed.get_by_role("button", name="Save").click()
     expect(page.locator("#notices")).to_contain_text("cannot be empty")
+    # A paste past a memory's limit is kept whole, counted, and cannot be saved.
+    box.fill("x" * 8001)
+    assert len(box.input_value()) == 8001
+    expect(listed.locator(".composer__count")).to_have_class(re.compile("is-over"))
+    expect(listed.get_by_role("button", name="Save")).to_be_disabled()
     box.fill("My favourite colour is dark blue")
     shoot(page, artifacts, "memory-edit-light-desktop")
     box.press("Control+Enter")
@@ -500,8 +505,15 @@ def test_refused_message_keeps_the_text(stack: Stack, tab: Tab) -> None:
     page = login(tab, stack, unique("max"))
     too_long = "a" * (MAX_MESSAGE_CHARS + 20)
     send(page, too_long)
+    # Over the limit the page said so before sending, and kept every character.
+    counter = page.locator("#composer-count")
+    expect(counter).to_be_visible()
+    expect(counter).to_have_class(re.compile("is-over"))
+    expect(counter).to_contain_text(f"{MAX_MESSAGE_CHARS + 20} / {MAX_MESSAGE_CHARS}")
+    expect(page.locator("#send")).to_be_disabled()
     notice = page.locator("#notices .notice[data-code='too_large']")
     expect(notice).to_be_visible()
+    expect(notice).to_contain_text("20 characters over the limit")
     expect(page.locator("#composer-input")).to_have_value(too_long)
     expect(page.locator("#messages .msg--user")).to_have_count(0)
     notice.get_by_role("button", name="Dismiss").click()
@@ -581,7 +593,7 @@ def test_a_tab_over_the_socket_cap_says_why_and_stays_offline(
     for other in within:
         login(other, stack, user)
     over.page.goto(stack.base_url)
-    over.page.get_by_label("User id").fill(user)
+    over.page.get_by_label("Your name").fill(user)
     over.page.get_by_role("button", name="Continue").click()
     expect(over.page.locator("#notices .notice[data-code='too_many_connections']")).to_be_visible()
     expect(over.page.locator("#connection")).to_have_attribute("data-state", "closed")
@@ -659,7 +671,7 @@ def test_token_login_when_dev_login_is_off(stack: Stack, tab: Tab, artifacts: Pa
         ),
     )
     page.goto(stack.base_url)
-    page.get_by_label("User id").fill("someone")
+    page.get_by_label("Your name").fill("someone")
     page.get_by_role("button", name="Continue").click()
     expect(page.get_by_text("dev login is disabled; paste a token")).to_be_visible()
     token_field = page.get_by_label("Token")
@@ -706,7 +718,7 @@ def test_themes_phone_layout_and_logout(
 
     page.set_viewport_size(PHONE)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
-    expect(ended_cycles(page)).to_have_count(0)  # history only: cycle summaries are live
+    expect(ended_cycles(page)).to_have_count(1)  # the reply's summary, from the history
     expect(assistant(page, "Saved:")).to_be_visible()
     shoot(page, artifacts, "chat-dark-phone")
     page.get_by_role("button", name="Open the conversation list").click()
@@ -790,3 +802,110 @@ def test_persona_picker_switches_the_open_thread(stack: Stack, tab: Tab, artifac
     expect(picker).to_have_value("memoria")
     page.locator(f"#thread-list [data-thread-id='{thread_id}'] .thread__main").click()
     expect(picker).to_have_value("coach")
+
+
+def test_a_long_paste_is_kept_whole_and_counted(stack: Stack, tab: Tab) -> None:
+    """No maxlength cuts a paste: the text stays whole, the counter shows from near the limit
+    on, and the button comes back once the text is short enough again."""
+    page = login(tab, stack, unique("paste"))
+    composer = page.locator("#composer-input")
+    counter = page.locator("#composer-count")
+    composer.fill("a" * (MAX_MESSAGE_CHARS // 2))
+    expect(counter).to_be_hidden()
+    pasted = "b" * (MAX_MESSAGE_CHARS * 200)  # far past the limit, and past the frame size
+    composer.fill(pasted)
+    assert page.evaluate("document.getElementById('composer-input').value.length") == len(pasted)
+    expect(counter).to_have_class(re.compile("is-over"))
+    expect(page.locator("#send")).to_be_disabled()
+    composer.fill("c" * MAX_MESSAGE_CHARS)  # exactly the limit: counted, and sendable
+    expect(counter).to_be_visible()
+    expect(counter).not_to_have_class(re.compile("is-over"))
+    expect(page.locator("#send")).to_be_enabled()
+    composer.press("Enter")
+    expect(user_bubbles(page, "c" * MAX_MESSAGE_CHARS)).to_have_count(1)
+    expect(counter).to_be_hidden()
+
+
+def test_reply_summaries_are_there_after_a_reload(stack: Stack, tab: Tab) -> None:
+    page = login(tab, stack, unique("reload"))
+    send(page, "remember that my cat is called Miso")
+    expect(ended_cycles(page)).to_have_count(1)
+    send(page, "what is my cat called?")
+    expect(ended_cycles(page)).to_have_count(2)
+    live = [ended_cycles(page).nth(i).locator(".cycle__steps li").all_inner_texts() for i in (0, 1)]
+    assert live == [["MemorySave", "Finalize"], ["MemorySearch", "Finalize"]]
+
+    page.reload()
+    expect(page.locator("#messages")).to_have_attribute("aria-busy", "false")
+    footers = ended_cycles(page)
+    expect(footers).to_have_count(2)
+    for i, steps in enumerate(live):
+        footer = footers.nth(i)
+        expect(footer.locator(".cycle__steps li")).to_have_text(steps)
+        expect(footer.locator(".cycle__label")).to_have_text("Done")
+        expect(footer.locator(".cycle__meta")).to_have_text(re.compile(r"^\d+(\.\d)? m?s"))
+    # Each footer sits under its own reply, as it did live.
+    order = page.eval_on_selector_all(
+        "#messages > li",
+        "items => items.map((i) => i.classList.contains('cycle') ? 'end' : i.dataset.role)",
+    )
+    assert order[-1] == "end" and order.count("end") == 2, order
+    assert order.index("end") > order.index("user"), order
+
+
+BIDI_ISOLATED = """() => [...document.querySelectorAll(
+  "#messages .bubble, .mem__content, #thread-list .thread__title, "
+  + "#thread-list .thread__preview, #thread-title, #user-name")]
+  .filter((element) => element.textContent.includes("\u202e"))
+  .map((element) => [element.className || element.id, getComputedStyle(element).unicodeBidi])"""
+
+
+def test_a_typed_name_logs_in_and_user_text_is_bidi_isolated(stack: Stack, tab: Tab) -> None:
+    """Any name logs in and is shown as typed; a right-to-left override in a message, a
+    thread title or a memory reorders only its own element, never the page around it."""
+    page = tab.page
+    page.goto(stack.base_url)
+    name = f"João Silva {uuid.uuid4().hex[:6]}"
+    page.get_by_label("Your name").fill(f"  {name} ")
+    page.get_by_role("button", name="Continue").click()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
+    expect(page.locator("#user-name")).to_have_text(name)
+    expect(page.locator("#user-avatar")).to_have_text("J")
+
+    send(page, "remember that my code is \u202eABC-123")
+    expect(ended_cycles(page)).to_have_count(1)
+    page.get_by_role("button", name="Memories", exact=True).click()
+    expect(page.locator("#memories .mem__content")).to_have_count(1)
+    page.locator("#thread-title").dblclick()
+    title = page.locator("#thread-list .thread__input")
+    title.fill("\u202eABC-123 plans")
+    title.press("Enter")
+    expect(page.locator("#thread-title")).to_have_text("\u202eABC-123 plans")
+
+    isolated = page.evaluate(BIDI_ISOLATED)
+    kinds = {kind.split()[0] for kind, _ in isolated}
+    assert {"bubble", "thread__title", "chat__title", "mem__content"} <= kinds, isolated
+    assert all(bidi in ("isolate", "plaintext") for _, bidi in isolated), isolated
+    assert page.title().startswith("\u2068") and "\u2069 · Memoria" in page.title()
+    # Outside the isolated elements the interface reads as it should.
+    expect(page.locator("#memories-title")).to_have_text("Your memories")
+    assert page.evaluate("getComputedStyle(document.body).direction") == "ltr"
+
+
+def test_the_api_docs_render_with_no_network(stack: Stack, context: BrowserContext) -> None:
+    """Every request to another host is refused: /docs must still show the API."""
+    blocked: list[str] = []
+
+    def only_the_gateway(route: Any) -> None:
+        if route.request.url.startswith(stack.base_url):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_the_gateway)
+    page = context.new_page()
+    page.goto(f"{stack.base_url}/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Memoria gateway")
+    expect(page.locator(".opblock").first).to_be_visible()
+    assert blocked == [], blocked

@@ -162,6 +162,22 @@ async def test_cycle_end_reports_the_cycles_token_usage_and_cost(stack: Stack) -
     assert span["attributes"]["memoria.cycle.cost_usd"] == pytest.approx(usage["cost_usd"])
 
 
+async def test_a_cycles_end_is_on_its_last_stored_message(stack: Stack) -> None:
+    """What the live cycle_end said is there for a client that draws the thread again."""
+    async with chat(stack.ws_url("ana")) as client:
+        accepted = await client.send("t-ends", "hi, how did that go?")
+        end = (await client.cycle(accepted["id"]))[-1]
+
+    stored = await asyncio.to_thread(stack.history, "ana", "t-ends")
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert "cycle_end" not in stored[0]  # only the cycle's last message carries it
+    summary = stored[-1]["cycle_end"]
+    assert summary["cycle_id"] == end["cycle_id"] == stored[-1]["cycle_id"]
+    assert (summary["actions"], summary["reason"]) == (end["actions"], end["reason"])
+    assert summary["usage"] == end["usage"]
+    assert 0 <= summary["duration_ms"] < 60_000
+
+
 async def test_metrics_count_messages_cycles_and_tokens(stack: Stack) -> None:
     async with chat(stack.ws_url("ana")) as client:
         accepted = await client.send("t-metrics", "hi, count me")

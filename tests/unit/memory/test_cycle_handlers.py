@@ -1,6 +1,7 @@
 """The memory service's handlers for cycle traces: events in from chat.in, actions,
 actions.done and chat.out (at-least-once: a redelivery changes nothing), and the
-``cycle.get`` request answered for the envelope's user only. SQLite documents, no broker."""
+``cycle.get`` request answered for the envelope's user only; each cycle's end kept with the
+history and returned with it. SQLite documents, no broker."""
 
 from __future__ import annotations
 
@@ -22,12 +23,17 @@ from memoria_contracts.events import (
     ChatPosted,
     CycleContext,
     CycleEnded,
+    CycleUsage,
     Envelope,
+    HistoryPage,
+    HistoryQuery,
     Payload,
     UserMessageReceived,
 )
 from memoria_contracts.streams import Group, Stream
 from memoria_memory.cycle_log import CycleLog
+from memoria_memory.cycle_summaries import COLLECTION as CYCLE_SUMMARIES
+from memoria_memory.cycle_summaries import CycleSummaries
 from memoria_memory.docstore.sqlite import SqliteDocumentStore
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.history import COLLECTION as MESSAGES
@@ -41,6 +47,7 @@ from memoria_runtime.bus import Delivery
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 MESSAGE_ID = "msg_01hzy3k2v7q9r8s6t5u4w3x2y1"
 CYCLE_ID = cycle_id_for(MESSAGE_ID)
+USAGE = CycleUsage(input_tokens=120, output_tokens=30, cost_usd=0.0042)
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
@@ -61,7 +68,11 @@ async def handlers(tmp_path: Path) -> AsyncIterator[MemoryHandlers]:
         SummaryBounds(verbatim=20, structured=80, archive_chars=4000),
         delay_s=0.0,
     )
-    storage = SimpleNamespace(history=history, summarizer=summarizer)
+    cycle_summaries = CycleSummaries(store.collection(CYCLE_SUMMARIES), store.collection(MESSAGES))
+    await cycle_summaries.setup()
+    storage = SimpleNamespace(
+        history=history, summarizer=summarizer, cycle_summaries=cycle_summaries
+    )
     handlers.attach(cast(MemoryStorage, storage), threads)
     handlers.attach_cycle_log(cycles)
     try:
@@ -108,7 +119,13 @@ class Bus:
 
     async def run_cycle(self, user_id: str = "ana") -> None:
         original = ChatRecord(
-            id=MESSAGE_ID, chat_history=True, modal="text", role="user", content="hi"
+            id=MESSAGE_ID,
+            cycle_id=CYCLE_ID,
+            chat_history=True,
+            modal="text",
+            role="user",
+            content="hi",
+            created_at=START,
         )
         answer = ChatRecord(
             id=f"{CYCLE_ID}.1.answer",
@@ -135,7 +152,7 @@ class Bus:
                 Stream.ACTIONS_DONE,
                 ActionCompleted(step=1, action="Finalize", outcome=outcome, worker="w1"),
             ),
-            (Stream.CHAT_OUT, CycleEnded(actions=["Finalize"], reason="done")),
+            (Stream.CHAT_OUT, CycleEnded(actions=["Finalize"], reason="done", usage=USAGE)),
         ]
         for stream, payload in entries:
             await self.publish(stream, payload, user_id)
@@ -193,3 +210,44 @@ async def test_another_users_cycle_and_an_unknown_one_are_not_found(
         reply = await ask(handlers, user_id, cycle_id)
         assert isinstance(reply, CycleFailure)
         assert (reply.code, reply.cycle_id) == ("not_found", cycle_id)
+
+
+async def shown_page(handlers: MemoryHandlers, user_id: str = "ana") -> HistoryPage:
+    query = HistoryQuery(only_chat_history=False, tool_records=False, cycles=True)
+    request = Envelope(user_id=user_id, thread_id="t-1", payload=query)
+    delivery = Delivery(Stream.MEMORY_RPC.value, Group.MEMORY.value, "1-0", b"", False)
+    reply = (await handlers.on_request(request, delivery)).payload
+    assert isinstance(reply, HistoryPage)
+    return reply
+
+
+async def test_a_cycles_end_is_kept_with_the_history(handlers: MemoryHandlers) -> None:
+    await Bus(handlers).run_cycle()
+
+    page = await shown_page(handlers)
+
+    assert [m.content for m in page.messages] == ["hi", "Hello there"]
+    [summary] = page.cycles
+    assert (summary.cycle_id, summary.actions, summary.reason) == (CYCLE_ID, ["Finalize"], "done")
+    assert summary.usage == USAGE
+    # From the user's message (START) to the end: the run's eighth event, a millisecond each.
+    assert summary.duration_ms == 8
+    assert (await shown_page(handlers, "bob")).cycles == []  # another user's is not theirs
+
+
+async def test_an_end_announced_again_keeps_the_first(handlers: MemoryHandlers) -> None:
+    bus = Bus(handlers)
+    await bus.run_cycle()
+    first = (await shown_page(handlers)).cycles
+
+    await bus.publish(Stream.CHAT_OUT, CycleEnded(actions=["Other"], reason="llm_error"))
+
+    assert (await shown_page(handlers)).cycles == first
+
+
+async def test_the_history_without_asking_has_no_cycles(handlers: MemoryHandlers) -> None:
+    await Bus(handlers).run_cycle()
+    request = Envelope(user_id="ana", thread_id="t-1", payload=HistoryQuery())
+    delivery = Delivery(Stream.MEMORY_RPC.value, Group.MEMORY.value, "1-0", b"", False)
+    reply = (await handlers.on_request(request, delivery)).payload
+    assert isinstance(reply, HistoryPage) and reply.cycles == []

@@ -226,6 +226,23 @@ class CycleEnded(ContractModel):
     )
 
 
+class CycleSummary(ContractModel):
+    """How an ended cycle went, kept with the thread's history so a client drawing the
+    thread again (a reload) shows it under the reply as it did live."""
+
+    cycle_id: str
+    actions: list[str]
+    reason: CycleEndReason
+    usage: CycleUsage | None = None
+    ended_at: datetime
+    duration_ms: int | None = Field(
+        default=None,
+        ge=0,
+        description="From the user's message being accepted to the cycle's end; None when "
+        "that message is not in the history.",
+    )
+
+
 class HistoryQuery(ContractModel):
     """Ask the memory service for a thread's stored messages, newest ``limit``, oldest first."""
 
@@ -256,6 +273,10 @@ class HistoryQuery(ContractModel):
         "back through a long thread); an id the thread does not hold is answered with an "
         "``rpc.failure`` ``not_found``.",
     )
+    cycles: bool = Field(
+        default=False,
+        description="Also return the summaries of the ended cycles the messages belong to.",
+    )
 
 
 class HistoryPage(ContractModel):
@@ -270,6 +291,11 @@ class HistoryPage(ContractModel):
         default=None,
         description="The thread's session config, when asked for; null from a memory service "
         "that could not read it (or predates the field): ask with session.get then.",
+    )
+    cycles: list[CycleSummary] = Field(
+        default_factory=list,
+        description="When asked for: the summaries of the ended cycles of ``messages`` (none "
+        "from a memory service older than the field).",
     )
 
 

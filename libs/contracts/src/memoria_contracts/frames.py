@@ -8,7 +8,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
 from memoria_contracts.chat import Modal, Role
-from memoria_contracts.events import CycleEndReason, CycleUsage, ThreadId
+from memoria_contracts.events import CycleEndReason, CycleSummary, CycleUsage, ThreadId
 from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigPatch
 
@@ -127,6 +127,13 @@ class MessageFrame(_Frame):
     model: str | None = None
     created_at: datetime
     event_id: StreamEventId | None = _event_id_field()
+    cycle_end: CycleSummary | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="A thread's stored messages only: on the last message of an ended cycle "
+        "in the page, how that cycle ended (what its live `cycle_end` frame said, with its "
+        "duration), so a client can draw the reply's summary again.",
+    )
 
 
 class DeltaFrame(_Frame):

@@ -51,9 +51,17 @@ class TokenIssuer:
             load_or_create_secret(settings), ttl_seconds or settings.token_ttl_seconds, accepted
         )
 
-    def issue(self, user_id: UserId) -> str:
+    def issue(self, user_id: UserId, name: str | None = None) -> str:
+        """``name``: how the person is shown (a ``name`` claim), when it is not the id."""
         now = int(time.time())
-        claims = {"sub": user_id, "iss": _ISSUER, "iat": now, "exp": now + self._ttl}
+        claims: dict[str, Any] = {
+            "sub": user_id,
+            "iss": _ISSUER,
+            "iat": now,
+            "exp": now + self._ttl,
+        }
+        if name is not None:
+            claims["name"] = name
         return jwt.encode(claims, self._secret, algorithm=_ALGORITHM)
 
     def verify(self, token: str | None) -> str:

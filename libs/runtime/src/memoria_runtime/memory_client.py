@@ -117,6 +117,23 @@ class MemoryClient:
             raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
         return reply.messages
 
+    async def shown_history(
+        self, user_id: str, thread_id: str, *, limit: int, before_id: str | None = None
+    ) -> HistoryPage:
+        """The thread's messages people see (no tool records, no summary), newest ``limit``
+        (older than ``before_id``, if given), with the summaries of their ended cycles."""
+        query = HistoryQuery(
+            limit=limit,
+            only_chat_history=False,
+            tool_records=False,
+            before_id=before_id,
+            cycles=True,
+        )
+        reply = await self._call(user_id, thread_id, None, query)
+        if not isinstance(reply, HistoryPage):
+            raise RpcError("unexpected_reply", f"expected history.page, got {reply.type}")
+        return reply
+
     async def history_page(
         self,
         user_id: str,

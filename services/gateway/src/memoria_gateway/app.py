@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from opentelemetry.sdk.trace import TracerProvider
 from redis.exceptions import RedisError
 
@@ -68,7 +69,10 @@ def create_app(
             await broker.stop()
             await gateway.redis.aclose()
 
-    app = FastAPI(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
+    # /docs and /redoc with their Swagger UI and ReDoc files served by the gateway itself
+    # (from the fastapi-offline wheel): the stock pages load them from a CDN, and are blank
+    # on a machine with no network.
+    app = FastAPIOffline(title="Memoria gateway", version="0.1.0", lifespan=lifespan)
 
     @app.exception_handler(RedisError)
     async def broker_unavailable(request: Request, exc: RedisError) -> JSONResponse:

@@ -8,11 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.core import Gateway
+from memoria_gateway.dev_login import MAX_NAME_CHARS, clean_name, user_id_for
 from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
@@ -28,12 +29,40 @@ _MAX_PAGE = 1000
 
 
 class TokenRequest(BaseModel):
-    user_id: UserId
+    """Either a user id, as the services spell it, or the name a person typed (any script,
+    spaces, accents), which the gateway maps to a stable user id (dev_login.py)."""
+
+    user_id: UserId | None = None
+    name: str | None = Field(
+        default=None,
+        max_length=4 * MAX_NAME_CHARS,  # before trimming; the cleaned name has its own bound
+        description=f"A display name (trimmed, at most {MAX_NAME_CHARS} characters).",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _clean(cls, name: str | None) -> str | None:
+        return None if name is None else clean_name(name)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> TokenRequest:
+        if (self.user_id is None) == (self.name is None):
+            raise ValueError("give either user_id or name")
+        return self
+
+
+class LimitsResponse(BaseModel):
+    max_message_chars: int = Field(
+        description="The longest message text a `message` frame may carry, in characters "
+        "(Unicode code points); a longer one is refused with a `too_large` error frame."
+    )
+    max_frame_bytes: int = Field(description="The largest WebSocket frame, in UTF-8 bytes.")
 
 
 class TokenResponse(BaseModel):
     token: str
     user_id: str
+    name: str | None = Field(default=None, description="The display name, when one was given.")
 
 
 def http_router(gateway: Gateway) -> APIRouter:
@@ -89,12 +118,26 @@ def http_router(gateway: Gateway) -> APIRouter:
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 
+    @router.get("/api/limits")
+    async def limits() -> LimitsResponse:
+        """What the gateway accepts, so a client can tell its user before sending rather
+        than after (the settings MEMORIA_MAX_MESSAGE_CHARS and MEMORIA_MAX_FRAME_BYTES)."""
+        settings = gateway.settings
+        return LimitsResponse(
+            max_message_chars=settings.max_message_chars, max_frame_bytes=settings.max_frame_bytes
+        )
+
     @router.post("/api/token")
     async def token(request: TokenRequest) -> TokenResponse:
         """Dev login: a token for any user id, without a password. Off unless
         MEMORIA_DEV_LOGIN is true (the default only in the embedded profile)."""
         if not gateway.settings.dev_login:
             raise HTTPException(status_code=404, detail="dev login is disabled")
+        if request.name is not None:
+            user_id = user_id_for(request.name)
+            token = gateway.tokens().issue(user_id, name=request.name)
+            return TokenResponse(token=token, user_id=user_id, name=request.name)
+        assert request.user_id is not None  # one of the two, checked by TokenRequest
         return TokenResponse(token=gateway.tokens().issue(request.user_id), user_id=request.user_id)
 
     @router.get(
@@ -112,13 +155,8 @@ def http_router(gateway: Gateway) -> APIRouter:
         just older than that one: page back until a page comes back shorter than ``limit``."""
         user_id = user_from(authorization)
         try:
-            records = await gateway.memory.history(
-                user_id,
-                thread_id,
-                limit=limit,
-                only_chat_history=False,
-                tool_records=False,
-                before_id=before,
+            page = await gateway.memory.shown_history(
+                user_id, thread_id, limit=limit, before_id=before
             )
         except TimeoutError as exc:
             raise HTTPException(503, detail="the memory service is not answering") from exc
@@ -128,6 +166,10 @@ def http_router(gateway: Gateway) -> APIRouter:
             raise
         # Tool calls and results are history for the LLM, not messages to show; an
         # older memory service still sends them.
+        records = [r for r in page.messages if not r.tool_record]
+        # Each ended cycle's summary goes on its last message in the page (the latest wins).
+        last_of_cycle = {r.cycle_id: r.id for r in records if r.cycle_id}
+        end_on = {last_of_cycle[s.cycle_id]: s for s in page.cycles if s.cycle_id in last_of_cycle}
         return [
             MessageFrame(
                 id=r.id,
@@ -139,9 +181,9 @@ def http_router(gateway: Gateway) -> APIRouter:
                 content=r.content,
                 model=r.model,
                 created_at=r.created_at,
+                cycle_end=end_on.get(r.id),
             )
             for r in records
-            if not r.tool_record
         ]
 
     return router

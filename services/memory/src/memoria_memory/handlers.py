@@ -9,6 +9,7 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
 from memoria_contracts.events import (
     ChatPosted,
+    CycleEnded,
     Envelope,
     HistoryPage,
     HistoryQuery,
@@ -102,8 +103,14 @@ class MemoryHandlers:
         # One read of chat.out for both: a second group would parse every streamed token again.
         await self.cycles.record(event, delivery.stream, delivery.entry_id)
         payload = event.payload
+        if isinstance(payload, CycleEnded) and event.cycle_id is not None:
+            # Not a message, but shown under the reply: kept as long as the history is.
+            await self.storage.cycle_summaries.record(
+                event.user_id, event.thread_id, event.cycle_id, payload, event.time
+            )
+            return
         if not isinstance(payload, ChatPosted) or payload.message.transient:
-            return  # deltas, status lines and cycle ends are not history
+            return  # deltas and status lines are not history
         seq = stream_sequence(delivery.entry_id)
         new = await self.storage.history.save(event.user_id, event.thread_id, payload.message, seq)
         # After the message is stored, so that a crash in between is healed: the entry stays
@@ -203,7 +210,11 @@ class MemoryHandlers:
             history = await self._history(user_id, thread_id, query, before_seq)
             (stored, messages), session = history, None
         summary = stored.summary if stored and not stored.summary.empty else None
-        return HistoryPage(messages=messages, summary=summary, session=session)
+        cycles = []
+        if query.cycles:
+            ids = {message.cycle_id for message in messages if message.cycle_id}
+            cycles = await self.storage.cycle_summaries.of(user_id, thread_id, ids)
+        return HistoryPage(messages=messages, summary=summary, session=session, cycles=cycles)
 
     async def _history(
         self, user_id: str, thread_id: str, query: HistoryQuery, before_seq: int | None

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from memoria_memory.cycle_summaries import COLLECTION as CYCLE_SUMMARY_COLLECTION
+from memoria_memory.cycle_summaries import CycleSummaries
 from memoria_memory.docstore import DocumentStore, open_document_store
 from memoria_memory.embedding import Embedder
 from memoria_memory.embedding.factory import create_embedder
@@ -33,6 +35,7 @@ log = logging.getLogger("memoria.memory")
 class MemoryStorage:
     documents: DocumentStore
     history: HistoryRepository
+    cycle_summaries: CycleSummaries
     embedder: Embedder
     vectors: VectorStore
     reader: MemoryReader
@@ -48,6 +51,10 @@ class MemoryStorage:
         documents = await open_document_store(settings.effective_docstore_url)
         history = HistoryRepository(documents.collection(HISTORY_COLLECTION))
         await history.setup()
+        cycle_summaries = CycleSummaries(
+            documents.collection(CYCLE_SUMMARY_COLLECTION), documents.collection(HISTORY_COLLECTION)
+        )
+        await cycle_summaries.setup()
         summaries = SummaryStore(documents.collection(SUMMARY_COLLECTION))
         summarizer = HistorySummarizer(
             history,
@@ -78,6 +85,7 @@ class MemoryStorage:
         return cls(
             documents=documents,
             history=history,
+            cycle_summaries=cycle_summaries,
             embedder=embedder,
             vectors=vectors,
             reader=MemoryReader(

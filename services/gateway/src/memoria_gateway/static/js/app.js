@@ -5,11 +5,12 @@ import { Api, ApiError } from "./api.js";
 import { Conversation } from "./conversation.js";
 import { byId } from "./dom.js";
 import { clientId } from "./ids.js";
+import { MessageLimit } from "./limit.js";
 import { MemoriesPanel } from "./memories.js";
 import { clearNotices, initNotices, notify } from "./notices.js";
 import { PersonaPicker } from "./persona.js";
 import { resendDelay } from "./resend.js";
-import { clearSession, loadSession, saveSession, tokenSubject } from "./session.js";
+import { clearSession, loadSession, saveSession, tokenName, tokenSubject } from "./session.js";
 import { ChatSocket } from "./socket.js";
 import { initTheme } from "./theme.js";
 import { ThreadList, titleOf } from "./threads.js";
@@ -27,7 +28,7 @@ const ERROR_TEXT = {
 };
 
 const state = {
-  session: null, // {token, userId}
+  session: null, // {token, userId, name}
   threadId: null,
   socket: null,
   threads: null,
@@ -40,6 +41,7 @@ const state = {
 };
 
 const api = new Api(() => state.session && state.session.token, () => logout("Your session has ended. Please log in again."));
+const messageLimit = new MessageLimit({ input: byId("composer-input"), counter: byId("composer-count"), send: byId("send") });
 const conversation = new Conversation({ list: byId("messages"), scroller: byId("scroller"), empty: byId("empty-state"), jump: byId("jump") });
 
 // Test hook and console helper: the live socket, the open thread.
@@ -82,13 +84,15 @@ async function onLogin(event) {
     if (state.tokenMode) {
       const token = byId("login-token").value.trim();
       if (!token) throw new Error("Paste a token first.");
-      startSession({ token, userId: tokenSubject(token) || "you" });
+      const userId = tokenSubject(token) || "you";
+      startSession({ token, userId, name: tokenName(token) || userId });
       return;
     }
-    const userId = byId("login-user").value.trim();
-    if (!/^[A-Za-z0-9._@-]{1,64}$/.test(userId)) throw new Error("A user id is 1 to 64 letters, digits or . _ @ -");
-    const answer = await api.login(userId);
-    startSession({ token: answer.token, userId: answer.user_id || userId });
+    // Any name, in any script: the gateway maps it to a stable user id and says which.
+    const name = byId("login-user").value.trim();
+    if (!name) throw new Error("Type your name first.");
+    const answer = await api.login(name);
+    startSession({ token: answer.token, userId: answer.user_id, name: answer.name || answer.user_id });
   } catch (failure) {
     if (failure instanceof ApiError && failure.status === 404) {
       tokenMode(true);
@@ -129,8 +133,10 @@ async function enterApp() {
   byId("login-view").hidden = true;
   byId("app-view").hidden = false;
   const user = state.session.userId;
-  byId("user-name").textContent = user;
-  byId("user-avatar").textContent = user.slice(0, 1).toUpperCase();
+  const name = state.session.name || user; // the name as typed; sessions saved before names: the id
+  byId("user-name").textContent = name;
+  byId("user-name").title = name === user ? "" : `User id: ${user}`;
+  byId("user-avatar").textContent = ([...name][0] || "?").toUpperCase(); // a whole character, not half a surrogate pair
 
   state.threads = new ThreadList({
     list: byId("thread-list"), empty: byId("threads-empty"), api, user,
@@ -153,6 +159,7 @@ async function enterApp() {
     onUnauthorized: () => logout("Your session has expired or the token is not valid. Please log in again."),
   });
   state.socket.start();
+  loadLimits();
 
   await state.threads.refresh();
   if (!state.session) return;
@@ -162,6 +169,13 @@ async function enterApp() {
   const first = state.threads.get(saved) || state.threads.threads[0];
   if (first) await openThread(first.thread_id);
   else await newThread();
+}
+
+/** The gateway's message limit, for the counter; unknown (nothing blocked) if it cannot say. */
+async function loadLimits() {
+  try {
+    messageLimit.setMax((await api.limits()).max_message_chars);
+  } catch (_) { /* an older gateway: its refusal (too_large) still says the limit */ }
 }
 
 async function newThread() {
@@ -180,7 +194,7 @@ function showTitle() {
   const thread = state.threads && state.threads.get(state.threadId);
   const title = titleOf(thread);
   byId("thread-title").textContent = title;
-  document.title = `${title} · Memoria`;
+  document.title = `\u2068${title}\u2069 · Memoria`; // first-strong isolate: a title cannot reorder the rest
 }
 
 async function openThread(id) {
@@ -386,7 +400,9 @@ function showConnection(socketState) {
 
 // ---- composer ------------------------------------------------------------------------------
 
+/** Fits the composer to its text (and updates the limit's counter): after every change. */
 function autosize() {
+  messageLimit.refresh();
   const input = byId("composer-input");
   const stick = conversation.nearBottom(); // a taller composer must not hide the last message
   input.style.height = "auto";
@@ -399,6 +415,11 @@ async function send(event) {
   const input = byId("composer-input");
   const content = input.value;
   if (!content.trim() || !state.socket) return;
+  const over = messageLimit.over();
+  if (over) { // never cut: the text stays for the user to shorten
+    notify(`The message is too long: ${over.toLocaleString()} characters over the limit of ${messageLimit.max.toLocaleString()}. Shorten it or split it, then send.`, { kind: "error", code: "too_large" });
+    return;
+  }
   if (!state.threadId) await newThread();
   if (!state.threadId) return;
   const frame = { type: "message", thread_id: state.threadId, content, id: clientId("m") };

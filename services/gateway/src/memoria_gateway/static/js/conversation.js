@@ -48,7 +48,9 @@ export class Conversation {
     const following = this.nearBottom();
     this.reset();
     for (const frame of frames) {
-      if (isStored(frame)) this.putMessage(frame);
+      if (!isStored(frame)) continue;
+      this.putMessage(frame);
+      this.storedCycle(frame, this.items.get(frame.id));
     }
     this.refreshEmpty();
     if (!following) s.scrollTop = s.scrollHeight - fromBottom;
@@ -99,6 +101,7 @@ export class Conversation {
       const element = this.track(frame);
       element.classList.add("no-enter");
       older.append(element);
+      this.storedCycle(frame, element);
     }
     this.list.insertBefore(older, this.earlier ? this.earlier.nextSibling : this.list.firstChild);
     s.scrollTop = s.scrollHeight - fromBottom;
@@ -215,6 +218,20 @@ export class Conversation {
 
   // ---- internals -------------------------------------------------------------------------
 
+  /** The summary a stored message carries of its ended cycle (`cycle_end`), drawn after it
+   * as it was when the cycle ended live; a cycle already drawn keeps its footer. */
+  storedCycle(frame, element) {
+    const end = frame.cycle_end;
+    if (!end || !element || this.footers.has(end.cycle_id)) return;
+    const footer = buildCycle({
+      id: end.cycle_id, state: "ended", actions: end.actions || [], reason: end.reason,
+      usage: end.usage || null, durationMs: end.duration_ms,
+    });
+    footer.classList.add("no-enter");
+    element.after(footer);
+    this.footers.set(end.cycle_id, footer);
+  }
+
   putMessage(frame) {
     const existing = this.items.get(frame.id);
     const element = this.track(frame);
@@ -252,7 +269,7 @@ export class Conversation {
     if (!this.status) {
       this.status = h("li", { class: "status-row", role: "status" },
         h("span", { class: "dots", "aria-hidden": "true" }, h("i"), h("i"), h("i")),
-        h("span", { class: "status-row__text" }));
+        h("span", { class: "status-row__text", dir: "auto" }));
     }
     this.status.dataset.id = frame.id;
     this.status.dataset.cycle = frame.cycle_id || "";
@@ -317,14 +334,16 @@ function buildText(frame) {
   const attrs = { class: `msg msg--${role}`, dataset: { id: frame.id, role, cycle: frame.cycle_id || "" } };
   if (role === "system") {
     return h("li", attrs,
-      h("div", { class: "notice-inline" }, icon("alert"), h("span", { class: "bubble" }, content)));
+      h("div", { class: "notice-inline" }, icon("alert"), h("span", { class: "bubble", dir: "auto" }, content)));
   }
-  const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble" });
+  // dir="auto" isolates the text (HTML gives [dir] unicode-bidi: isolate): a right-to-left
+  // override in it cannot reorder the time, the model name or the next message.
+  const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble", dir: "auto" });
   if (role === "assistant") bubble.append(renderMarkdown(content));
   else bubble.textContent = content;
   const meta = h("div", { class: "msg__meta" });
   if (role === "assistant" && frame.model) {
-    meta.append(h("span", { class: "model", title: "Who wrote this answer" }, icon("cpu"), h("span", { class: "model__name" }, frame.model)));
+    meta.append(h("span", { class: "model", title: "Who wrote this answer" }, icon("cpu"), h("span", { class: "model__name", dir: "auto" }, frame.model)));
   }
   if (frame.created_at) meta.append(h("time", { datetime: frame.created_at, title: formatDateTime(frame.created_at) }, formatTime(frame.created_at)));
   const avatar = role === "assistant" ? h("span", { class: "msg__avatar", "aria-hidden": "true" }, icon("logo")) : null;
@@ -365,6 +384,7 @@ function buildCycle(cycle) {
 
   const meta = [];
   if (cycle.endedAt && cycle.startedAt) meta.push(formatDuration(cycle.endedAt - cycle.startedAt));
+  else if (typeof cycle.durationMs === "number") meta.push(formatDuration(cycle.durationMs)); // from the history
   const usage = cycle.usage;
   if (usage) {
     meta.push(`${formatTokens(usage.input_tokens)} in · ${formatTokens(usage.output_tokens)} out`);

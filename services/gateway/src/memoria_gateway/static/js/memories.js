@@ -5,6 +5,7 @@
 import { confirmDialog } from "./confirm.js";
 import { h, icon } from "./dom.js";
 import { contentText, formatDateTime } from "./format.js";
+import { MessageLimit } from "./limit.js";
 import { memoryCard } from "./memory-card.js";
 
 const PAGE = 50;
@@ -149,17 +150,28 @@ export class MemoriesPanel {
   edit(memory, li) {
     if (li.querySelector(".mem__edit")) return;
     const shown = li.querySelector(".mem__content");
+    // No maxlength: it would cut a long paste without a word. The counter says the limit.
     const box = h("textarea", {
-      class: "mem__edit-text", rows: "3", maxlength: String(MAX_CONTENT_CHARS),
-      "aria-label": "The memory's text",
+      class: "mem__edit-text", dir: "auto", rows: "3", "aria-label": "The memory's text",
     });
     box.value = memory.content;
+    const counter = h("p", { class: "composer__count", "aria-live": "polite", hidden: true });
+    const saveButton = h("button", { class: "btn btn--primary btn--small", type: "submit" }, "Save");
+    const limit = new MessageLimit({ input: box, counter, send: saveButton });
+    limit.setMax(MAX_CONTENT_CHARS);
+    box.addEventListener("input", () => limit.refresh());
     const cancel = () => { form.replaceWith(shown); li.querySelector("[aria-label='Edit this memory']")?.focus(); };
-    const form = h("form", { class: "mem__edit", onsubmit: (event) => { event.preventDefault(); this.save(memory, li, box.value); } },
+    const submit = (event) => {
+      event.preventDefault();
+      if (limit.over()) this.notify(`The memory is too long: at most ${MAX_CONTENT_CHARS.toLocaleString()} characters.`, { kind: "error", code: "too_large" });
+      else this.save(memory, li, box.value);
+    };
+    const form = h("form", { class: "mem__edit", onsubmit: submit },
       box,
+      counter,
       h("div", { class: "mem__edit-actions" },
         h("button", { class: "btn btn--ghost btn--small", type: "button", onclick: cancel }, "Cancel"),
-        h("button", { class: "btn btn--primary btn--small", type: "submit" }, "Save")));
+        saveButton));
     box.addEventListener("keydown", (event) => {
       if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); cancel(); }
       if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { event.preventDefault(); form.requestSubmit(); }
@@ -249,7 +261,7 @@ function change(entry) {
       h("span", { class: "history__kind" }, entry.kind),
       h("span", { class: "history__source" }, `via ${entry.source}`),
       h("time", { datetime: entry.at }, formatDateTime(entry.at))),
-    entry.kind === "updated" && before ? h("p", { class: "history__old" }, before) : null,
-    entry.kind !== "deleted" && after ? h("p", { class: "history__new" }, after) : null,
-    entry.kind === "deleted" && before ? h("p", { class: "history__old" }, before) : null);
+    entry.kind === "updated" && before ? h("p", { class: "history__old", dir: "auto" }, before) : null,
+    entry.kind !== "deleted" && after ? h("p", { class: "history__new", dir: "auto" }, after) : null,
+    entry.kind === "deleted" && before ? h("p", { class: "history__old", dir: "auto" }, before) : null);
 }

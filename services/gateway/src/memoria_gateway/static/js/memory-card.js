@@ -19,14 +19,14 @@ export function memoryCard(memory, { actions = [], headingLevel = "h4", label = 
     relevance(data.relevance_score),
   );
   const body = json
-    ? h("pre", { class: "mem__content mem__content--json" }, text)
-    : h("p", { class: "mem__content" }, text);
+    ? h("pre", { class: "mem__content mem__content--json", dir: "auto" }, text)
+    : h("p", { class: "mem__content", dir: "auto" }, text);
 
   const details = h("dl", { class: "mem__facts" });
   if (Array.isArray(data.bindings) && data.bindings.length) {
     details.append(
       h("dt", {}, "Bindings"),
-      h("dd", {}, h("ul", { class: "mem__bindings" }, data.bindings.map((b) => h("li", { class: "tag" }, String(b))))),
+      h("dd", {}, h("ul", { class: "mem__bindings" }, data.bindings.map((b) => h("li", { class: "tag", dir: "auto" }, String(b))))),
     );
   }
   if (data.creation_datetime) details.append(h("dt", {}, "Created"), h("dd", {}, h("time", { datetime: data.creation_datetime }, formatDateTime(data.creation_datetime))));

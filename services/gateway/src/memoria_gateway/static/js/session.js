@@ -25,10 +25,20 @@ export function clearSession() {
 
 /** The `sub` claim of a JWT, for display only (the server never trusts the client's word). */
 export function tokenSubject(token) {
+  return claim(token, "sub");
+}
+
+/** The `name` claim (the name typed at the dev login), for display only. */
+export function tokenName(token) {
+  return claim(token, "name");
+}
+
+function claim(token, key) {
   try {
     const payload = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
-    const json = JSON.parse(atob(payload.padEnd(payload.length + ((4 - (payload.length % 4)) % 4), "=")));
-    return typeof json.sub === "string" ? json.sub : null;
+    const bytes = Uint8Array.from(atob(payload.padEnd(payload.length + ((4 - (payload.length % 4)) % 4), "=")), (c) => c.charCodeAt(0));
+    const json = JSON.parse(new TextDecoder().decode(bytes)); // UTF-8: names need not be ASCII
+    return typeof json[key] === "string" ? json[key] : null;
   } catch (_) {
     return null;
   }

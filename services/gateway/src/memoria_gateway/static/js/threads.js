@@ -123,7 +123,7 @@ export class ThreadList {
     this.editing = id;
     const input = h("input", {
       class: "thread__input", value: titleOf(thread) === UNTITLED && !thread.title ? "" : titleOf(thread),
-      maxlength: 200, "aria-label": "Conversation title", placeholder: UNTITLED,
+      maxlength: 200, dir: "auto", "aria-label": "Conversation title", placeholder: UNTITLED,
     });
     let done = false;
     const finish = async (save) => {
@@ -173,9 +173,9 @@ export class ThreadList {
         onclick: () => this.onSelect(id, { reload: true }),
       },
       h("span", { class: "thread__row" },
-        h("span", { class: "thread__title" }, title),
+        h("span", { class: "thread__title", dir: "auto" }, title),
         when ? h("time", { class: "thread__time", datetime: when }, formatRelative(when)) : null),
-      h("span", { class: "thread__preview" }, preview(thread) || "No messages yet"),
+      h("span", { class: "thread__preview", dir: "auto" }, preview(thread) || "No messages yet"),
       unread ? h("span", { class: "thread__dot", role: "img", "aria-label": "new messages" }) : null),
       h("button", {
         class: "icon-btn thread__rename", type: "button", "aria-label": `Rename “${title}”`, title: "Rename",
