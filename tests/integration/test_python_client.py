@@ -4,6 +4,9 @@ memory's round trip, search, pagination, chat frames, and export/import."""
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,3 +128,28 @@ def test_export_then_import_into_another_account(stack: Stack) -> None:
         assert (again.created, again.present, again.failed) == (0, 2, 1)
         contents = sorted(str(m.content) for m in target.list_memories())
     assert contents == ["Lives in Lisbon", "{'city': 'Lisbon'}"]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "clients" / "python" / "examples"
+
+
+def run_example(stack: Stack, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORIA_")}
+    env |= {"MEMORIA_URL": stack.base_url, "MEMORIA_USER": user}
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+
+
+def test_the_examples_run(stack: Stack, tmp_path: Path) -> None:
+    quick = run_example(stack, "pc-examples", str(EXAMPLES / "quickstart.py"))
+    assert "history: ['created', 'updated', 'deleted']" in quick.stdout
+    chat = run_example(
+        stack, "pc-examples", str(EXAMPLES / "chat.py"), "Remember that I like green tea"
+    )
+    assert "MemorySave → Finalize (done)" in chat.stdout
+    backup = tmp_path / "memories.jsonl"
+    exported = run_example(stack, "pc-examples", str(EXAMPLES / "backup.py"), "export", str(backup))
+    assert "exported 1 memories" in exported.stdout
+    restored = run_example(stack, "pc-restored", str(EXAMPLES / "backup.py"), "import", str(backup))
+    assert "created 1, already present 0, failed 0" in restored.stdout
