@@ -49,6 +49,7 @@ COPY README.md ./
 COPY libs ./libs
 COPY services ./services
 COPY cli ./cli
+COPY clients ./clients
 RUN --mount=type=cache,target=/root/.cache/uv \
     set -eu; \
     set --; for pkg in ${EMBEDDED_ONLY}; do set -- "$@" --no-install-package "$pkg"; done; \

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -226,3 +227,35 @@ def reembed(
         argv.append("--yes")
     # The child inherits this environment (and working directory, for .env) and terminal.
     raise typer.Exit(subprocess.run(argv, check=False).returncode)
+
+
+class McpTransport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+@app.command()
+def mcp(
+    transport: Annotated[
+        McpTransport,
+        typer.Option(
+            help="stdio: for Claude Desktop, Cursor (the user is $MEMORIA_TOKEN's); http: "
+            "streamable HTTP at /mcp, each request's 'Authorization: Bearer' names the user.",
+        ),
+    ] = McpTransport.stdio,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="The gateway. Default: $MEMORIA_URL, else "
+            "http://127.0.0.1:$MEMORIA_GATEWAY_PORT (8000).",
+            show_default=False,
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="http: the address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="http: the port.")] = 8765,
+) -> None:
+    """Serve your memories and the chat as Model Context Protocol tools."""
+    from memoria_client.mcp_server import serve
+
+    serve("http" if transport is McpTransport.http else "stdio", url, host, port)

@@ -162,7 +162,7 @@ def test_dependencies_are_installed_before_the_sources_are_copied() -> None:
     builder = _builder()
     first_sync = next(i.line for i in builder.all("RUN") if "uv sync" in i.arguments)
     copies = {_flag_removed(i.arguments).split()[0]: i.line for i in builder.all("COPY")}
-    for source in ("libs", "services", "cli"):
+    for source in ("libs", "services", "cli", "clients"):
         assert copies[source] > first_sync, f"{source} is copied before dependencies install"
     assert copies["pyproject.toml"] < first_sync
 
@@ -306,7 +306,9 @@ def test_dockerignore_keeps_what_the_build_copies() -> None:
                 continue
             words = _flag_removed(copy.arguments).split()
             sources += words[:-1]
-    assert {"pyproject.toml", "uv.lock", "README.md", "libs", "services", "cli"} <= set(sources)
+    assert {"pyproject.toml", "uv.lock", "README.md", "libs", "services", "cli", "clients"} <= set(
+        sources
+    )
     for source in sources:
         assert (ROOT / source).exists(), f"COPY {source}: no such file"
         assert not _ignored(source), f".dockerignore drops {source}, which the build copies"
@@ -320,8 +322,8 @@ def test_every_workspace_member_rebuilds_its_wheel_when_its_sources_change() -> 
     members = sorted(ROOT.glob("libs/*/pyproject.toml")) + sorted(
         ROOT.glob("services/*/pyproject.toml")
     )
-    members.append(ROOT / "cli" / "pyproject.toml")
-    assert len(members) == 8
+    members += [ROOT / "cli" / "pyproject.toml", *sorted(ROOT.glob("clients/*/pyproject.toml"))]
+    assert len(members) == 9
     for path in members:
         keys = tomllib.loads(path.read_text())["tool"]["uv"]["cache-keys"]
         assert {"file": "src/**/*"} in keys, path

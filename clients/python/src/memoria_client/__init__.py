@@ -1,0 +1,82 @@
+"""Typed Python client for Memoria: memories, threads, cycle traces, chat, export/import.
+
+from memoria_client import Memoria
+
+with Memoria("http://127.0.0.1:8000") as memoria:
+    memoria.login("ana")
+    memoria.add("Prefers window seats", ["seat preference"], memory_type="preference")
+    for memory in memoria.search("where do I like to sit?"):
+        print(memory.content, memory.relevance_score)
+"""
+
+from memoria_client.chat import ChatOptions, ChatReply
+from memoria_client.client import AsyncMemoria, Memoria
+from memoria_client.errors import (
+    APIError,
+    AuthenticationError,
+    ChatError,
+    GatewayUnreachable,
+    InvalidRequest,
+    MemoriaError,
+    NotFound,
+    RateLimited,
+    Unavailable,
+)
+from memoria_client.models import (
+    AcceptedFrame,
+    CreatedMemory,
+    CycleEndFrame,
+    CycleTrace,
+    DeletedMemory,
+    DeltaFrame,
+    ErrorFrame,
+    Frame,
+    Memory,
+    MemoryChange,
+    MemoryHistory,
+    MemoryPage,
+    MemoryUpdate,
+    Message,
+    ResumedFrame,
+    SessionConfigFrame,
+    Thread,
+    Token,
+)
+from memoria_client.retry import RetryPolicy
+from memoria_client.transfer import ImportSummary
+
+__all__ = [
+    "APIError",
+    "AcceptedFrame",
+    "AsyncMemoria",
+    "AuthenticationError",
+    "ChatError",
+    "ChatOptions",
+    "ChatReply",
+    "CreatedMemory",
+    "CycleEndFrame",
+    "CycleTrace",
+    "DeletedMemory",
+    "DeltaFrame",
+    "ErrorFrame",
+    "Frame",
+    "GatewayUnreachable",
+    "ImportSummary",
+    "InvalidRequest",
+    "Memoria",
+    "MemoriaError",
+    "Memory",
+    "MemoryChange",
+    "MemoryHistory",
+    "MemoryPage",
+    "MemoryUpdate",
+    "Message",
+    "NotFound",
+    "RateLimited",
+    "ResumedFrame",
+    "RetryPolicy",
+    "SessionConfigFrame",
+    "Thread",
+    "Token",
+    "Unavailable",
+]

@@ -1,0 +1,164 @@
+"""Export and import as JSON Lines, the format of ``memoria export`` and ``memoria import``:
+one memory a line. Files written by either tool are read by the other.
+
+Import is safe to repeat: each line is created with ``Idempotency-Key: import:<memory_id>``
+(without an id: ``import:<sha256 of the line's JSON, keys sorted>``), the keys the CLI uses,
+so a file imported again (by either tool) creates nothing twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any, Final
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+
+from memoria_client import calls
+from memoria_client.calls import Call
+from memoria_client.models import ContentKind, CreatedMemory, Memory, MemoryType
+
+EXPORT_FIELDS: Final = (
+    "memory_id",
+    "memory_type",
+    "content_kind",
+    "content",
+    "bindings",
+    "creation_datetime",
+    "last_accessed",
+    "updated_at",
+)
+IMPORT_KEY_PREFIX: Final = "import:"
+MAX_BINDINGS: Final = 16
+MAX_BINDING_CHARS: Final = 300
+
+
+def export_line(memory: Memory) -> str:
+    """One memory as a line of ``memoria export`` (without the newline)."""
+    return json.dumps(
+        memory.model_dump(mode="json", include=set(EXPORT_FIELDS)), ensure_ascii=False
+    )
+
+
+class ImportRecord(BaseModel):
+    """One line to import: the export format, ``memory_id`` and timestamps optional; a text
+    line without bindings is found by its own text. Unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    memory_id: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+        | None
+    ) = None
+    memory_type: MemoryType = "user_profile"
+    content_kind: ContentKind | None = None
+    content: Any = Field(description="Required; null is refused by the gateway.")
+    bindings: list[
+        Annotated[str, StringConstraints(min_length=1, max_length=MAX_BINDING_CHARS)]
+    ] = Field(min_length=1, max_length=MAX_BINDINGS)
+    creation_datetime: AwareDatetime | None = None
+    last_accessed: datetime | None = None
+    updated_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_its_own_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "bindings" not in data:
+            content = data.get("content")
+            if isinstance(content, str) and content.strip():
+                return data | {"bindings": [content.strip()[:MAX_BINDING_CHARS]]}
+        return data
+
+
+class LineError(ValueError):
+    """A line that cannot be sent: not JSON, or not a memory."""
+
+
+def idempotency_key(data: Mapping[str, Any], record: ImportRecord) -> str:
+    if record.memory_id is not None:
+        return IMPORT_KEY_PREFIX + record.memory_id
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return IMPORT_KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_line(line: str) -> tuple[ImportRecord, str]:
+    """The memory of one line and its idempotency key; ``LineError`` says what is wrong."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    if not isinstance(data, dict):
+        raise LineError("not a JSON object")
+    try:
+        record = ImportRecord.model_validate(data)
+    except ValidationError as exc:
+        raise LineError(
+            "; ".join(
+                f"{'.'.join(str(p) for p in error['loc']) or 'line'}: {error['msg']}"
+                for error in exc.errors()
+            )
+        ) from exc
+    return record, idempotency_key(data, record)
+
+
+@dataclass
+class ImportSummary:
+    created: int = 0
+    present: int = 0
+    failed: int = 0
+    failures: list[tuple[int, str]] = field(default_factory=list)
+    """(line number, why) for each line that failed."""
+
+    def fail(self, number: int, reason: str) -> None:
+        self.failed += 1
+        self.failures.append((number, reason))
+
+    def __str__(self) -> str:
+        return f"created {self.created}, already present {self.present}, failed {self.failed}"
+
+
+def import_call(
+    number: int, line: str, mine: set[str], summary: ImportSummary
+) -> Call[CreatedMemory] | None:
+    """The create for line ``number``, or None when the line is settled without one (blank,
+    unreadable: counted failed; one of the user's own memories already: present)."""
+    if not line.strip():
+        return None  # blank lines carry nothing but still count for the numbering
+    try:
+        record, key = parse_line(line)
+    except LineError as exc:
+        summary.fail(number, str(exc))
+        return None
+    if record.memory_id in mine:
+        # An export imported back into the account it came from: ids are per user, so
+        # another account's export never matches, and nothing is read (which would touch
+        # last_accessed).
+        summary.present += 1
+        return None
+    return calls.add_memory(
+        record.content,
+        record.bindings,
+        memory_type=record.memory_type,
+        content_kind=record.content_kind,
+        creation_datetime=record.creation_datetime,
+        imported=True,
+        idempotency_key=key,
+    )
+
+
+def count_created(summary: ImportSummary, memory: CreatedMemory) -> None:
+    if memory.created:
+        summary.created += 1
+    else:
+        summary.present += 1
