@@ -57,11 +57,13 @@ class Gateway:
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
         self.queries: list[dict[str, list[str]]] = []
+        self.protocols: list[str] = []
 
     async def handle(self, socket: ServerConnection) -> None:
         assert socket.request is not None
         query = parse_qs(urlparse(socket.request.path).query)
         self.queries.append(query)
+        self.protocols.append(socket.request.headers.get("Sec-WebSocket-Protocol", ""))
         if "since" not in query:
             frame = json.loads(await socket.recv())
             self.sent.append(frame)
@@ -106,7 +108,8 @@ async def test_a_dropped_socket_is_resumed_and_only_our_cycle_is_yielded() -> No
     assert {getattr(f, "cycle_id", "cyc_1") for f in frames} == {"cyc_1"}
     assert len(gateway.sent) == 1  # not sent again on the resumed socket
     assert gateway.sent[0]["content"] == "hi"
-    assert gateway.queries[0]["token"] == ["tok"]
+    assert "token" not in gateway.queries[0]  # the token never travels in the URL
+    assert gateway.protocols[0] == "memoria.v1, bearer.tok"
 
 
 async def test_ask_reads_the_answer_actions_and_memories() -> None:
@@ -165,5 +168,5 @@ async def test_a_refused_token_is_a_chat_error_not_a_reconnect_loop() -> None:
 
 
 def test_ws_url_keeps_the_scheme_and_path() -> None:
-    assert ws_url("https://m.example/", "t k", "1-0") == "wss://m.example/ws?token=t+k&since=1-0"
-    assert ws_url("http://127.0.0.1:8000", "t", None) == "ws://127.0.0.1:8000/ws?token=t"
+    assert ws_url("https://m.example/", "1-0") == "wss://m.example/ws?since=1-0"
+    assert ws_url("http://127.0.0.1:8000", None) == "ws://127.0.0.1:8000/ws"

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Subprotocol
 
 from memoria_client.errors import AuthenticationError, ChatError, GatewayUnreachable
 from memoria_client.models import (
@@ -49,14 +50,24 @@ class ChatOptions:
     """Longest wait before a resend."""
 
 
-def ws_url(base_url: str, token: str, since: str | None) -> str:
-    """The socket's URL. The gateway takes the token in the query only (no subprotocol or
-    first-frame authentication yet); it is never logged or put in an error by this client."""
+SOCKET_SUBPROTOCOL: Final = "memoria.v1"
+BEARER_SUBPROTOCOL_PREFIX: Final = "bearer."
+
+
+def ws_url(base_url: str, since: str | None) -> str:
+    """The socket's URL. It holds no token: that travels as a subprotocol (URLs get logged
+    by proxies and servers)."""
     base = base_url.rstrip("/")
     scheme, _, rest = base.partition("://")
     ws_scheme = {"https": "wss", "http": "ws"}.get(scheme, scheme)
-    query = {"token": token} | ({"since": since} if since else {})
-    return f"{ws_scheme}://{rest}/ws?{urlencode(query)}"
+    query = f"?{urlencode({'since': since})}" if since else ""
+    return f"{ws_scheme}://{rest}/ws{query}"
+
+
+def subprotocols(token: str) -> list[Subprotocol]:
+    """What the gateway reads the token from: ``memoria.v1`` and ``bearer.<token>``; it
+    echoes only the first."""
+    return [Subprotocol(SOCKET_SUBPROTOCOL), Subprotocol(BEARER_SUBPROTOCOL_PREFIX + token)]
 
 
 @dataclass
@@ -140,7 +151,10 @@ async def chat_frames(
 async def _open(base_url: str, token: str, since: str | None) -> ClientConnection:
     try:
         return await connect(
-            ws_url(base_url, token, since), max_size=MAX_FRAME_BYTES, open_timeout=10
+            ws_url(base_url, since),
+            subprotocols=subprotocols(token),
+            max_size=MAX_FRAME_BYTES,
+            open_timeout=10,
         )
     except InvalidStatus as exc:
         status = exc.response.status_code
@@ -148,7 +162,7 @@ async def _open(base_url: str, token: str, since: str | None) -> ClientConnectio
             raise AuthenticationError(status, "the gateway refused the token") from None
         raise ChatError("handshake_failed", f"the gateway answered {status}") from None
     except (OSError, TimeoutError, InvalidHandshake) as exc:
-        # The URL holds the token: name the gateway, not the URL.
+        # Name the gateway only: the exception's text may quote the handshake's headers.
         raise GatewayUnreachable(
             f"cannot open the chat socket at {base_url}: {type(exc).__name__}"
         ) from None
