@@ -472,6 +472,8 @@ def run_scale(args: argparse.Namespace) -> list[str]:
     conversations = load_split(args.data or DATA_DIR / f"realtalk_{args.split}.jsonl")
     turns = [turn for c in conversations for turn in c.turns]
     questions = [q.question for c in conversations for q in c.questions][: args.samples]
+    if not args.stages:
+        raise SystemExit("--scale needs a stage (--stages)")
     stage = args.stages[0]
     with servers() as running, bench_stack(running, SCRIPT, memory_retrieval=stage) as stack:
         rows = asyncio.run(scale_sizes(stack, args, turns, questions))
@@ -520,7 +522,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=DEFAULT_SCALE_SAMPLES)
     args = parser.parse_args(argv)
     unknown = [stage for stage in args.stages if stage not in STAGES]
-    if unknown or not args.stages:
+    if unknown or not (args.stages or args.raw_cosine):
         parser.error(f"--stages takes {', '.join(STAGES)}; got {','.join(args.stages)}")
     if args.concurrency < 1 or args.per_user < 1 or args.samples < 1:
         parser.error("--concurrency, --per-user and --samples must be at least 1")

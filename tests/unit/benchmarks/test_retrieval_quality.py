@@ -175,3 +175,9 @@ def test_convert_chat_keeps_sessions_in_order_and_drops_unscorable_questions() -
     assert [q["question"] for q in line["questions"]] == ["q1"]
     assert line["questions"][0]["answer"] == "3"
     assert dropped == 1
+
+
+def test_the_raw_cosine_row_alone_needs_no_stage() -> None:
+    assert parse_args(["--stages", "", "--raw-cosine"]).stages == []
+    with pytest.raises(SystemExit):
+        parse_args(["--stages", ""])
