@@ -205,6 +205,8 @@ def test_the_day_is_the_day_where_it_was_said() -> None:
         "The next weekend is free",
         "Lastly, this weekday matters",
         "I was born on 1990-05-04",
+        "We met in the last week of June",
+        "It was the last year of school",
     ],
 )
 def test_text_without_relative_dates_is_unchanged(text: str) -> None:

@@ -36,19 +36,21 @@ FUTURE: Final[Direction] = 1
 # Word boundaries that also keep "today's", "sexta-feira" and "weekdays" whole.
 _START: Final = r"(?<![\w'’-])"
 _END: Final = r"(?![\w'’-])"
+_NOT_A_PART_OF: Final = r"(?! of\b)"
 # Already followed by a date in parentheses (written by the model, or resolved before).
 _ALREADY_DATED: Final = re.compile(r"\s*\([^()]{0,40}\d{4}")
 
 WEEKDAYS_EN: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-# Monday first, as date.weekday() counts. Each is (full form, forms safe without "-feira").
-WEEKDAYS_PT: Final = (
-    (r"segunda-feira", r"segunda-feira"),
-    (r"ter[çc]a(?:-feira)?", r"ter[çc]a(?:-feira)?"),
-    (r"quarta-feira", r"quarta-feira"),
-    (r"quinta-feira", r"quinta-feira"),
-    (r"sexta(?:-feira)?", r"sexta(?:-feira)?"),
-    (r"s[áa]bado", r"s[áa]bado"),
-    (r"domingo", r"domingo"),
+# Monday first, as date.weekday() counts. After a bare "na"/"no" ("na sexta"), the short
+# forms that are also ordinals or nouns ("na segunda vez", "na quinta") need "-feira".
+WEEKDAYS_PT_BARE: Final = (
+    r"segunda-feira",
+    r"ter[çc]a(?:-feira)?",
+    r"quarta-feira",
+    r"quinta-feira",
+    r"sexta(?:-feira)?",
+    r"s[áa]bado",
+    r"domingo",
 )
 # With a qualifier ("que vem", "passada", "próxima") the short forms are weekdays too.
 WEEKDAYS_PT_QUALIFIED: Final = (
@@ -259,7 +261,9 @@ def _rules() -> list[_Rule]:
         rules.append(_Rule(_compile(english), "en", _fixed(days)))
         rules.append(_Rule(_compile(portuguese), "pt", _fixed(days)))
     for english, portuguese, unit, direction in PERIOD_PHRASES:
-        rules.append(_Rule(_compile(english), "en", _periodic(unit, direction)))
+        # "the last week of June" names a week of June, not the one before this.
+        english_period = english + _NOT_A_PART_OF
+        rules.append(_Rule(_compile(english_period), "en", _periodic(unit, direction)))
         rules.append(_Rule(_compile(portuguese), "pt", _periodic(unit, direction)))
     for language, pattern, direction in COUNT_PHRASES:
         rules.append(_Rule(_compile(pattern), language, _count(direction)))
@@ -271,9 +275,9 @@ def _rules() -> list[_Rule]:
         for pattern, direction in WEEKDAY_PHRASES_PT_QUALIFIED:
             compiled = _compile(pattern.format(wd=name))
             rules.append(_Rule(compiled, "pt", _weekday(index, direction)))
-    for index, (_, bare) in enumerate(WEEKDAYS_PT):
+    for index, name in enumerate(WEEKDAYS_PT_BARE):
         for pattern, direction in WEEKDAY_PHRASES_PT_BARE:
-            compiled = _compile(pattern.format(wd=bare))
+            compiled = _compile(pattern.format(wd=name))
             rules.append(_Rule(compiled, "pt", _weekday(index, direction)))
     return rules
 
