@@ -59,6 +59,11 @@ async def test_a_chat_save_names_the_dates_and_keeps_the_time_of_the_message(
     assert memory["content"] == f"I moved to Porto last week (week of {last_monday.isoformat()})"
     assert moment(memory["creation_datetime"]) == said_at
 
+    # The dates do not hide it from a later question.
+    recalled = await one_cycle(stack.ws_url("noa"), "u", "Where do I live now?")
+    found = [f["content"]["content"] for f in recalled if f.get("modal") == "memory"]
+    assert memory["content"] in found
+
 
 def test_an_import_keeps_its_time_and_its_words(stack: Stack) -> None:
     exported = {
