@@ -51,6 +51,7 @@ CYCLE_ID: Final = "cyc_test1"
 STEP: Final = 2
 EMBEDDER: Final = "test-embedder"
 NOW: Final = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+SAID_AT: Final = datetime(2026, 11, 27, 15, 0, tzinfo=UTC)  # a Friday: when the user wrote
 
 Q = TypeVar("Q")
 
@@ -243,9 +244,11 @@ class Harness:
         history: Sequence[ChatRecord] = (),
         chat: str = "Done.",
         chat_fails: bool = False,
+        said_at: datetime = SAID_AT,
     ) -> tuple[ActionContext, RecordingModel]:
         """A context for step STEP of CYCLE_ID running ``action``; the scripted model answers
-        ``reasoning`` to its plan and ``chat`` as its explanation."""
+        ``reasoning`` to its plan and ``chat`` as its explanation. The user's message was sent
+        at ``said_at`` (the same for every run of the step, as a redelivery carries it)."""
         original = ChatRecord(
             id="msg_1",
             cycle_id=CYCLE_ID,
@@ -253,6 +256,7 @@ class Harness:
             modal="text",
             role="user",
             content=message,
+            created_at=said_at,
         )
         request = ActionRequested(
             step=STEP,

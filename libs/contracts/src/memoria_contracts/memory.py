@@ -210,7 +210,9 @@ class MemorySave(ContractModel):
     embedder: str | None = None
     source: ChangeSource = "chat"
     creation_datetime: AwareDatetime | None = Field(
-        default=None, description="Kept from an export when importing; else now."
+        default=None,
+        description="When the memory was told: the user message's time for a chat save, the "
+        "exported time for an import; else now.",
     )
     reuse_same_content: bool = Field(
         default=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -217,6 +218,14 @@ class ActionContext:
     @property
     def cycle(self) -> CycleContext:
         return self.request.context
+
+    @property
+    def said_at(self) -> datetime:
+        """When the user sent the message the cycle answers (the gateway's time for it, not
+        the time this step runs): what a memory's relative dates are counted from, and the
+        memory's creation time. A time without a zone is UTC, as the services write it."""
+        said = self.request.context.original_message.created_at
+        return said if said.tzinfo is not None else said.replace(tzinfo=UTC)
 
     @property
     def language(self) -> Language:

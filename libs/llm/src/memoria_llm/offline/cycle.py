@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from memoria_contracts.chat import ChatRecord
@@ -14,6 +15,7 @@ from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent, Reading, read
+from memoria_llm.relative_dates import resolve_relative_dates
 
 SEARCH_ACTION: Final = "MemorySearch"
 
@@ -35,6 +37,8 @@ class CycleView:
     """The assistant's previous turn asked whether to delete every memory."""
     asked_back: str | None
     """The user's question when the assistant's previous turn asked them for its answer."""
+    said_at: datetime
+    """When the user sent the message: what its relative dates are counted from."""
     told_no_model: bool
     """The planner answered earlier in the recent history: the first closing of its first
     cycle said that no language model answers. (Closings themselves are not history, seed
@@ -45,8 +49,10 @@ class CycleView:
         """A memory the message is about already says what it says (as the memory service
         keys content, so the save that follows finds it): a move or a correction told twice,
         with nothing left to change. A target always has its texts (``facts.about``)."""
-        said = saying(self.reading.statement)
-        return any(saying(self.texts[target][0]) == said for target in self.targets)
+        statement = self.reading.statement
+        # As saved now (its relative dates resolved), or as saved before dates were.
+        said = {saying(statement), saying(resolve_relative_dates(statement, self.said_at))}
+        return any(saying(self.texts[target][0]) in said for target in self.targets)
 
     @property
     def delete_all_confirmed(self) -> bool:
@@ -168,6 +174,7 @@ def view(context: CycleContext) -> CycleView:
         texts=texts,
         asked_delete_all=asked_delete_all,
         asked_back=asked_back,
+        said_at=context.original_message.created_at,
         told_no_model=any(
             record.role == "assistant" and record.model == replies.LABEL
             for record in context.history

@@ -3,11 +3,13 @@ the JSON shape the actions' schemas accept."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Final
 
 from memoria_llm.offline.cycle import CycleView
 from memoria_llm.offline.facts import fact_of, keywords, topic_keys
 from memoria_llm.offline.intents import Intent
+from memoria_llm.relative_dates import resolve_in_bindings, resolve_relative_dates
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns
@@ -18,12 +20,12 @@ class NoPlan(Exception):
     """The rules have no answer for this task."""
 
 
-def _memory(statement: str) -> dict[str, Any]:
+def _memory(statement: str, said_at: datetime) -> dict[str, Any]:
     fact = fact_of(statement)
     return {
         "type": "text",
-        "content": fact.content,
-        "bindings": fact.bindings,
+        "content": resolve_relative_dates(fact.content, said_at),
+        "bindings": resolve_in_bindings(fact.bindings, said_at),
         "memory_type": fact.memory_type,
     }
 
@@ -41,15 +43,16 @@ def plan_for(task: str, view: CycleView) -> dict[str, Any]:
         queries = [query for query in queries if query]
         return {"queries": list(dict.fromkeys(queries)), "mode": "semantic"}
     if task == "MemorySave":
-        return {"memories": [_memory(fact) for fact in reading.facts or [reading.statement]]}
+        facts = reading.facts or (reading.statement,)
+        return {"memories": [_memory(fact, view.said_at) for fact in facts]}
     if task == "MemoryUpdate" and view.targets:
         fact = fact_of(reading.statement, replacing=view.texts.get(view.targets[0], []))
         return {
             "updates": [
                 {
                     "_id": view.targets[0],
-                    "content": fact.content,
-                    "bindings": fact.bindings,
+                    "content": resolve_relative_dates(fact.content, view.said_at),
+                    "bindings": resolve_in_bindings(fact.bindings, view.said_at),
                     "memory_type": fact.memory_type,
                 }
             ]

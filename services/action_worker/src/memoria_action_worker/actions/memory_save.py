@@ -3,6 +3,7 @@ each findable through a few short search keys ("bindings")."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Final
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -40,6 +41,7 @@ from memoria_contracts.memory import (
     MemoryType,
 )
 from memoria_llm.port import Prompt
+from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemorySave"
 MAX_SAVES: Final = 10  # one message rarely holds more facts; more is likely a runaway plan
@@ -59,8 +61,11 @@ PLAN_SYSTEM = (
     '"text" with a string content, or "json" with an object or a list for structured data. '
     "Give each memory 1 to 5 bindings: short, isolated contexts of a few words that a later "
     'question would search for (for example "user\'s name", "aliexpress password"), written '
-    "in {language}{english_variant}. Pick the memory_type whose description fits best. At most "
-    "{max_saves} memories. Answer with JSON only: "
+    "in {language}{english_variant}. Pick the memory_type whose description fits best. "
+    "The user's message was sent on {said_on}: where they name a date relative to it "
+    '("yesterday", "last week", "next Friday"), keep their words and add the date in ISO form '
+    'in parentheses after them, as in "last week (week of YYYY-MM-DD)" or "yesterday '
+    '(YYYY-MM-DD)". At most {max_saves} memories. Answer with JSON only: '
     '{{"memories": [{{"type": "text", "content": "...", "bindings": ["..."], '
     '"memory_type": "..."}}]}}'
 )
@@ -116,10 +121,24 @@ def _plan_prompt(ctx: ActionContext) -> Prompt:
     system = PLAN_SYSTEM.format(
         language=language_name(ctx),
         english_variant="" if ctx.language == "en" else ENGLISH_VARIANT,
+        said_on=said_on(ctx.said_at),
         max_saves=MAX_SAVES,
     )
     ask = f"Memory types:\n{memory_types_block(ctx)}\n\nList the memories to save now."
     return chat_prompt(system, ctx.cycle, ask)
+
+
+def _dated(plan: SavePlan, said: datetime) -> SavePlan:
+    memories = [
+        planned.model_copy(
+            update={
+                "content": resolve_in_content(planned.content, said),
+                "bindings": resolve_in_bindings(planned.bindings, said),
+            }
+        )
+        for planned in plan.memories
+    ]
+    return plan.model_copy(update={"memories": memories})
 
 
 def _summary(saved: list[MemorySaved], refused: list[tuple[PlannedMemory, str]]) -> str:
@@ -146,6 +165,8 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
         prompt=_plan_prompt(ctx),
         invalid_notice="memory_save_invalid_plan",
     )
+    # What the model left relative ("last week") is dated here, against the message's time.
+    plan = _dated(plan, ctx.said_at)
     calls = MemoryCalls(ctx)
     await status(ctx, "memory_save_formatting")
     embedded = await calls.embed([b for m in plan.memories for b in m.bindings], "passage")
@@ -165,6 +186,7 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
             source="chat",
             # A fact the user already has is not kept twice ("I'm Marco" said in two threads).
             reuse_same_content=True,
+            creation_datetime=ctx.said_at,  # when it was told, not when this step ran
         )
         offset += len(planned.bindings)
         try:

@@ -3,6 +3,7 @@ re-embeds the bindings when they change)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Final
 
 from pydantic import AliasChoices, BaseModel, Field, model_validator
@@ -39,6 +40,7 @@ from memoria_contracts.memory import (
     MemoryUpdated,
 )
 from memoria_llm.port import Prompt
+from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemoryUpdate"
 MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan
@@ -54,9 +56,11 @@ PLAN_SYSTEM = (
     "You update the long-term memories of Memoria, an assistant. From the conversation, decide "
     "which of the memories loaded earlier (listed with their ids) must change, and write each "
     "one's complete new content in {language}, faithful to what the user said: a string, or "
-    "an object or a list for structured data. Only use ids from the list. Give new bindings "
-    "(1 to 5 short search keys) or a new memory_type only when they must change, else null. "
-    "At most {max_updates} updates. Answer with JSON only: "
+    "an object or a list for structured data. The user's message was sent on {said_on}: where "
+    "they name a date relative to it, keep their words and add the date in ISO form in "
+    'parentheses after them, as in "last week (week of YYYY-MM-DD)". Only use ids from the '
+    "list. Give new bindings (1 to 5 short search keys) or a new memory_type only when they "
+    "must change, else null. At most {max_updates} updates. Answer with JSON only: "
     '{{"updates": [{{"_id": "mem_...", "content": "...", "bindings": null, '
     '"memory_type": null}}]}}. '
     "If the user means one memory but several listed ones could be it, do not guess: answer "
@@ -116,12 +120,30 @@ class UpdatePlan(BaseModel):
 
 def _plan_prompt(ctx: ActionContext) -> Prompt:
     loaded = memories_in([*ctx.cycle.history, *ctx.cycle.transcript])
-    system = PLAN_SYSTEM.format(language=language_name(ctx), max_updates=MAX_UPDATES)
+    system = PLAN_SYSTEM.format(
+        language=language_name(ctx), said_on=said_on(ctx.said_at), max_updates=MAX_UPDATES
+    )
     ask = (
         f"Memory types:\n{memory_types_block(ctx)}\n\n"
         f"Memories loaded earlier:\n{memories_block(loaded)}\n\nList the updates now."
     )
     return chat_prompt(system, ctx.cycle, ask)
+
+
+def _dated(plan: UpdatePlan, said: datetime) -> UpdatePlan:
+    updates = [
+        planned.model_copy(
+            update={
+                "content": resolve_in_content(planned.content, said),
+                "bindings": None
+                if planned.bindings is None
+                else resolve_in_bindings(planned.bindings, said),
+            }
+        )
+        for planned in plan.updates
+    ]
+    content = None if plan.content is None else resolve_in_content(plan.content, said)
+    return plan.model_copy(update={"updates": updates, "content": content})
 
 
 def _summary(updated: list[MemoryUpdated], not_found: list[str], refused: list[str]) -> str:
@@ -148,6 +170,8 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         prompt=_plan_prompt(ctx),
         invalid_notice="memory_update_invalid_plan",
     )
+    # What the model left relative ("last week") is dated here, against the message's time.
+    plan = _dated(plan, ctx.said_at)
     plan = _unclear_target(ctx, plan)
     if plan.candidates:
         resolved = _resolve_candidates(ctx, plan)
