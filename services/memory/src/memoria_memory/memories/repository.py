@@ -82,9 +82,8 @@ class MemoryRepository:
         return str(found["after"]) if found else ""
 
     async def save_progress(self, name: str, after: str) -> None:
-        await self._migrations.replace_one(
-            {"_id": f"{name}.progress"}, {"after": after}, upsert=True
-        )
+        key = f"{name}.progress"
+        await self._migrations.replace_one({"_id": key}, {"_id": key, "after": after}, upsert=True)
 
     async def give_content_key(self, document: MemoryDocument, content_key: str) -> bool:
         """Set a keyless memory's key. Only while it still has none: a write since it was
