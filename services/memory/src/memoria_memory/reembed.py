@@ -33,7 +33,7 @@ from memoria_memory.memories.reconciler import ReconcileReport
 from memoria_memory.memories.repository import MEMORIES, MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_memory.vectors.milvus import sync_client
+from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
 from memoria_memory.vectors.port import COLLECTION_PREFIX
 from memoria_runtime.settings import Settings
 
@@ -164,6 +164,10 @@ def milvus_dropper(settings: Settings) -> DropCollection:
     def drop_now(name: str) -> bool:
         client = sync_client(uri, token, MILVUS_CONNECT_TIMEOUT_S)
         try:
+            # The texts first: a text collection never outlives its vectors'.
+            lexical = lexical_collection_name(name)
+            if client.has_collection(lexical, timeout=MILVUS_REQUEST_TIMEOUT_S):
+                client.drop_collection(lexical, timeout=MILVUS_REQUEST_TIMEOUT_S)
             if not client.has_collection(name, timeout=MILVUS_REQUEST_TIMEOUT_S):
                 return False
             client.drop_collection(name, timeout=MILVUS_REQUEST_TIMEOUT_S)
