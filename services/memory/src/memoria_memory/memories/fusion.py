@@ -58,6 +58,7 @@ class Fusion:
         if self.retrieval == "lexical":
             return lexical
         semantic = 0.0 if dense is None else min(max(dense, 0.0), 1.0)
-        if self.retrieval == "dense":
+        if self.retrieval == "dense" or lexical == 0.0:
             return semantic
-        return 1.0 - (1.0 - semantic) * (1.0 - self.lexical_weight * lexical)
+        # max(): rounding must never put a memory below its dense relevance.
+        return max(semantic, 1.0 - (1.0 - semantic) * (1.0 - self.lexical_weight * lexical))
