@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_memory.vectors.milvus import MilvusVectorStore, async_client, partition_name
@@ -423,6 +424,20 @@ async def test_updates_and_deletes_reach_lexical_search(store: VectorStore) -> N
     await store.index_text(ALICE, [TextRow("r2", "mem_r2", "gym on tuesdays")])
     [tuesday] = await store.lexical_search(ALICE, ["tuesday"], limit=5)
     assert ids(tuesday) == ["r2"]
+
+
+async def test_analyzed_texts_of_gives_every_text_of_the_user_as_indexed(
+    store: VectorStore,
+) -> None:
+    await store.upsert(ALICE, [text_row("r1", "Running shoes"), text_row("r2", "the")])
+    await store.upsert(BOB, [text_row("b1", "bob's text")])
+
+    texts = sorted(await store.analyzed_texts_of(ALICE), key=lambda text: text.id)
+
+    assert texts == [
+        TextRow("r1", "mem_r1", analyzed("Running shoes")),
+        TextRow("r2", "mem_r2", ""),  # stop words only
+    ]
 
 
 async def test_lexical_search_respects_the_limit(store: VectorStore) -> None:

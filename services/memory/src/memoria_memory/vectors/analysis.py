@@ -58,6 +58,8 @@ PORTUGUESE_STOP_WORDS: Final = _listed(
 STOP_WORDS: Final = ENGLISH_STOP_WORDS | PORTUGUESE_STOP_WORDS
 # Letters and digits; "_" is a word character to ``\w`` but separates words here.
 _WORD = re.compile(r"[^\W_]+")
+# At most 4 bytes a character: within Milvus' VARCHAR limit of 65,535 bytes.
+ANALYZED_MAX_CHARS: Final = 16_383
 # Distinct words are few in a user's memories; stemming each once is enough.
 STEM_CACHE_WORDS: Final = 65_536
 
@@ -82,5 +84,9 @@ def terms(text: str) -> list[str]:
 
 
 def analyzed(text: str) -> str:
-    """The terms as one string, what the lexical index stores and is queried with."""
-    return " ".join(terms(text))
+    """The terms as one string, what the lexical index stores and is queried with, cut
+    between terms to :data:`ANALYZED_MAX_CHARS`."""
+    joined = " ".join(terms(text))
+    if len(joined) <= ANALYZED_MAX_CHARS:
+        return joined
+    return joined[: ANALYZED_MAX_CHARS + 1].rsplit(" ", 1)[0]

@@ -61,10 +61,7 @@ VECTOR_FIELD = "vector"
 TEXT_FIELD = "text"
 SPARSE_FIELD = "sparse"
 LEXICAL_SUFFIX = "_lexical"
-# The analysed text is cut to this many characters: at most 4 bytes each, within Milvus'
-# VARCHAR limit of 65,535 bytes.
-TEXT_MAX_CHARS = 16_383
-TEXT_MAX_BYTES = 65_535
+TEXT_MAX_BYTES = 65_535  # analysis.ANALYZED_MAX_CHARS characters fit
 # Terms are analysed in process (analysis.py); Milvus' standard tokenizer splits them on
 # spaces and changes nothing else. milvus-lite knows no "whitespace" tokenizer.
 TEXT_ANALYZER = {"tokenizer": "standard"}
@@ -151,13 +148,6 @@ def _string_list(values: Sequence[str]) -> str:
 def lexical_collection_name(collection: str) -> str:
     """Where the texts of ``collection``'s rows are indexed."""
     return collection + LEXICAL_SUFFIX
-
-
-def _cut(text: str) -> str:
-    """The analysed text within :data:`TEXT_MAX_CHARS`, cut between terms."""
-    if len(text) <= TEXT_MAX_CHARS:
-        return text
-    return text[: TEXT_MAX_CHARS + 1].rsplit(" ", 1)[0]
 
 
 def _appears(exists: Callable[[], bool]) -> bool:
@@ -336,7 +326,7 @@ class MilvusVectorStore(VectorStore):
     ) -> list[list[VectorHit]]:
         valid_user_id(user_id)
         valid_limit(limit)
-        queries = [_cut(analyzed(text)) for text in texts]
+        queries = [analyzed(text) for text in texts]
         asked = [query for query in queries if query]
         if not asked:
             return [[] for _ in queries]
@@ -432,19 +422,31 @@ class MilvusVectorStore(VectorStore):
             async for row_id, record in self._scan(user_id, [MEMORY_FIELD, VECTOR_FIELD])
         ]
 
+    async def analyzed_texts_of(self, user_id: str) -> list[TextRow]:
+        return [
+            TextRow(id=row_id, memory_id=str(record[MEMORY_FIELD]), text=str(record[TEXT_FIELD]))
+            async for row_id, record in self._scan(
+                user_id, [MEMORY_FIELD, TEXT_FIELD], self._lexical
+            )
+        ]
+
     async def _scan(
-        self, user_id: str, fields: list[str]
+        self, user_id: str, fields: list[str], collection: str | None = None
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Every row of the user as ``(row id, record with fields)``, in pages."""
+        """Every row of the user in ``collection`` (the vectors' by default) as ``(row id,
+        record with fields)``, in pages."""
         valid_user_id(user_id)
+        collection = collection or self._collection
         client = self._require_client()
-        partition = await self._user_partition(user_id, create=False)
+        partition = await self._user_partition(user_id, create=False, collection=collection)
         if self._isolation == "partition" and partition is None:
             return
         after = ""  # primary-key cursor: stable while rows are written concurrently
         while True:
             with self._translate("list the user's vectors"):
-                page = await self._rows_after(client, user_id, partition, after, fields)
+                page = await self._rows_after(
+                    client, user_id, partition, after=after, fields=fields, collection=collection
+                )
             for record in page:
                 yield self._row_id(user_id, record[ID_FIELD]), record
             if len(page) < self._page_size:
@@ -452,16 +454,23 @@ class MilvusVectorStore(VectorStore):
             after = str(page[-1][ID_FIELD])
 
     async def _rows_after(
-        self, client: Any, user_id: str, partition: str | None, after: str, fields: list[str]
+        self,
+        client: Any,
+        user_id: str,
+        partition: str | None,
+        *,
+        after: str,
+        fields: list[str],
+        collection: str,
     ) -> list[dict[str, Any]]:
         """One page of the user's rows (primary key and ``fields``) with keys above
         ``after``, in key order."""
         if after and not ROW_ID_PATTERN.fullmatch(self._row_id(user_id, after)):
-            raise VectorStoreError(f"collection {self._collection} holds a malformed key")
+            raise VectorStoreError(f"collection {collection} holds a malformed key")
         page = await self._loaded(
-            self._collection,
+            collection,
             lambda: client.query(
-                self._collection,
+                collection,
                 filter=f'{self._user_filter(user_id)} and {ID_FIELD} > "{after}"',
                 output_fields=fields,
                 limit=self._page_size,
@@ -659,7 +668,7 @@ class MilvusVectorStore(VectorStore):
             ID_FIELD: key,
             USER_FIELD: user_id,
             MEMORY_FIELD: row.memory_id,
-            TEXT_FIELD: _cut(analyzed(row.text)),
+            TEXT_FIELD: analyzed(row.text),
         }
 
     def _vector(self, vector: Sequence[float]) -> list[float]:

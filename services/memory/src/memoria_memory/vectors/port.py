@@ -132,4 +132,9 @@ class VectorStore(ABC):
         """Every row of the user, vector included (to hold them closer: ``cached``)."""
 
     @abstractmethod
+    async def analyzed_texts_of(self, user_id: str) -> list[TextRow]:
+        """Every lexical entry of the user, its text as indexed (``analysis.analyzed``:
+        terms joined by spaces), to hold them closer: ``cached``."""
+
+    @abstractmethod
     async def close(self) -> None: ...
