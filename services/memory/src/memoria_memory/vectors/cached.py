@@ -26,6 +26,7 @@ writes it again, replacing the version then.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import math
 import zlib
@@ -72,6 +73,7 @@ class HeldTexts:
     memory_ids: dict[str, str] = field(default_factory=dict)
     distinct: dict[str, tuple[str, ...]] = field(default_factory=dict)  # row id → its terms
     terms_held: int = 0
+    _norms_cache: dict[str, float] | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -79,6 +81,7 @@ class HeldTexts:
 
     def put(self, row_id: str, memory_id: str, analysed: str) -> None:
         self.remove([row_id])
+        self._norms_cache = None
         counts = Counter(analysed.split())
         for term, count in counts.items():
             self.postings.setdefault(term, {})[row_id] = count
@@ -91,6 +94,7 @@ class HeldTexts:
         for row_id in ids:
             if self.lengths.pop(row_id, None) is None:
                 continue
+            self._norms_cache = None
             self.memory_ids.pop(row_id, None)
             for term in self.distinct.pop(row_id, ()):
                 del self.postings[term][row_id]
@@ -103,19 +107,28 @@ class HeldTexts:
         rows = len(self.lengths)
         if not rows or not query:
             return []
-        average = sum(self.lengths.values()) / rows
+        norms = self._norms()
         scores: dict[str, float] = {}
         for term, weight in Counter(query.split()).items():
             posting = self.postings.get(term)
             if not posting:
                 continue
             idf = math.log(1.0 + (rows - len(posting) + 0.5) / (len(posting) + 0.5))
+            scale = weight * idf * (BM25_K1 + 1.0)
             for row_id, count in posting.items():
-                norm = BM25_K1 * (1.0 - BM25_B + BM25_B * self.lengths[row_id] / average)
-                gain = weight * idf * count * (BM25_K1 + 1.0) / (count + norm)
-                scores[row_id] = scores.get(row_id, 0.0) + gain
-        best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+                scores[row_id] = scores.get(row_id, 0.0) + scale * count / (count + norms[row_id])
+        best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
         return [VectorHit(row_id, self.memory_ids[row_id], score) for row_id, score in best]
+
+    def _norms(self) -> dict[str, float]:
+        """Each row's length normalisation, kept until the texts change."""
+        if self._norms_cache is None:
+            average = sum(self.lengths.values()) / len(self.lengths)
+            self._norms_cache = {
+                row_id: BM25_K1 * (1.0 - BM25_B + BM25_B * length / average)
+                for row_id, length in self.lengths.items()
+            }
+        return self._norms_cache
 
 
 @dataclass
