@@ -38,7 +38,7 @@ from memoria_memory.reembed import (
 )
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_memory.vectors.milvus import sync_client
+from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
 from memoria_runtime.settings import Settings
 
 SHARED_DIM = 16  # scripted collection other tests may use too: never dropped
@@ -404,7 +404,9 @@ async def test_drop_old_drops_old_collections_and_never_the_current_one(
         assert report.ok and report.migrated == 0
         assert report.dropped == [old_collection]
         assert not await has_collection(milvus_uri, old_collection)
+        assert not await has_collection(milvus_uri, lexical_collection_name(old_collection))
         assert await has_collection(milvus_uri, new.vectors.collection)
+        assert await has_collection(milvus_uri, lexical_collection_name(new.vectors.collection))
         await assert_migrated(new, user, ids, MEMORIES)
 
         again = await run(new, drop_old=True, settings=new_settings)

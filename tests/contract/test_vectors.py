@@ -24,10 +24,12 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_memory.vectors.milvus import MilvusVectorStore, async_client, partition_name
 from memoria_memory.vectors.port import (
+    TextRow,
     VectorHit,
     VectorRow,
     VectorStore,
@@ -327,6 +329,123 @@ async def test_vectors_of_another_dimension_are_rejected(store: VectorStore) -> 
         await store.upsert(ALICE, [row("r1", [1.0, 0.0])])
     with pytest.raises(ValueError, match="8-dimensional"):
         await store.search(ALICE, [[1.0]], limit=1)
+
+
+# -- lexical search ---------------------------------------------------------------------------
+
+
+def text_row(row_id: str, text: str, vector: Sequence[float] | None = None) -> VectorRow:
+    return VectorRow(
+        id=row_id,
+        memory_id=f"mem_{row_id.replace('-', '')}",
+        vector=axis(0) if vector is None else vector,
+        text=text,
+    )
+
+
+async def test_lexical_search_finds_a_row_by_a_word_of_its_text(store: VectorStore) -> None:
+    await store.upsert(
+        ALICE,
+        [
+            text_row("allergy", "peanut allergy\nI am allergic to peanuts"),
+            text_row("city", "home city\nI live in Lisbon"),
+        ],
+    )
+
+    [hits] = await store.lexical_search(ALICE, ["where is Lisbon"], limit=5)
+
+    assert ids(hits) == ["city"]
+    assert hits[0].memory_id == "mem_city"
+    assert hits[0].score > 0
+
+
+async def test_an_exact_rare_term_ranks_first(store: VectorStore) -> None:
+    # The dense neighbour of the query would be "car"; only one row says the plate.
+    await store.upsert(
+        ALICE,
+        [
+            text_row("car", "my car\nI drive a blue car to work every day"),
+            text_row("plate", "licence plate\nthe plate is XK-42-PQ"),
+            text_row("bike", "my bike\nI ride a bike on weekends"),
+        ],
+    )
+
+    [hits] = await store.lexical_search(ALICE, ["what is XK-42-PQ"], limit=3)
+
+    assert ids(hits)[0] == "plate"
+
+
+async def test_lexical_search_folds_accents_and_stems_in_english_and_portuguese(
+    store: VectorStore,
+) -> None:
+    await store.upsert(
+        ALICE,
+        [
+            text_row("en", "allergies\nI have several food allergies"),
+            text_row("pt", "viagens\nAs minhas férias em Açores foram ótimas"),
+            text_row("other", "nothing\nunrelated words only"),
+        ],
+    )
+
+    by_stem, by_accent, by_pt_stem = await store.lexical_search(
+        ALICE, ["am I allergic?", "ferias nos acores", "a minha feria"], limit=3
+    )
+
+    assert ids(by_stem) == ["en"]
+    assert ids(by_accent) == ["pt"]
+    assert ids(by_pt_stem) == ["pt"]
+
+
+async def test_a_query_of_stop_words_only_matches_nothing(store: VectorStore) -> None:
+    await store.upsert(ALICE, [text_row("r1", "the cat is on the mat")])
+
+    assert await store.lexical_search(ALICE, ["the is on", ""], limit=3) == [[], []]
+
+
+async def test_lexical_hits_are_the_users_own(store: VectorStore) -> None:
+    await store.upsert(ALICE, [text_row("secret", "bank pin\nmy pin is 4711")])
+    await store.upsert(BOB, [text_row("note", "groceries\nbuy milk")])
+
+    assert await store.lexical_search(BOB, ["pin 4711"], limit=5) == [[]]
+    assert await store.lexical_search("carol", ["pin 4711"], limit=5) == [[]]
+    [alices] = await store.lexical_search(ALICE, ["pin 4711"], limit=5)
+    assert ids(alices) == ["secret"]
+
+
+async def test_updates_and_deletes_reach_lexical_search(store: VectorStore) -> None:
+    await store.upsert(ALICE, [text_row("r1", "dentist on monday"), text_row("r2", "gym")])
+    await store.upsert(ALICE, [text_row("r1", "dentist on friday")])
+    [monday, friday] = await store.lexical_search(ALICE, ["monday", "friday"], limit=5)
+    assert (ids(monday), ids(friday)) == ([], ["r1"])
+
+    await store.delete(ALICE, ["r1"])
+
+    assert await store.lexical_search(ALICE, ["dentist"], limit=5) == [[]]
+    await store.index_text(ALICE, [TextRow("r2", "mem_r2", "gym on tuesdays")])
+    [tuesday] = await store.lexical_search(ALICE, ["tuesday"], limit=5)
+    assert ids(tuesday) == ["r2"]
+
+
+async def test_analyzed_texts_of_gives_every_text_of_the_user_as_indexed(
+    store: VectorStore,
+) -> None:
+    await store.upsert(ALICE, [text_row("r1", "Running shoes"), text_row("r2", "the")])
+    await store.upsert(BOB, [text_row("b1", "bob's text")])
+
+    texts = sorted(await store.analyzed_texts_of(ALICE), key=lambda text: text.id)
+
+    assert texts == [
+        TextRow("r1", "mem_r1", analyzed("Running shoes")),
+        TextRow("r2", "mem_r2", ""),  # stop words only
+    ]
+
+
+async def test_lexical_search_respects_the_limit(store: VectorStore) -> None:
+    await store.upsert(ALICE, [text_row(f"r{index}", f"coffee note {index}") for index in range(5)])
+
+    [hits] = await store.lexical_search(ALICE, ["coffee"], limit=2)
+
+    assert len(hits) == 2
 
 
 # -- lifetime ---------------------------------------------------------------------------------

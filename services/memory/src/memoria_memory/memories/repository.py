@@ -65,6 +65,26 @@ class MemoryRepository:
     async def mark_migrated(self, name: str) -> None:
         await one_off.mark_finished(self._migrations, name)
 
+    async def ready_in(self, collection: str, *, after: str, limit: int) -> list[MemoryDocument]:
+        """Up to ``limit`` ready memories (of every user) whose vectors are in
+        ``collection``, in id order from just after ``after``: a pass over them that can
+        stop anywhere and go on from the last id it finished."""
+        found = await self._memories.find(
+            {"vector_collection": collection, "state": "ready", "_id": {"$gt": after}},
+            sort=[("_id", 1)],
+            limit=limit,
+        )
+        return [MemoryDocument.from_stored(document) for document in found]
+
+    async def progress(self, name: str) -> str:
+        """Where the resumable pass ``name`` got to (``""`` before it started)."""
+        found = await self._migrations.find_one({"_id": f"{name}.progress"})
+        return str(found["after"]) if found else ""
+
+    async def save_progress(self, name: str, after: str) -> None:
+        key = f"{name}.progress"
+        await self._migrations.replace_one({"_id": key}, {"_id": key, "after": after}, upsert=True)
+
     async def give_content_key(self, document: MemoryDocument, content_key: str) -> bool:
         """Set a keyless memory's key. Only while it still has none: a write since it was
         read has set the key of its new content, which this one would overwrite."""

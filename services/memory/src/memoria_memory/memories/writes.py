@@ -34,6 +34,7 @@ from memoria_memory.faults import Faults
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument, PendingWrite
 from memoria_memory.memories.ids import content_key_for, memory_id_for, row_id_for, row_ids_for
+from memoria_memory.memories.lexical_index import row_text, text_rows
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.vectors import VectorRow, VectorStore
 
@@ -173,6 +174,10 @@ class MemoryWriter:
         change_id = f"{document.id}.updated.{request_id}"
         if set(changes["bindings"]) == set(document.bindings):
             updated = document.model_copy(update=changes)
+            # The vectors stay (same bindings); the rows' texts carry the content. Indexed
+            # before the document changes: a crash in between leaves the update to be
+            # repeated, never a document whose words search cannot find.
+            await self.vectors.index_text(user_id, text_rows(updated))
             await self.repo.record(
                 user_id,
                 MemoryChange(
@@ -283,7 +288,12 @@ class MemoryWriter:
         ):
             vectors = await self.embedder.passages(document.bindings)
         rows = [
-            VectorRow(id=row_id_for(document.id, binding), memory_id=document.id, vector=vector)
+            VectorRow(
+                id=row_id_for(document.id, binding),
+                memory_id=document.id,
+                vector=vector,
+                text=row_text(binding, document.content),
+            )
             for binding, vector in zip(document.bindings, vectors, strict=True)
         ]
         await self.vectors.upsert(document.user_id, rows)

@@ -1,6 +1,9 @@
 """A vector store that holds recently searched users' vectors in process.
 
-Milvus stays the store of record; this adapter wraps it. A user's search is exact either
+Milvus stays the store of record; this adapter wraps it. The rows' analysed texts are held
+too, with an inverted index, so lexical search is BM25 in process (Milvus' parameters, the
+user's rows as the corpus: milvus-lite's own BM25 search took a hundred milliseconds and
+more at 100,000 memories, ADR 0021). A user's search is exact either
 way (inner product over every row of the user, the same as the FLAT index), but from a
 held copy it is one matrix product in numpy instead of a Milvus request. On milvus-lite
 that request costs many times the product, because its search walks the partition's
@@ -23,9 +26,11 @@ writes it again, replacing the version then.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
+import math
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -33,7 +38,9 @@ import numpy as np
 import numpy.typing as npt
 from redis.exceptions import RedisError
 
+from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.port import (
+    TextRow,
     VectorHit,
     VectorRow,
     VectorStore,
@@ -50,6 +57,78 @@ Matrix = npt.NDArray[np.float32]
 # What a held row costs besides its vector: two short strings and a dict entry.
 ROW_OVERHEAD_BYTES = 300
 WRITE_LOCKS = 64  # striped by user: bounded, and two users rarely share one
+# What a held text costs per term it holds (a posting: dict entries and a short string).
+TERM_OVERHEAD_BYTES = 150
+# Milvus' BM25 defaults, so held and Milvus searches rank alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+@dataclass
+class HeldTexts:
+    """One user's analysed texts as an inverted index: term → row id → occurrences."""
+
+    postings: dict[str, dict[str, int]] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)  # row id → its number of terms
+    memory_ids: dict[str, str] = field(default_factory=dict)
+    distinct: dict[str, tuple[str, ...]] = field(default_factory=dict)  # row id → its terms
+    terms_held: int = 0
+    _norms_cache: dict[str, float] | None = field(default=None, repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return TERM_OVERHEAD_BYTES * self.terms_held
+
+    def put(self, row_id: str, memory_id: str, analysed: str) -> None:
+        self.remove([row_id])
+        self._norms_cache = None
+        counts = Counter(analysed.split())
+        for term, count in counts.items():
+            self.postings.setdefault(term, {})[row_id] = count
+        self.lengths[row_id] = sum(counts.values())
+        self.memory_ids[row_id] = memory_id
+        self.distinct[row_id] = tuple(counts)
+        self.terms_held += len(counts)
+
+    def remove(self, ids: Iterable[str]) -> None:
+        for row_id in ids:
+            if self.lengths.pop(row_id, None) is None:
+                continue
+            self._norms_cache = None
+            self.memory_ids.pop(row_id, None)
+            for term in self.distinct.pop(row_id, ()):
+                del self.postings[term][row_id]
+                self.terms_held -= 1
+                if not self.postings[term]:
+                    del self.postings[term]
+
+    def search(self, query: str, limit: int) -> list[VectorHit]:
+        """BM25 of the user's texts against the (analysed) query, best first."""
+        rows = len(self.lengths)
+        if not rows or not query:
+            return []
+        norms = self._norms()
+        scores: dict[str, float] = {}
+        for term, weight in Counter(query.split()).items():
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            idf = math.log(1.0 + (rows - len(posting) + 0.5) / (len(posting) + 0.5))
+            scale = weight * idf * (BM25_K1 + 1.0)
+            for row_id, count in posting.items():
+                scores[row_id] = scores.get(row_id, 0.0) + scale * count / (count + norms[row_id])
+        best = heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+        return [VectorHit(row_id, self.memory_ids[row_id], score) for row_id, score in best]
+
+    def _norms(self) -> dict[str, float]:
+        """Each row's length normalisation, kept until the texts change."""
+        if self._norms_cache is None:
+            average = sum(self.lengths.values()) / len(self.lengths)
+            self._norms_cache = {
+                row_id: BM25_K1 * (1.0 - BM25_B + BM25_B * length / average)
+                for row_id, length in self.lengths.items()
+            }
+        return self._norms_cache
 
 
 @dataclass
@@ -61,15 +140,24 @@ class HeldRows:
     ids: list[str] = field(default_factory=list)
     memory_ids: list[str] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
+    texts: HeldTexts = field(default_factory=HeldTexts)
     matrix: Matrix = field(init=False)
 
     def __post_init__(self) -> None:
         self.matrix = np.empty((0, self.dim), dtype=np.float32)
 
     @classmethod
-    def of(cls, version: str, dim: int, rows: Iterable[VectorRow]) -> HeldRows:
+    def of(
+        cls,
+        version: str,
+        dim: int,
+        rows: Iterable[VectorRow],
+        analysed_texts: Iterable[TextRow] = (),
+    ) -> HeldRows:
         held = cls(version, dim)
-        held.put(list(rows))
+        held.put(list(rows), texts=False)
+        for text in analysed_texts:
+            held.texts.put(text.id, text.memory_id, text.text)
         return held
 
     @property
@@ -78,12 +166,19 @@ class HeldRows:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes) + ROW_OVERHEAD_BYTES * self.count
+        return int(self.matrix.nbytes) + ROW_OVERHEAD_BYTES * self.count + self.texts.nbytes
 
-    def put(self, rows: Sequence[VectorRow]) -> None:
-        """Upsert: an id already held gets the new vector and memory id."""
+    def put_texts(self, rows: Sequence[TextRow]) -> None:
+        for row in rows:
+            self.texts.put(row.id, row.memory_id, analyzed(row.text))
+
+    def put(self, rows: Sequence[VectorRow], *, texts: bool = True) -> None:
+        """Upsert: an id already held gets the new vector, memory id and (with ``texts``,
+        as the Milvus adapter writes them) text."""
         if not rows:
             return
+        if texts:
+            self.put_texts([TextRow(row.id, row.memory_id, row.text) for row in rows])
         vectors = np.asarray([row.vector for row in rows], dtype=np.float32)
         self._reserve(self.count + len(rows))  # at most: some rows may replace held ones
         for row, vector in zip(rows, vectors, strict=True):
@@ -99,6 +194,8 @@ class HeldRows:
 
     def remove(self, ids: Iterable[str]) -> None:
         """Delete: the last row moves into the freed place, so the matrix stays dense."""
+        ids = list(ids)
+        self.texts.remove(ids)
         for row_id in ids:
             position = self.positions.pop(row_id, None)
             if position is None:
@@ -222,27 +319,56 @@ class CachedVectorStore(VectorStore):
         valid_limit(limit)
         if not vectors:
             return []
-        if self._budget <= 0:  # holding nothing: versions are only published, never read
+        held = await self._current(user_id)
+        if held is None:
             return await self._from_milvus(user_id, vectors, limit)
+        return held.search(self._queries(vectors), limit)
+
+    async def lexical_search(
+        self, user_id: str, texts: Sequence[str], limit: int
+    ) -> list[list[VectorHit]]:
+        valid_user_id(user_id)
+        valid_limit(limit)
+        if not texts:
+            return []
+        held = await self._current(user_id)
+        if held is None:
+            self._metrics.milvus.inc()
+            return await self._inner.lexical_search(user_id, texts, limit)
+        return [held.texts.search(analyzed(text), limit) for text in texts]
+
+    async def _current(self, user_id: str) -> HeldRows | None:
+        """The user's held copy when it is current (made first when loads are not in the
+        background); None: ask Milvus."""
+        if self._budget <= 0:  # holding nothing: versions are only published, never read
+            return None
         try:
             version = await self._versions.current(user_id)
         except RedisError as exc:
             self._versions_down(exc)
-            return await self._from_milvus(user_id, vectors, limit)
+            return None
         self._versions_up()
         held = self._held.get(user_id)
         if held is None or held.version != version:
             self._drop(user_id)
             if self._background:
                 self._load_soon(user_id)
-                return await self._from_milvus(user_id, vectors, limit)
+                return None
             await self._load(user_id)
             held = self._held.get(user_id)
             if held is None or held.version != version:  # too big to hold, or changed since
-                return await self._from_milvus(user_id, vectors, limit)
+                return None
         self._held.move_to_end(user_id)
         self._metrics.held.inc()
-        return held.search(self._queries(vectors), limit)
+        return held
+
+    async def index_text(self, user_id: str, rows: Sequence[TextRow]) -> None:
+        async with self._lock(user_id):
+            await self._inner.index_text(user_id, rows)
+            await self._changed(user_id, lambda held: held.put_texts(rows))
+
+    async def analyzed_texts_of(self, user_id: str) -> list[TextRow]:
+        return await self._inner.analyzed_texts_of(user_id)
 
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
         return await self._inner.rows_of(user_id)
@@ -300,10 +426,11 @@ class CachedVectorStore(VectorStore):
         try:
             version = await self._versions.current(user_id)
             rows = await self._inner.vectors_of(user_id)
+            texts = await self._inner.analyzed_texts_of(user_id)
         except (RedisError, VectorStoreError) as exc:
             log.warning("could not hold the vectors of a user in process: %s", exc)
             return
-        held = HeldRows.of(version, self.dim, rows)
+        held = HeldRows.of(version, self.dim, rows, texts)
         if held.nbytes > self._budget:
             log.debug("a user's %d vector rows exceed the cache budget", held.count)
             return

@@ -10,6 +10,12 @@ Per-user isolation is enforced three times over:
   (``partition_key`` mode leaves the routing to Milvus' partition key on ``user_id``);
 * searches and scans also filter on ``user_id == "<user>"``.
 
+Each row's text lives in a sibling collection (``<collection>_lexical``: the same keys and
+partitions, the analysed text, and the sparse vector Milvus' BM25 function makes of it), so
+the dense collection of stores written before lexical search keeps its schema and its rows;
+``lexical_index.backfill`` gives their rows a text. Writes go to the dense collection first:
+a row's text never exists without its vector.
+
 Filter expressions are built from validated strings only (see the ``*_PATTERN`` constants);
 nothing else ever reaches an expression.
 """
@@ -19,16 +25,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
-from pymilvus import AsyncMilvusClient, DataType, MilvusClient, MilvusException
+from pymilvus import (
+    AsyncMilvusClient,
+    DataType,
+    Function,
+    FunctionType,
+    MilvusClient,
+    MilvusException,
+)
 
+from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.port import (
     USER_ID_MAX_CHARS,
+    TextRow,
     VectorHit,
     VectorRow,
     VectorStore,
@@ -42,6 +58,15 @@ ID_FIELD = "id"
 USER_FIELD = "user_id"
 MEMORY_FIELD = "memory_id"
 VECTOR_FIELD = "vector"
+TEXT_FIELD = "text"
+SPARSE_FIELD = "sparse"
+LEXICAL_SUFFIX = "_lexical"
+TEXT_MAX_BYTES = 65_535  # analysis.ANALYZED_MAX_CHARS characters fit
+# Terms are analysed in process (analysis.py); Milvus' standard tokenizer splits them on
+# spaces and changes nothing else. milvus-lite knows no "whitespace" tokenizer.
+TEXT_ANALYZER = {"tokenizer": "standard"}
+LEXICAL_INDEX_TYPE = "SPARSE_INVERTED_INDEX"
+LEXICAL_METRIC_TYPE = "BM25"
 
 ROW_ID_MAX_CHARS = 128
 MEMORY_ID_MAX_CHARS = 64
@@ -69,6 +94,8 @@ ROWS_PAGE_SIZE = 4_096  # rows_of reads the user's rows in pages of this size
 WRITE_BATCH_ROWS = 1_000  # rows per upsert request: well below gRPC message limits
 DELETE_BATCH_IDS = 1_000  # ids per delete expression
 CONNECT_TIMEOUT_S = 10.0
+CREATE_RACE_WAIT_S = 5.0
+CREATE_RACE_POLL_S = 0.05
 REQUEST_TIMEOUT_S = 30.0
 # pymilvus pings an idle channel every 10 s; milvus-lite's gRPC server allows one ping per
 # 5 minutes without calls and answers the third with GOAWAY "too_many_pings", which fails
@@ -116,6 +143,22 @@ def _valid_row_id(row_id: str) -> str:
 def _string_list(values: Sequence[str]) -> str:
     """A Milvus list literal of already validated strings."""
     return "[" + ", ".join(f'"{value}"' for value in values) + "]"
+
+
+def lexical_collection_name(collection: str) -> str:
+    """Where the texts of ``collection``'s rows are indexed."""
+    return collection + LEXICAL_SUFFIX
+
+
+def _appears(exists: Callable[[], bool]) -> bool:
+    """Whether ``exists`` turns true within :data:`CREATE_RACE_WAIT_S`: milvus-lite fails a
+    create that races another one before the winner's collection is listed."""
+    deadline = time.monotonic() + CREATE_RACE_WAIT_S
+    while not exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(CREATE_RACE_POLL_S)
+    return True
 
 
 def _batches(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
@@ -166,6 +209,7 @@ class MilvusVectorStore(VectorStore):
         self._uri = uri
         self._token = token
         self._collection = collection
+        self._lexical = lexical_collection_name(collection)
         self._dim = dim
         self._isolation: VectorIsolation = isolation
         self._index_type = index_type
@@ -174,8 +218,9 @@ class MilvusVectorStore(VectorStore):
         self._page_size = page_size
         self._timeout = timeout
         self._client: Any = None  # AsyncMilvusClient once open
-        self._partitions: set[str] = set()  # known to exist (this adapter never drops one)
-        self._unflushed = 0
+        # (collection, partition) known to exist (this adapter never drops one)
+        self._partitions: set[tuple[str, str]] = set()
+        self._unflushed: dict[str, int] = {}  # rows written since the last flush, by collection
 
     @property
     def collection(self) -> str:
@@ -194,16 +239,17 @@ class MilvusVectorStore(VectorStore):
         client = async_client(self._uri, self._token)
         try:
             with self._translate("open the collection"):
-                if not await client.has_collection(self._collection, timeout=self._timeout):
-                    await asyncio.to_thread(self._create_collection)
-                if not await client.list_indexes(self._collection, timeout=self._timeout):
-                    await asyncio.to_thread(self._create_index)
-                self._check_schema(
-                    await client.describe_collection(self._collection, timeout=self._timeout)
-                )
-                # Also needed after every server restart: milvus-lite reopens collections
-                # released and refuses to search them until they are loaded again.
-                await client.load_collection(self._collection, timeout=self._timeout)
+                for name in (self._collection, self._lexical):
+                    if not await client.has_collection(name, timeout=self._timeout):
+                        await asyncio.to_thread(self._create_collection, name)
+                    if not await client.list_indexes(name, timeout=self._timeout):
+                        await asyncio.to_thread(self._create_index, name)
+                    self._check_schema(
+                        name, await client.describe_collection(name, timeout=self._timeout)
+                    )
+                    # Also needed after every server restart: milvus-lite reopens
+                    # collections released and refuses to search them until loaded again.
+                    await client.load_collection(name, timeout=self._timeout)
         except BaseException:
             await client.close()
             raise
@@ -223,13 +269,27 @@ class MilvusVectorStore(VectorStore):
         records = [self._record(user_id, key, row) for key, row in latest.items()]
         if not records:
             return
+        await self._write(user_id, self._collection, records, "write vectors")
+        texts = [TextRow(row.id, row.memory_id, row.text) for row in latest.values()]
+        await self.index_text(user_id, texts)
+
+    async def index_text(self, user_id: str, rows: Sequence[TextRow]) -> None:
+        valid_user_id(user_id)
+        latest = {self._key(user_id, row.id): row for row in rows}
+        records = [self._text_record(user_id, key, row) for key, row in latest.items()]
+        if records:
+            await self._write(user_id, self._lexical, records, "index texts")
+
+    async def _write(
+        self, user_id: str, collection: str, records: list[dict[str, Any]], action: str
+    ) -> None:
         client = self._require_client()
         partition = await self._user_partition(user_id, create=True)
         target = {} if partition is None else {"partition_name": partition}
-        with self._translate("write vectors"):
+        with self._translate(action):
             for batch in _batches(records, WRITE_BATCH_ROWS):
-                await client.upsert(self._collection, list(batch), timeout=self._timeout, **target)
-            await self._maybe_flush(client, len(records))
+                await client.upsert(collection, list(batch), timeout=self._timeout, **target)
+            await self._maybe_flush(client, collection, len(records))
 
     async def search(
         self, user_id: str, vectors: Sequence[Sequence[float]], limit: int
@@ -245,6 +305,7 @@ class MilvusVectorStore(VectorStore):
             return [[] for _ in queries]  # the user never stored a vector
         with self._translate("search"):
             results = await self._loaded(
+                self._collection,
                 lambda: client.search(
                     self._collection,
                     data=queries,  # every query vector in one request (nq > 1)
@@ -255,14 +316,50 @@ class MilvusVectorStore(VectorStore):
                     partition_names=None if partition is None else [partition],
                     consistency_level=self._consistency,
                     timeout=self._timeout,
-                )
+                ),
             )
+        return self._hits(user_id, results, negated=False)
+
+    async def lexical_search(
+        self, user_id: str, texts: Sequence[str], limit: int
+    ) -> list[list[VectorHit]]:
+        valid_user_id(user_id)
+        valid_limit(limit)
+        queries = [analyzed(text) for text in texts]
+        asked = [query for query in queries if query]
+        if not asked:
+            return [[] for _ in queries]
+        client = self._require_client()
+        partition = await self._user_partition(user_id, create=False, collection=self._lexical)
+        if self._isolation == "partition" and partition is None:
+            return [[] for _ in queries]
+        with self._translate("search texts"):
+            results = await self._loaded(
+                self._lexical,
+                lambda: client.search(
+                    self._lexical,
+                    data=asked,  # Milvus' BM25 function turns each text into its terms
+                    anns_field=SPARSE_FIELD,
+                    limit=limit,
+                    filter=self._user_filter(user_id),
+                    output_fields=[MEMORY_FIELD],
+                    search_params={"metric_type": LEXICAL_METRIC_TYPE},
+                    partition_names=None if partition is None else [partition],
+                    consistency_level=self._consistency,
+                    timeout=self._timeout,
+                ),
+            )
+        # milvus-lite returns BM25 scores negated (smaller is better), standalone as they are.
+        answered = iter(self._hits(user_id, results, negated=True))
+        return [next(answered) if query else [] for query in queries]
+
+    def _hits(self, user_id: str, results: Any, *, negated: bool) -> list[list[VectorHit]]:
         return [
             [
                 VectorHit(
                     id=self._row_id(user_id, hit["id"]),
                     memory_id=str(hit["entity"][MEMORY_FIELD]),
-                    score=float(hit["distance"]),
+                    score=abs(float(hit["distance"])) if negated else float(hit["distance"]),
                 )
                 for hit in hits
             ]
@@ -278,25 +375,39 @@ class MilvusVectorStore(VectorStore):
         partition = await self._user_partition(user_id, create=False)
         if self._isolation == "partition" and partition is None:
             return  # nothing of the user's was ever stored
+        if partition is not None:  # the texts' partition too, to delete from
+            await self._user_partition(user_id, create=True)
+        # Texts first: a row's text never outlives its vector, even when a delete fails
+        # half way (and the memory's delete is finished again).
         with self._translate("delete vectors"):
-            for batch in _batches(keys, DELETE_BATCH_IDS):
-                if partition is not None:
-                    # The keys carry the user and the partition is theirs. A bare
-                    # "id in [...]" is also the only form milvus-lite deletes by key
-                    # directly; adding "and user_id == ..." makes it scan the collection.
-                    await client.delete(
-                        self._collection,
-                        filter=f"{ID_FIELD} in {_string_list(batch)}",
-                        partition_name=partition,
-                        timeout=self._timeout,
-                    )
-                else:
-                    await client.delete(
-                        self._collection,
-                        filter=f"{ID_FIELD} in {_string_list(batch)} and "
-                        + self._user_filter(user_id),
-                        timeout=self._timeout,
-                    )
+            for collection in (self._lexical, self._collection):
+                for batch in _batches(keys, DELETE_BATCH_IDS):
+                    await self._delete_keys(client, collection, partition, user_id, batch)
+
+    async def _delete_keys(
+        self,
+        client: Any,
+        collection: str,
+        partition: str | None,
+        user_id: str,
+        keys: Sequence[str],
+    ) -> None:
+        if partition is not None:
+            # The keys carry the user and the partition is theirs. A bare "id in [...]" is
+            # also the only form milvus-lite deletes by key directly; adding "and user_id
+            # == ..." makes it scan the collection.
+            await client.delete(
+                collection,
+                filter=f"{ID_FIELD} in {_string_list(keys)}",
+                partition_name=partition,
+                timeout=self._timeout,
+            )
+        else:
+            await client.delete(
+                collection,
+                filter=f"{ID_FIELD} in {_string_list(keys)} and " + self._user_filter(user_id),
+                timeout=self._timeout,
+            )
 
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
         return [
@@ -310,19 +421,31 @@ class MilvusVectorStore(VectorStore):
             async for row_id, record in self._scan(user_id, [MEMORY_FIELD, VECTOR_FIELD])
         ]
 
+    async def analyzed_texts_of(self, user_id: str) -> list[TextRow]:
+        return [
+            TextRow(id=row_id, memory_id=str(record[MEMORY_FIELD]), text=str(record[TEXT_FIELD]))
+            async for row_id, record in self._scan(
+                user_id, [MEMORY_FIELD, TEXT_FIELD], self._lexical
+            )
+        ]
+
     async def _scan(
-        self, user_id: str, fields: list[str]
+        self, user_id: str, fields: list[str], collection: str | None = None
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Every row of the user as ``(row id, record with fields)``, in pages."""
+        """Every row of the user in ``collection`` (the vectors' by default) as ``(row id,
+        record with fields)``, in pages."""
         valid_user_id(user_id)
+        collection = collection or self._collection
         client = self._require_client()
-        partition = await self._user_partition(user_id, create=False)
+        partition = await self._user_partition(user_id, create=False, collection=collection)
         if self._isolation == "partition" and partition is None:
             return
         after = ""  # primary-key cursor: stable while rows are written concurrently
         while True:
             with self._translate("list the user's vectors"):
-                page = await self._rows_after(client, user_id, partition, after, fields)
+                page = await self._rows_after(
+                    client, user_id, partition, after=after, fields=fields, collection=collection
+                )
             for record in page:
                 yield self._row_id(user_id, record[ID_FIELD]), record
             if len(page) < self._page_size:
@@ -330,15 +453,23 @@ class MilvusVectorStore(VectorStore):
             after = str(page[-1][ID_FIELD])
 
     async def _rows_after(
-        self, client: Any, user_id: str, partition: str | None, after: str, fields: list[str]
+        self,
+        client: Any,
+        user_id: str,
+        partition: str | None,
+        *,
+        after: str,
+        fields: list[str],
+        collection: str,
     ) -> list[dict[str, Any]]:
         """One page of the user's rows (primary key and ``fields``) with keys above
         ``after``, in key order."""
         if after and not ROW_ID_PATTERN.fullmatch(self._row_id(user_id, after)):
-            raise VectorStoreError(f"collection {self._collection} holds a malformed key")
+            raise VectorStoreError(f"collection {collection} holds a malformed key")
         page = await self._loaded(
+            collection,
             lambda: client.query(
-                self._collection,
+                collection,
                 filter=f'{self._user_filter(user_id)} and {ID_FIELD} > "{after}"',
                 output_fields=fields,
                 limit=self._page_size,
@@ -348,7 +479,7 @@ class MilvusVectorStore(VectorStore):
                 # What pymilvus' own QueryIterator sends: results ordered by primary key,
                 # which the cursor relies on (AsyncMilvusClient has no query iterator).
                 iterator="True",
-            )
+            ),
         )
         return sorted(page, key=lambda record: str(record[ID_FIELD]))
 
@@ -357,7 +488,7 @@ class MilvusVectorStore(VectorStore):
     def _sync_client(self) -> Any:
         return sync_client(self._uri, self._token)
 
-    def _create_collection(self) -> None:
+    def _create_collection(self, name: str) -> None:
         """Runs in a thread. Another process may create the collection at the same time;
         losing that race is fine as long as the collection exists afterwards."""
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -371,59 +502,84 @@ class MilvusVectorStore(VectorStore):
             is_partition_key=self._isolation == "partition_key",
         )
         schema.add_field(MEMORY_FIELD, DataType.VARCHAR, max_length=MEMORY_ID_MAX_CHARS)
-        schema.add_field(VECTOR_FIELD, DataType.FLOAT_VECTOR, dim=self._dim)
+        if name == self._lexical:
+            schema.add_field(
+                TEXT_FIELD,
+                DataType.VARCHAR,
+                max_length=TEXT_MAX_BYTES,
+                enable_analyzer=True,
+                analyzer_params=TEXT_ANALYZER,
+            )
+            schema.add_field(SPARSE_FIELD, DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_function(
+                Function(
+                    name="bm25",
+                    function_type=FunctionType.BM25,
+                    input_field_names=[TEXT_FIELD],
+                    output_field_names=[SPARSE_FIELD],
+                )
+            )
+        else:
+            schema.add_field(VECTOR_FIELD, DataType.FLOAT_VECTOR, dim=self._dim)
         client = self._sync_client()
         try:
             client.create_collection(
-                self._collection,
+                name,
                 schema=schema,
                 consistency_level=self._consistency,
                 timeout=self._timeout,
             )
         except MilvusException:
-            if not client.has_collection(self._collection, timeout=self._timeout):
+            if not _appears(lambda: bool(client.has_collection(name, timeout=self._timeout))):
                 raise
         finally:
             client.close()
 
-    def _create_index(self) -> None:
+    def _create_index(self, name: str) -> None:
         """Runs in a thread, with the synchronous client and ``sync=False``: both clients
         otherwise poll for the build (AllocTimestamp + 0.5 s sleeps); the asynchronous one
         always does, and milvus-lite does not implement AllocTimestamp. Not waiting is fine:
         the collection is new (all but empty), and loading it does not wait for a build.
         Race-safe like :meth:`_create_collection`."""
         params = MilvusClient.prepare_index_params()
-        params.add_index(
-            field_name=VECTOR_FIELD, index_type=self._index_type, metric_type=METRIC_TYPE
-        )
+        if name == self._lexical:
+            params.add_index(
+                field_name=SPARSE_FIELD,
+                index_type=LEXICAL_INDEX_TYPE,
+                metric_type=LEXICAL_METRIC_TYPE,
+            )
+        else:
+            params.add_index(
+                field_name=VECTOR_FIELD, index_type=self._index_type, metric_type=METRIC_TYPE
+            )
         client = self._sync_client()
         try:
-            client.create_index(self._collection, params, timeout=self._timeout, sync=False)
+            client.create_index(name, params, timeout=self._timeout, sync=False)
         except MilvusException:
-            if not client.list_indexes(self._collection, timeout=self._timeout):
+            if not client.list_indexes(name, timeout=self._timeout):
                 raise
         finally:
             client.close()
 
-    def _check_schema(self, description: dict[str, Any]) -> None:
+    def _check_schema(self, name: str, description: dict[str, Any]) -> None:
         """Refuse a collection made for another dimension or isolation mode: mixing modes
         would put rows where the other mode never looks."""
         fields = {field["name"]: field for field in description["fields"]}
-        missing = {ID_FIELD, USER_FIELD, MEMORY_FIELD, VECTOR_FIELD} - fields.keys()
+        own = {TEXT_FIELD, SPARSE_FIELD} if name == self._lexical else {VECTOR_FIELD}
+        missing = {ID_FIELD, USER_FIELD, MEMORY_FIELD, *own} - fields.keys()
         if missing:
-            raise VectorStoreError(
-                f"collection {self._collection} lacks the fields {sorted(missing)}"
-            )
-        dim = int(fields[VECTOR_FIELD]["params"]["dim"])
-        if dim != self._dim:
-            raise VectorStoreError(
-                f"collection {self._collection} holds {dim}-dimensional vectors, not {self._dim}"
-            )
+            raise VectorStoreError(f"collection {name} lacks the fields {sorted(missing)}")
+        if name == self._collection:
+            dim = int(fields[VECTOR_FIELD]["params"]["dim"])
+            if dim != self._dim:
+                raise VectorStoreError(
+                    f"collection {name} holds {dim}-dimensional vectors, not {self._dim}"
+                )
         keyed = bool(fields[USER_FIELD].get("is_partition_key", False))
         if keyed != (self._isolation == "partition_key"):
             made_for = "partition_key" if keyed else "partition"
             raise VectorStoreError(
-                f"collection {self._collection} was created for vector isolation "
+                f"collection {name} was created for vector isolation "
                 f"{made_for!r}, not {self._isolation!r}; set MEMORIA_VECTOR_ISOLATION="
                 f"{made_for} (or move the vectors to a new collection)"
             )
@@ -435,32 +591,42 @@ class MilvusVectorStore(VectorStore):
             raise VectorStoreError(f"the vector store {self._collection} is not open")
         return self._client
 
-    async def _user_partition(self, user_id: str, *, create: bool) -> str | None:
-        """The user's partition (``partition`` mode), or None when it does not exist (and
-        ``create`` is False) or the mode has no per-user partitions."""
+    async def _user_partition(
+        self, user_id: str, *, create: bool, collection: str | None = None
+    ) -> str | None:
+        """The user's partition (``partition`` mode), or None when it does not exist in
+        ``collection`` (the vectors' by default; ``create`` makes it in both) or the mode has
+        no per-user partitions."""
         if self._isolation != "partition":
             return None
         name = partition_name(user_id)
-        if name in self._partitions:
-            return name
-        client = self._require_client()
-        with self._translate("prepare the user's partition"):
-            exists = await client.has_partition(self._collection, name, timeout=self._timeout)
-            if not exists and not create:
+        # A write makes both; a read needs the one it reads (the texts' partition of a
+        # store written before them may be missing while the vectors' exists).
+        wanted = (self._collection, self._lexical) if create else (collection or self._collection,)
+        for where in wanted:
+            if (where, name) in self._partitions:
+                continue
+            if not await self._has_partition(where, name, create=create):
                 return None
-            if not exists:
-                try:
-                    await client.create_partition(self._collection, name, timeout=self._timeout)
-                except MilvusException:
-                    # Another process (or task) created it first: fine.
-                    if not await client.has_partition(
-                        self._collection, name, timeout=self._timeout
-                    ):
-                        raise
-        self._partitions.add(name)
+            self._partitions.add((where, name))
         return name
 
-    async def _loaded(self, read: Callable[[], Awaitable[_T]]) -> _T:
+    async def _has_partition(self, collection: str, name: str, *, create: bool) -> bool:
+        client = self._require_client()
+        with self._translate("prepare the user's partition"):
+            if await client.has_partition(collection, name, timeout=self._timeout):
+                return True
+            if not create:
+                return False
+            try:
+                await client.create_partition(collection, name, timeout=self._timeout)
+            except MilvusException:
+                # Another process (or task) created it first: fine.
+                if not await client.has_partition(collection, name, timeout=self._timeout):
+                    raise
+        return True
+
+    async def _loaded(self, collection: str, read: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``read``; when the collection is not loaded, load it and run it again. A
         restarted milvus-lite reopens collections released (and `memoria run` restarts a
         crashed one), so a long-lived store must not rely on the load done by ``open``."""
@@ -469,16 +635,16 @@ class MilvusVectorStore(VectorStore):
         except MilvusException as exc:
             if exc.code != _COLLECTION_NOT_LOADED:
                 raise
-        await self._require_client().load_collection(self._collection, timeout=self._timeout)
+        await self._require_client().load_collection(collection, timeout=self._timeout)
         return await read()
 
-    async def _maybe_flush(self, client: Any, written: int) -> None:
+    async def _maybe_flush(self, client: Any, collection: str, written: int) -> None:
         if self._flush_after is None:
             return
-        self._unflushed += written
-        if self._unflushed >= self._flush_after:
-            await client.flush(self._collection, timeout=self._timeout)
-            self._unflushed = 0
+        self._unflushed[collection] = self._unflushed.get(collection, 0) + written
+        if self._unflushed[collection] >= self._flush_after:
+            await client.flush(collection, timeout=self._timeout)
+            self._unflushed[collection] = 0
 
     def _record(self, user_id: str, key: str, row: VectorRow) -> dict[str, Any]:
         if not 1 <= len(row.memory_id) <= MEMORY_ID_MAX_CHARS:
@@ -490,6 +656,18 @@ class MilvusVectorStore(VectorStore):
             USER_FIELD: user_id,
             MEMORY_FIELD: row.memory_id,
             VECTOR_FIELD: self._vector(row.vector),
+        }
+
+    def _text_record(self, user_id: str, key: str, row: TextRow) -> dict[str, Any]:
+        if not 1 <= len(row.memory_id) <= MEMORY_ID_MAX_CHARS:
+            raise ValueError(
+                f"memory id of row {row.id!r} must have 1..{MEMORY_ID_MAX_CHARS} characters"
+            )
+        return {
+            ID_FIELD: key,
+            USER_FIELD: user_id,
+            MEMORY_FIELD: row.memory_id,
+            TEXT_FIELD: analyzed(row.text),
         }
 
     def _vector(self, vector: Sequence[float]) -> list[float]:

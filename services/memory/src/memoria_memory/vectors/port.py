@@ -6,9 +6,13 @@ takes the owner's user id and touches that user's rows only; adapters enforce it
 (a per-user partition or partition key, and a user filter on every query), so a bug above
 this port cannot reach another user's vectors.
 
-Scores are cosine similarities in [-1, 1] (vectors are L2-normalised by the embedders;
-the metric is inner product). One contract suite (tests/contract/test_vectors.py) runs
-against every adapter.
+Beside each row's vector, the store indexes the row's text (its binding and the memory's
+content) for lexical search: BM25 over the terms of ``analysis.analyzed``, the same ids, the
+same isolation, written and deleted together with the vector.
+
+Dense scores are cosine similarities in [-1, 1] (vectors are L2-normalised by the
+embedders; the metric is inner product); lexical scores are BM25 scores, 0 or more. One
+contract suite (tests/contract/test_vectors.py) runs against every adapter.
 """
 
 from __future__ import annotations
@@ -53,6 +57,17 @@ class VectorRow:
     id: str
     memory_id: str
     vector: Sequence[float]
+    text: str = ""
+    """What lexical search matches the row by (its binding and the memory's content)."""
+
+
+@dataclass(frozen=True)
+class TextRow:
+    """A row's lexical entry alone (to index the text of rows written before it was)."""
+
+    id: str
+    memory_id: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,21 @@ class VectorStore(ABC):
         """For each query vector, the user's ``limit`` nearest rows, best first."""
 
     @abstractmethod
+    async def lexical_search(
+        self, user_id: str, texts: Sequence[str], limit: int
+    ) -> list[list[VectorHit]]:
+        """For each query text, the user's ``limit`` rows whose text matches it best by
+        BM25, best first (a text without a term matches nothing)."""
+
+    @abstractmethod
+    async def index_text(self, user_id: str, rows: Sequence[TextRow]) -> None:
+        """Write the lexical entries of rows (an existing id's is replaced); searchable
+        when this returns."""
+
+    @abstractmethod
     async def delete(self, user_id: str, ids: Sequence[str]) -> None:
-        """Delete the user's rows with these ids; unknown ids (or another user's) are
-        ignored."""
+        """Delete the user's rows (vector and text) with these ids; unknown ids (or another
+        user's) are ignored."""
 
     @abstractmethod
     async def rows_of(self, user_id: str) -> list[tuple[str, str]]:
@@ -103,6 +130,11 @@ class VectorStore(ABC):
     @abstractmethod
     async def vectors_of(self, user_id: str) -> list[VectorRow]:
         """Every row of the user, vector included (to hold them closer: ``cached``)."""
+
+    @abstractmethod
+    async def analyzed_texts_of(self, user_id: str) -> list[TextRow]:
+        """Every lexical entry of the user, its text as indexed (``analysis.analyzed``:
+        terms joined by spaces), to hold them closer: ``cached``."""
 
     @abstractmethod
     async def close(self) -> None: ...
