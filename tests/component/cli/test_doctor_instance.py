@@ -137,6 +137,7 @@ def embedded_valkey(tmp_path: Path) -> Iterator[ValkeyServer]:
         server.stop()
 
 
+@pytest.mark.valkey
 def test_the_embedded_broker_of_another_data_directory_fails(
     tmp_path: Path, embedded_valkey: ValkeyServer, milvus_uri: str
 ) -> None:
