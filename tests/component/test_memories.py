@@ -6,8 +6,8 @@ steps (the same states a kill -9 leaves; the integration suite kills real proces
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 

@@ -243,6 +243,7 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
     @router.get("", summary="List memories")
     async def list_memories(
         user_id: User,
+        *,
         memory_type: Annotated[MemoryType | None, Query(description="Only this type.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIST_PAGE,
         cursor: Annotated[
