@@ -4,8 +4,8 @@ pagination, and the requests each call sends."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta, timezone
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import httpx
