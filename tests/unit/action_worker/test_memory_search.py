@@ -119,7 +119,7 @@ async def test_a_plan_with_a_time_window_searches_within_it(harness: Harness) ->
         datetime(2026, 11, 16, tzinfo=UTC),
         datetime(2026, 11, 23, tzinfo=UTC),
     )
-    assert outcome.arguments["since"] == "2026-11-16T00:00:00+00:00"
+    assert (outcome.arguments or {})["since"] == "2026-11-16T00:00:00+00:00"
     plan_system = llm.requests[0].prompt.system
     assert "The user's message was sent on Friday 2026-11-27" in plan_system
     assert "since" in plan_system
