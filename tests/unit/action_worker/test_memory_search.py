@@ -126,6 +126,11 @@ async def test_a_plan_with_a_time_window_searches_within_it(harness: Harness) ->
     assert {"since", "until"} <= set(SearchPlan.model_json_schema()["properties"])
 
 
+def test_a_plan_time_without_an_offset_is_utc() -> None:
+    plan = SearchPlan.model_validate({"queries": ["x"], "since": "2026-11-16T00:00:00"})
+    assert plan.since == datetime(2026, 11, 16, tzinfo=UTC)
+
+
 async def test_a_plan_whose_window_ends_before_it_starts_is_not_searched(
     harness: Harness,
 ) -> None:

@@ -3,9 +3,10 @@ each one found as a memory card and explain briefly what was searched."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import AwareDatetime, BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memoria_action_worker.context import ActionContext
 from memoria_action_worker.memory_steps import (
@@ -91,13 +92,21 @@ class SearchPlan(BaseModel):
         le=MAX_SEARCH_LIMIT,
         description="How many memories at most; null for the session's memory_limit.",
     )
-    since: AwareDatetime | None = Field(default=None, description=SINCE)
-    until: AwareDatetime | None = Field(default=None, description=UNTIL)
+    since: datetime | None = Field(default=None, description=SINCE)
+    until: datetime | None = Field(default=None, description=UNTIL)
 
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
         return bare_list_as(data, "queries")  # a model may answer with a bare list of strings
+
+    @field_validator("since", "until")
+    @classmethod
+    def _zoned(cls, moment: datetime | None) -> datetime | None:
+        # A model that leaves out the offset means the zone the services write times in.
+        if moment is not None and moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment
 
     @model_validator(mode="after")
     def _window(self) -> SearchPlan:
