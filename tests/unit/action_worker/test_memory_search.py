@@ -120,6 +120,7 @@ async def test_a_plan_with_a_time_window_searches_within_it(harness: Harness) ->
         datetime(2026, 11, 23, tzinfo=UTC),
     )
     assert (outcome.arguments or {})["since"] == "2026-11-16T00:00:00+00:00"
+    assert "told since 2026-11-16T00:00:00+00:00, told until 2026-11-23" in outcome.summary
     plan_system = llm.requests[0].prompt.system
     assert "The user's message was sent on Friday 2026-11-27" in plan_system
     assert "since" in plan_system

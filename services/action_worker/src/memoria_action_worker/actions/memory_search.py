@@ -197,7 +197,8 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         outcome = f"found {memories_count(len(found.memories))}: {items}"
     else:
         outcome = "found no new memories"
-    summary = f"searched ({plan.mode}) for {looked_for}: {outcome}"
+    told = "".join(f", told {name} {moment}" for name, moment in window.items())
+    summary = f"searched ({plan.mode}{told}) for {looked_for}: {outcome}"
     arguments: dict[str, object] = {"mode": plan.mode, "queries": queries}
     if plan.memory_type is not None:
         arguments["memory_type"] = plan.memory_type
