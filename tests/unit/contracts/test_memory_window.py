@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from pydantic import ValidationError
@@ -38,3 +38,18 @@ def test_a_window_that_ends_before_it_starts_is_refused() -> None:
 def test_a_time_without_a_zone_is_refused() -> None:
     with pytest.raises(ValidationError, match="timezone"):
         MemorySearch(mode="chronological", since=datetime(2026, 11, 16))
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+        datetime(999, 12, 31, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-2))),
+    ],
+)
+def test_a_bound_no_stored_time_can_be_compared_with_is_refused(moment: datetime) -> None:
+    with pytest.raises(ValidationError, match="between the years 1000 and 9999"):
+        MemorySearch(mode="chronological", since=moment)
+    with pytest.raises(ValidationError, match="between the years 1000 and 9999"):
+        MemoryList(until=moment)

@@ -435,6 +435,7 @@ def test_search_and_list_pass_a_time_window(client: TestClient, memory: Scripted
         ("since=2026-11-23T00:00:00Z&until=2026-11-16T00:00:00Z", "since"),
         ("since=2026-11-16T00:00:00", "since"),  # no offset: whose midnight?
         ("until=last-week", "until"),
+        ("since=0001-01-01T00:00:00%2B01:00", "since"),  # overflows on the way to UTC
     ],
 )
 def test_a_window_that_cannot_be_is_refused(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
@@ -173,9 +173,18 @@ SINCE: Final = "Only memories told at or after this time (their creation_datetim
 UNTIL: Final = "Only memories told before this time (their creation_datetime)."
 
 
+# Stored times are fixed-width text from year 1000 to 9999: bounds outside could not be
+# compared with them (and the extremes overflow on conversion to UTC).
+EARLIEST_BOUND: Final = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST_BOUND: Final = datetime(9999, 1, 1, tzinfo=UTC)
+
+
 def check_window(since: datetime | None, until: datetime | None) -> None:
     """A time window on ``creation_datetime``: ``since`` inclusive, ``until`` exclusive,
     either open; one that ends before it starts is a mistake, not an empty answer."""
+    for name, moment in (("since", since), ("until", until)):
+        if moment is not None and not EARLIEST_BOUND <= moment <= LATEST_BOUND:
+            raise ValueError(f"{name} must be between the years 1000 and 9999")
     if since is not None and until is not None and since > until:
         raise ValueError("since must not be later than until")
 
