@@ -15,7 +15,7 @@ from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import about
 from memoria_llm.offline.intents import Intent, Reading, read
-from memoria_llm.relative_dates import resolve_relative_dates
+from memoria_llm.relative_dates import TimeSpan, past_span, resolve_relative_dates
 
 SEARCH_ACTION: Final = "MemorySearch"
 
@@ -53,6 +53,13 @@ class CycleView:
         # As saved now (its relative dates resolved), or as saved before dates were.
         said = {saying(statement), saying(resolve_relative_dates(statement, self.said_at))}
         return any(saying(self.texts[target][0]) in said for target in self.targets)
+
+    @property
+    def window(self) -> TimeSpan | None:
+        """The time a question about what the user told names ("what did I tell you last
+        week?"), counted from when they asked."""
+        told = self.reading.told_when
+        return None if told is None else past_span(told, self.said_at)
 
     @property
     def delete_all_confirmed(self) -> bool:
