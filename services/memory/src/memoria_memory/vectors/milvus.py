@@ -646,29 +646,20 @@ class MilvusVectorStore(VectorStore):
             await client.flush(collection, timeout=self._timeout)
             self._unflushed[collection] = 0
 
-    def _record(self, user_id: str, key: str, row: VectorRow) -> dict[str, Any]:
+    @staticmethod
+    def _keys(user_id: str, key: str, row: VectorRow | TextRow) -> dict[str, Any]:
+        """The fields a vector row and a text row share, checked."""
         if not 1 <= len(row.memory_id) <= MEMORY_ID_MAX_CHARS:
             raise ValueError(
                 f"memory id of row {row.id!r} must have 1..{MEMORY_ID_MAX_CHARS} characters"
             )
-        return {
-            ID_FIELD: key,
-            USER_FIELD: user_id,
-            MEMORY_FIELD: row.memory_id,
-            VECTOR_FIELD: self._vector(row.vector),
-        }
+        return {ID_FIELD: key, USER_FIELD: user_id, MEMORY_FIELD: row.memory_id}
+
+    def _record(self, user_id: str, key: str, row: VectorRow) -> dict[str, Any]:
+        return {**self._keys(user_id, key, row), VECTOR_FIELD: self._vector(row.vector)}
 
     def _text_record(self, user_id: str, key: str, row: TextRow) -> dict[str, Any]:
-        if not 1 <= len(row.memory_id) <= MEMORY_ID_MAX_CHARS:
-            raise ValueError(
-                f"memory id of row {row.id!r} must have 1..{MEMORY_ID_MAX_CHARS} characters"
-            )
-        return {
-            ID_FIELD: key,
-            USER_FIELD: user_id,
-            MEMORY_FIELD: row.memory_id,
-            TEXT_FIELD: analyzed(row.text),
-        }
+        return {**self._keys(user_id, key, row), TEXT_FIELD: analyzed(row.text)}
 
     def _vector(self, vector: Sequence[float]) -> list[float]:
         if len(vector) != self._dim:
