@@ -37,9 +37,12 @@ from memoria_client.models import (
     MemoryPage,
     MemoryUpdate,
     Message,
+    Persona,
+    PersonaList,
     ResumedFrame,
     SessionConfigFrame,
     Thread,
+    ThreadConfig,
     Token,
 )
 from memoria_client.retry import RetryPolicy
@@ -72,11 +75,14 @@ __all__ = [
     "MemoryUpdate",
     "Message",
     "NotFound",
+    "Persona",
+    "PersonaList",
     "RateLimited",
     "ResumedFrame",
     "RetryPolicy",
     "SessionConfigFrame",
     "Thread",
+    "ThreadConfig",
     "Token",
     "Unavailable",
 ]

@@ -27,8 +27,10 @@ from memoria_client.models import (
     MemoryType,
     MemoryUpdate,
     Message,
+    PersonaList,
     SearchMode,
     Thread,
+    ThreadConfig,
     ThreadList,
     Token,
 )
@@ -223,3 +225,18 @@ def thread_messages(thread_id: str, *, limit: int, before: str | None) -> Call[l
 
 def cycle_trace(cycle_id: str) -> Call[CycleTrace]:
     return Call("GET", f"/api/cycles/{_segment(cycle_id)}", _model(CycleTrace))
+
+
+def list_personas() -> Call[PersonaList]:
+    return Call("GET", "/api/personas", _model(PersonaList))
+
+
+def thread_config(thread_id: str) -> Call[ThreadConfig]:
+    return Call("GET", f"{THREADS}/{_segment(thread_id)}/config", _model(ThreadConfig))
+
+
+def update_thread_config(thread_id: str, changes: Mapping[str, Any]) -> Call[ThreadConfig]:
+    """Fields left out stay as they are; one set to None goes back to its default."""
+    return Call(
+        "PATCH", f"{THREADS}/{_segment(thread_id)}/config", _model(ThreadConfig), json=changes
+    )

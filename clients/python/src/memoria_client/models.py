@@ -230,3 +230,28 @@ def parse_frame(text: str | bytes) -> Frame | None:
 
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+# -- personas and a thread's session config ----------------------------------------------------
+
+
+class Persona(_Model):
+    id: str
+    name: str
+    description: str = ""
+
+
+class PersonaList(_Model):
+    """The personas a thread can switch to; ``default`` is the one of threads that chose none."""
+
+    default: str
+    personas: list[Persona]
+
+
+class ThreadConfig(_Model):
+    """A thread's session config: ``config`` is in effect (defaults with the thread's
+    ``overrides`` on top); ``config["persona"]`` is its persona."""
+
+    user_id: str
+    config: dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)
