@@ -21,6 +21,7 @@ from memoria_client import (
     RateLimited,
     RetryPolicy,
     Unavailable,
+    UnreadableAnswer,
 )
 
 FAST = RetryPolicy(attempts=3, backoff=0.0, max_wait=1.0)
@@ -308,3 +309,15 @@ async def test_personas_and_a_threads_config() -> None:
     assert read.url.raw_path == b"/api/threads/a%2Fb/config"
     assert (patch.method, patch.url.path) == ("PATCH", "/api/threads/t1/config")
     assert json.loads(patch.content) == {"persona": "coach"}
+
+
+def test_an_answer_out_of_format_is_a_client_error_naming_the_field() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"threads": [{"thread_id": "t1"}]}),
+        httpx.Response(200, text="<html>proxy error</html>"),
+    )
+    with sync_client(recorder) as client:
+        with pytest.raises(UnreadableAnswer, match=r"GET /api/threads: .*threads\.0\.title"):
+            client.threads()
+        with pytest.raises(UnreadableAnswer, match="cannot read"):
+            client.get("mem_1")

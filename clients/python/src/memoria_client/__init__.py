@@ -21,6 +21,7 @@ from memoria_client.errors import (
     NotFound,
     RateLimited,
     Unavailable,
+    UnreadableAnswer,
 )
 from memoria_client.models import (
     AcceptedFrame,
@@ -85,4 +86,5 @@ __all__ = [
     "ThreadConfig",
     "Token",
     "Unavailable",
+    "UnreadableAnswer",
 ]

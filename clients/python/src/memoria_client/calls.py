@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memoria_client.errors import error_for
+from memoria_client.errors import UnreadableAnswer, error_for
 from memoria_client.models import (
     MESSAGES,
     ContentKind,
@@ -61,7 +61,21 @@ class Call(Generic[T]):
     def result(self, response: httpx.Response) -> T:
         if response.is_error:
             raise error_for(response)
-        return self.parse(response)
+        try:
+            return self.parse(response)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            # One error type for callers to catch; the reason names fields, never values.
+            raise UnreadableAnswer(
+                f"{self.method} {self.path}: the gateway sent an answer this client cannot "
+                f"read ({_first_problem(exc)})"
+            ) from None
+
+
+def _first_problem(exc: ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in error['loc']) or 'answer'}: {error['msg']}"
+    return "not JSON"
 
 
 def _model(model: type[M]) -> Callable[[httpx.Response], M]:

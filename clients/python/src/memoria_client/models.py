@@ -252,6 +252,6 @@ class ThreadConfig(_Model):
     """A thread's session config: ``config`` is in effect (defaults with the thread's
     ``overrides`` on top); ``config["persona"]`` is its persona."""
 
-    user_id: str
+    user_id: str | None = None
     config: dict[str, Any]
     overrides: dict[str, Any] = Field(default_factory=dict)
