@@ -321,3 +321,17 @@ def test_an_answer_out_of_format_is_a_client_error_naming_the_field() -> None:
             client.threads()
         with pytest.raises(UnreadableAnswer, match="cannot read"):
             client.get("mem_1")
+
+
+def test_health_sends_no_token_and_reports_a_broker_outage_at_once() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"status": "ok", "connections": 2, "instance": "abc"}),
+        httpx.Response(503, json={"status": "unavailable", "broker": "down"}),
+    )
+    with sync_client(recorder) as client:
+        assert client.health().instance == "abc"
+        with pytest.raises(Unavailable):
+            client.health()
+    assert len(recorder.requests) == 2  # the 503 was not retried
+    assert "Authorization" not in recorder.requests[0].headers
+    assert recorder.requests[0].url.path == "/healthz"

@@ -20,6 +20,7 @@ from memoria_client.models import (
     CreatedMemory,
     CycleTrace,
     DeletedMemory,
+    Health,
     Memory,
     MemoryHistory,
     MemoryList,
@@ -254,3 +255,8 @@ def update_thread_config(thread_id: str, changes: Mapping[str, Any]) -> Call[Thr
     return Call(
         "PATCH", f"{THREADS}/{_segment(thread_id)}/config", _model(ThreadConfig), json=changes
     )
+
+
+def health() -> Call[Health]:
+    # Not retried: a probe reports the state it finds.
+    return Call("GET", "/healthz", _model(Health), retry_unavailable=False, authenticated=False)

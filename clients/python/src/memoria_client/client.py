@@ -22,6 +22,7 @@ from memoria_client.models import (
     CycleTrace,
     DeletedMemory,
     Frame,
+    Health,
     Memory,
     MemoryHistory,
     MemoryPage,
@@ -145,6 +146,10 @@ class Memoria:
             if delay is None:
                 return call.result(response)
             time.sleep(delay)
+
+    def health(self) -> Health:
+        """Whether the gateway is ready (``Unavailable`` when its broker does not answer)."""
+        return self.run(calls.health())
 
     # -- login -------------------------------------------------------------------------------
 
@@ -397,6 +402,9 @@ class AsyncMemoria:
             if delay is None:
                 return call.result(response)
             await asyncio.sleep(delay)
+
+    async def health(self) -> Health:
+        return await self.run(calls.health())
 
     async def login(self, user_id: str) -> Token:
         token = await self.run(calls.login(user_id))

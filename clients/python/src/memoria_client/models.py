@@ -119,6 +119,15 @@ class CycleTrace(_Model):
     events: list[TraceEvent] = Field(default_factory=list)
 
 
+class Health(_Model):
+    """``GET /healthz``: the gateway is ready (its broker answers). ``instance`` names the
+    Memoria it serves (absent from older gateways)."""
+
+    status: str | None = None
+    instance: str | None = None
+    connections: int | None = None
+
+
 class Token(_Model):
     token: str
     user_id: str
