@@ -15,6 +15,7 @@ from memoria_client import (
     AsyncMemoria,
     AuthenticationError,
     GatewayUnreachable,
+    MemoriaError,
     NotFound,
     RetryPolicy,
 )
@@ -161,3 +162,5 @@ async def connect(
         ) from exc
     except AuthenticationError as exc:
         raise GatewayError(f"the gateway refused the token: {describe(exc.detail)}") from exc
+    except MemoriaError as exc:  # anything else the client could not get past: said, not a trace
+        raise GatewayError(str(exc)) from exc

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TextIO
 
 from memoria_cli.gateway_client import Connection, GatewayError, connect, refused
-from memoria_client import APIError, AsyncMemoria, AuthenticationError
+from memoria_client import (
+    APIError,
+    AsyncMemoria,
+    AuthenticationError,
+    Memory,
+    UnreadableAnswer,
+)
 from memoria_client import transfer as client_transfer
+from memoria_client.errors import describe
 from memoria_client.transfer import EXPORT_FIELDS, export_line, import_call
 from memoria_runtime.progress import Tracker, is_terminal, track
 
@@ -41,12 +48,28 @@ async def export_memories(
 ) -> int:
     """Write every memory of the client's user, newest first; return how many."""
     count = 0
-    async for memory in client.list_memories(page_size=page_size):
+    async for memory in _every_memory(client, page_size):
         sink.write(export_line(memory) + "\n")
         count += 1
         if tracker is not None:
             tracker.advance()
     return count
+
+
+async def _every_memory(client: AsyncMemoria, page_size: int) -> AsyncIterator[Memory]:
+    """The user's memories, newest first; a listing refused or unreadable stops the command
+    (a refused token is ``connect``'s to say)."""
+    try:
+        async for memory in client.list_memories(page_size=page_size):
+            yield memory
+    except AuthenticationError:
+        raise
+    except APIError as exc:
+        raise GatewayError(
+            f"listing memories failed ({exc.status_code}): {describe(exc.detail)}"
+        ) from exc
+    except UnreadableAnswer as exc:
+        raise GatewayError(f"the gateway sent a page this CLI cannot read: {exc}") from exc
 
 
 @dataclass
@@ -67,7 +90,7 @@ async def import_memories(
     refused line is reported (``tracker.note``) with its number and skipped; a refused
     token stops the import. The loop is the CLI's own, not ``import_lines``, for the
     progress and the line a stop happened at."""
-    mine = {memory.memory_id async for memory in client.list_memories(page_size=EXPORT_PAGE_SIZE)}
+    mine = {memory.memory_id async for memory in _every_memory(client, EXPORT_PAGE_SIZE)}
     for number, line in enumerate(lines, start=1):
         summary.last_line = number
         failed = summary.failed
@@ -79,6 +102,9 @@ async def import_memories(
                 raise
             except APIError as exc:
                 summary.fail(number, refused(exc))
+            except UnreadableAnswer:
+                # Sent, but whether it was created cannot be told: a repeat import settles it.
+                summary.fail(number, "the gateway's answer could not be read")
         if summary.failed > failed:
             tracker.note(f"line {number}: {summary.failures[-1][1]}")
         tracker.advance()
