@@ -32,6 +32,8 @@ from memoria_cli.doctor_instance import (
 )
 from memoria_cli.gateway_client import URL_ENV, gateway_url, is_loopback
 from memoria_cli.run import HEALTH_PATH, redact
+from memoria_client import APIError, AsyncMemoria, GatewayUnreachable, UnreadableAnswer
+from memoria_client.retry import NO_RETRY
 from memoria_llm.offline import LABEL as OFFLINE_LABEL
 from memoria_llm.port import Mode
 from memoria_runtime import keys
@@ -267,32 +269,32 @@ async def check_action_workers(ctx: Context) -> Check:
 
 
 async def check_gateway(ctx: Context) -> Check:
-    url = gateway_url(settings=ctx.settings).rstrip("/") + HEALTH_PATH
-    try:
+    base = gateway_url(settings=ctx.settings).rstrip("/")
+    url = base + HEALTH_PATH
+    client = AsyncMemoria(
+        base,
+        "",  # /healthz needs no token, and a doctor sends none
+        timeout=ctx.timeout,
+        retry=NO_RETRY,
         # An HTTP(S)_PROXY in the environment must not see a loopback probe (MEMORIA_URL may
         # name a remote gateway, which may need it).
-        async with httpx.AsyncClient(timeout=ctx.timeout, trust_env=not is_loopback(url)) as client:
-            response = await client.get(url)
-    except httpx.HTTPError as exc:
-        return warning(GATEWAY, f"nothing answers at {url} ({reason(exc)})", START_HINT)
-    if response.status_code != httpx.codes.OK:
-        detail = f"{url} answered HTTP {response.status_code}"
+        trust_env=not is_loopback(url),
+    )
+    try:
+        async with client:
+            instance = (await client.health()).instance
+    except GatewayUnreachable as exc:
+        cause = exc.__context__ or exc  # the client's message hides the reason; its cause not
+        return warning(GATEWAY, f"nothing answers at {url} ({reason(cause)})", START_HINT)
+    except APIError as exc:
+        detail = f"{url} answered HTTP {exc.status_code}"
         return failed(GATEWAY, detail, "is another program on MEMORIA_GATEWAY_PORT?")
-    instance = _reported_instance(response)
+    except UnreadableAnswer:
+        instance = None  # an answer without the field: a gateway older than it
     if instance is not None and instance != ctx.instance:
         hint = f"{OTHER_INSTANCE_HINT}; {URL_ENV}, when set, chooses the gateway checked"
         return failed(GATEWAY, f"{url} answers for another Memoria", hint)
     return ok(GATEWAY, f"{url} answers")
-
-
-def _reported_instance(response: httpx.Response) -> str | None:
-    """The instance a gateway's /healthz names (None from a gateway older than the field)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return None
-    found = body.get("instance") if isinstance(body, dict) else None
-    return found if isinstance(found, str) else None
 
 
 # -- stores --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""An authenticated HTTP client for commands that use a running gateway's API."""
+"""Which gateway a command talks to and as whom, and a memoria-client logged in there."""
 
 from __future__ import annotations
 
@@ -6,17 +6,25 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import httpx
-import tenacity
 
+from memoria_client import (
+    APIError,
+    AsyncMemoria,
+    AuthenticationError,
+    GatewayUnreachable,
+    MemoriaError,
+    NotFound,
+    RetryPolicy,
+)
+from memoria_client.errors import describe
 from memoria_runtime.settings import Settings
 
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
 URL_ENV: Final = "MEMORIA_URL"
 LOOPBACK: Final = "127.0.0.1"
-TOKEN_PATH: Final = "/api/token"
 HTTP_TIMEOUT_S: Final = 60.0
 """Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
 a save embeds its bindings first, which takes a while on a CPU."""
@@ -77,35 +85,9 @@ def token_from(connection: Connection, environ: Mapping[str, str] | None = None)
     return token
 
 
-def reason(exc: Exception) -> str:
+def reason(exc: BaseException) -> str:
     """An exception in a few words: its message, else its type (httpx's are often empty)."""
     return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def error_detail(response: httpx.Response) -> str:
-    """The gateway's reason for a refusal: FastAPI's ``detail``, a text or field errors."""
-    try:
-        detail: Any = response.json().get("detail")
-    except (ValueError, AttributeError):
-        detail = None
-    if isinstance(detail, str):
-        return detail
-    if isinstance(detail, list):
-        return "; ".join(_field_error(error) for error in detail)
-    return response.reason_phrase or f"HTTP {response.status_code}"
-
-
-def _field_error(error: Any) -> str:
-    if not isinstance(error, dict):
-        return str(error)
-    # Drop FastAPI's "body"/"query" head: the place within the record is what helps.
-    loc = [str(part) for part in error.get("loc", []) if part not in {"body", "query"}]
-    message = str(error.get("msg", "invalid"))
-    return f"{'.'.join(loc)}: {message}" if loc else message
-
-
-def _rate_limited(response: httpx.Response) -> bool:
-    return response.status_code == httpx.codes.TOO_MANY_REQUESTS
 
 
 def bounded_wait(seconds: float) -> float:
@@ -113,48 +95,32 @@ def bounded_wait(seconds: float) -> float:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
-def _retry_after(state: tenacity.RetryCallState) -> float:
-    """The gateway's ``Retry-After`` (seconds; the default if absent or not a number)."""
-    assert state.outcome is not None  # tenacity waits only after an attempt
-    header = state.outcome.result().headers.get("Retry-After")
-    try:
-        return bounded_wait(float(header))
-    except (TypeError, ValueError):
-        return DEFAULT_RETRY_AFTER_S
-
-
-async def send(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    """One request; an unreachable gateway or a refused token ends the command, since every
-    further request would fail the same way. A request refused for the rate (429: it did
-    nothing) is sent again when the gateway says. Other refusals are the caller's to judge."""
-    retrying = tenacity.AsyncRetrying(
-        retry=tenacity.retry_if_result(_rate_limited),
-        wait=_retry_after,
-        stop=tenacity.stop_after_attempt(RATE_LIMITED_TRIES),
-        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+def retry_policy() -> RetryPolicy:
+    """A 429 did nothing: it is sent again when the gateway says, so a long import goes on
+    at the allowed pace. A 503 is reported at once, as the command's refusal to judge."""
+    return RetryPolicy(
+        attempts=RATE_LIMITED_TRIES,
+        backoff=DEFAULT_RETRY_AFTER_S,
+        max_wait=MAX_RETRY_AFTER_S,
+        unavailable=False,
     )
+
+
+def refused(exc: APIError) -> str:
+    """A refusal in a few words: its status and the gateway's reason."""
+    return f"refused ({exc.status_code}): {describe(exc.detail)}"
+
+
+async def _dev_login(client: AsyncMemoria, user_id: str) -> None:
     try:
-        response: httpx.Response = await retrying(client.request, method, path, **kwargs)
-    except httpx.TransportError as exc:
-        raise GatewayError(
-            f"cannot reach the gateway at {client.base_url} ({reason(exc)}): is Memoria "
-            f"running there? --url or {URL_ENV} choose another address"
-        ) from exc
-    if response.status_code == httpx.codes.UNAUTHORIZED:
-        raise GatewayError(f"the gateway refused the token: {error_detail(response)}")
-    return response
-
-
-async def dev_login(client: httpx.AsyncClient, user_id: str) -> str:
-    response = await send(client, "POST", TOKEN_PATH, json={"user_id": user_id})
-    if response.status_code == httpx.codes.NOT_FOUND:
+        await client.login(user_id)
+    except NotFound:
         raise GatewayError(
             "the gateway's dev login is disabled (MEMORIA_DEV_LOGIN=false): "
             f"pass --token or set {TOKEN_ENV} instead of --user"
-        )
-    if response.is_error:
-        raise GatewayError(f"dev login as {user_id!r} failed: {error_detail(response)}")
-    return str(response.json()["token"])
+        ) from None
+    except APIError as exc:
+        raise GatewayError(f"dev login as {user_id!r} failed: {describe(exc.detail)}") from exc
 
 
 def is_loopback(url: str) -> bool:
@@ -164,21 +130,37 @@ def is_loopback(url: str) -> bool:
 @contextlib.asynccontextmanager
 async def connect(
     connection: Connection, environ: Mapping[str, str] | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
-    """A client that sends the bearer token with every request."""
+) -> AsyncIterator[AsyncMemoria]:
+    """A client logged in as the connection says. What stops a command as a whole (the
+    gateway unreachable, the token refused) leaves as a :class:`GatewayError`: every further
+    request would fail the same way."""
     token = token_from(connection, environ)
     try:
         httpx.URL(connection.url)
     except httpx.InvalidURL as exc:
         raise GatewayError(f"not a gateway address: {connection.url!r} ({exc})") from exc
-    async with httpx.AsyncClient(
-        base_url=connection.url,
+    client = AsyncMemoria(
+        connection.url,
+        token or "",
         timeout=HTTP_TIMEOUT_S,
+        retry=retry_policy(),
         transport=connection.transport,
         # An HTTP(S)_PROXY in the environment must not see a gateway on this machine.
         trust_env=not is_loopback(connection.url),
-    ) as client:
-        if connection.user:  # token_from gave no token: the dev login makes one
-            token = await dev_login(client, connection.user)
-        client.headers["Authorization"] = f"Bearer {token}"
-        yield client
+    )
+    try:
+        async with client:
+            if connection.user:  # token_from gave no token: the dev login makes one
+                await _dev_login(client, connection.user)
+            yield client
+    except GatewayUnreachable as exc:
+        # The client's own message names no reason: the cause it hides does.
+        cause = exc.__context__ or exc
+        raise GatewayError(
+            f"cannot reach the gateway at {connection.url} ({reason(cause)}): is Memoria "
+            f"running there? --url or {URL_ENV} choose another address"
+        ) from exc
+    except AuthenticationError as exc:
+        raise GatewayError(f"the gateway refused the token: {describe(exc.detail)}") from exc
+    except MemoriaError as exc:  # anything else the client could not get past: said, not a trace
+        raise GatewayError(str(exc)) from exc

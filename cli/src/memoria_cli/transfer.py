@@ -1,115 +1,46 @@
 """`memoria export` and `memoria import`: a user's memories as JSON Lines, one memory a line,
-through a running gateway's HTTP API (``/api/memories``).
+through a running gateway, with memoria-client (the format, its parsing and the import keys
+are the client's: ``memoria_client.transfer``).
 
 Import is safe to repeat: each line is created with an ``Idempotency-Key`` derived from its
 ``memory_id`` (or, without one, from the line itself), so importing the same file again
-finds the memories the first import created instead of copying them.
+finds the memories the first import created instead of copying them. What is the CLI's own:
+the ``.part`` file, progress, the summary and exit codes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, TextIO
+from typing import Final, TextIO
 
-import httpx
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    model_validator,
-)
-
-from memoria_cli.gateway_client import Connection, GatewayError, connect, error_detail, send
-from memoria_contracts.memory import (
-    DEFAULT_MEMORY_TYPE,
-    MAX_BINDING_CHARS,
-    MAX_BINDINGS,
-    Binding,
-    ContentKind,
+from memoria_cli.gateway_client import Connection, GatewayError, connect, refused
+from memoria_client import (
+    APIError,
+    AsyncMemoria,
+    AuthenticationError,
     Memory,
-    MemoryType,
+    UnreadableAnswer,
 )
+from memoria_client import transfer as client_transfer
+from memoria_client.errors import describe
+from memoria_client.transfer import EXPORT_FIELDS, export_line, import_call
 from memoria_runtime.progress import Tracker, is_terminal, track
 
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXPORT_FIELDS", "run_export", "run_import"]
+
 STDIO: Final = "-"
-MEMORIES_PATH: Final = "/api/memories"
-IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
-IMPORT_KEY_PREFIX: Final = "import:"
 EXPORT_PAGE_SIZE: Final = 200
-EXPORT_FIELDS: Final = (
-    "memory_id",
-    "memory_type",
-    "content_kind",
-    "content",
-    "bindings",
-    "creation_datetime",
-    "last_accessed",
-    "updated_at",
-)
-CREATE_FIELDS: Final = ("content", "content_kind", "memory_type", "bindings", "creation_datetime")
 PARTIAL_SUFFIX: Final = ".part"
-MAX_SOURCE_ID_CHARS: Final = 100
-"""Room for ``import:`` plus the id within the gateway's limit on keys."""
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 
-SourceId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SOURCE_ID_CHARS)
-]
-
-
-# -- export ---------------------------------------------------------------------------------
-
-
-class ExportPage(BaseModel):
-    memories: list[Memory]
-    next_cursor: str | None = None
-
-
-def export_line(memory: Memory) -> str:
-    return json.dumps(
-        memory.model_dump(mode="json", include=set(EXPORT_FIELDS)), ensure_ascii=False
-    )
-
-
-async def memory_pages(
-    client: httpx.AsyncClient, *, page_size: int = EXPORT_PAGE_SIZE
-) -> AsyncIterator[list[Memory]]:
-    """Every memory of the client's user, newest first, a page at a time."""
-    cursor: str | None = None
-    while True:
-        params: dict[str, str | int] = {"limit": page_size}
-        if cursor is not None:
-            params["cursor"] = cursor
-        response = await send(client, "GET", MEMORIES_PATH, params=params)
-        if response.is_error:
-            raise GatewayError(
-                f"listing memories failed ({response.status_code}): {error_detail(response)}"
-            )
-        try:
-            page = ExportPage.model_validate_json(response.content)
-        except ValidationError as exc:
-            raise GatewayError(f"the gateway sent a page this CLI cannot read: {exc}") from exc
-        yield page.memories
-        if page.next_cursor is None:
-            return
-        if page.next_cursor == cursor:  # would loop forever
-            raise GatewayError("the gateway sent the same page cursor twice")
-        cursor = page.next_cursor
-
 
 async def export_memories(
-    client: httpx.AsyncClient,
+    client: AsyncMemoria,
     sink: TextIO,
     tracker: Tracker | None = None,
     *,
@@ -117,64 +48,32 @@ async def export_memories(
 ) -> int:
     """Write every memory of the client's user, newest first; return how many."""
     count = 0
-    async for memories in memory_pages(client, page_size=page_size):
-        for memory in memories:
-            sink.write(export_line(memory) + "\n")
-        count += len(memories)
+    async for memory in _every_memory(client, page_size):
+        sink.write(export_line(memory) + "\n")
+        count += 1
         if tracker is not None:
-            tracker.advance(len(memories))
+            tracker.advance()
     return count
 
 
-# -- import ---------------------------------------------------------------------------------
-
-
-class ImportRecord(BaseModel):
-    """One line to import: the export format, with ``memory_id`` and timestamps optional, and
-    the bindings too when the content is text."""
-
-    # Unknown fields (relevance_score, fields of a newer export) are ignored, not refused.
-    model_config = ConfigDict(extra="ignore")
-
-    memory_id: SourceId | None = None
-    memory_type: MemoryType = DEFAULT_MEMORY_TYPE
-    content_kind: ContentKind | None = None
-    content: Any = Field(description="Required; null is refused by the gateway.")
-    bindings: list[Binding] = Field(min_length=1, max_length=MAX_BINDINGS)
-    creation_datetime: AwareDatetime | None = None  # the gateway wants the offset too
-    # Accepted so an export validates as it is; the gateway sets these itself.
-    last_accessed: datetime | None = None
-    updated_at: datetime | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _text_is_its_own_key(cls, data: Any) -> Any:
-        """A line of text without bindings ("content" only: notes written by hand or kept by
-        another tool) is found by its text, the first key the chat gives a fact too. JSON
-        content has no one text to search by, so it still needs its bindings."""
-        if isinstance(data, dict) and "bindings" not in data:
-            content = data.get("content")
-            if isinstance(content, str) and content.strip():
-                return data | {"bindings": [content.strip()[:MAX_BINDING_CHARS]]}
-        return data
-
-    def create_body(self) -> dict[str, Any]:
-        body = self.model_dump(mode="json", include=set(CREATE_FIELDS))
-        # Unset kind and date are left out: the gateway infers the one and uses now.
-        return {k: v for k, v in body.items() if v is not None or k == "content"} | {
-            "imported": True
-        }
-
-
-class LineError(ValueError):
-    """A line that cannot be sent: not JSON, or not a memory."""
+async def _every_memory(client: AsyncMemoria, page_size: int) -> AsyncIterator[Memory]:
+    """The user's memories, newest first; a listing refused or unreadable stops the command
+    (a refused token is ``connect``'s to say)."""
+    try:
+        async for memory in client.list_memories(page_size=page_size):
+            yield memory
+    except AuthenticationError:
+        raise
+    except APIError as exc:
+        raise GatewayError(
+            f"listing memories failed ({exc.status_code}): {describe(exc.detail)}"
+        ) from exc
+    except UnreadableAnswer as exc:
+        raise GatewayError(f"the gateway sent a page this CLI cannot read: {exc}") from exc
 
 
 @dataclass
-class ImportSummary:
-    created: int = 0
-    present: int = 0
-    failed: int = 0
+class ImportSummary(client_transfer.ImportSummary):
     last_line: int = 0
     """The number of the last line read, blank ones included."""
 
@@ -182,79 +81,33 @@ class ImportSummary:
     def counted(self) -> int:
         return self.created + self.present + self.failed
 
-    def __str__(self) -> str:
-        return f"created {self.created}, already present {self.present}, failed {self.failed}"
-
-
-def idempotency_key(data: Mapping[str, Any], record: ImportRecord) -> str:
-    """From the exported id; else from the line's content, canonical so that spacing and key
-    order do not make the same memory a new one."""
-    if record.memory_id is not None:
-        return IMPORT_KEY_PREFIX + record.memory_id
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return IMPORT_KEY_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def parse_line(line: str) -> tuple[ImportRecord, str]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise LineError(f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
-    if not isinstance(data, dict):
-        raise LineError("not a JSON object")
-    try:
-        record = ImportRecord.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'line'}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise LineError(problems) from exc
-    return record, idempotency_key(data, record)
-
 
 async def import_memories(
-    client: httpx.AsyncClient, lines: Iterable[str], tracker: Tracker, summary: ImportSummary
+    client: AsyncMemoria, lines: Iterable[str], tracker: Tracker, summary: ImportSummary
 ) -> None:
-    """Create each line's memory, counting into ``summary`` (the caller keeps it should the
-    gateway stop answering midway). A bad line is reported (``tracker.note``) with its number
-    and skipped. A line whose memory the user has already (an export re-imported into the
-    account it came from) is counted as present: ids are per user, so another user's export
-    never matches. The user's ids are listed once up front; reading each memory would touch
-    its ``last_accessed``, which an import must not do."""
-    mine = {m.memory_id async for page in memory_pages(client) for m in page}
+    """Create each line's memory with memoria-client's import keys, counting into
+    ``summary`` (the caller keeps it should the gateway stop answering midway). A bad or
+    refused line is reported (``tracker.note``) with its number and skipped; a refused
+    token stops the import. The loop is the CLI's own, not ``import_lines``, for the
+    progress and the line a stop happened at."""
+    mine = {memory.memory_id async for memory in _every_memory(client, EXPORT_PAGE_SIZE)}
     for number, line in enumerate(lines, start=1):
         summary.last_line = number
-        problem = await _import_line(client, line, mine, summary)
-        if problem is not None:
-            summary.failed += 1
-            tracker.note(f"line {number}: {problem}")
+        failed = summary.failed
+        call = import_call(number, line, mine, summary)
+        if call is not None:
+            try:
+                client_transfer.count_created(summary, await client.run(call))
+            except AuthenticationError:
+                raise
+            except APIError as exc:
+                summary.fail(number, refused(exc))
+            except UnreadableAnswer:
+                # Sent, but whether it was created cannot be told: a repeat import settles it.
+                summary.fail(number, "the gateway's answer could not be read")
+        if summary.failed > failed:
+            tracker.note(f"line {number}: {summary.failures[-1][1]}")
         tracker.advance()
-
-
-async def _import_line(
-    client: httpx.AsyncClient, line: str, mine: set[str], summary: ImportSummary
-) -> str | None:
-    """Create one line's memory, counting it; what is wrong with it, if anything."""
-    if not line.strip():
-        return None  # blank lines carry nothing, but still count for the numbering
-    try:
-        record, key = parse_line(line)
-    except LineError as exc:
-        return str(exc)
-    if record.memory_id in mine:
-        summary.present += 1
-        return None
-    response = await send(
-        client, "POST", MEMORIES_PATH, json=record.create_body(), headers={IDEMPOTENCY_HEADER: key}
-    )
-    if response.status_code == httpx.codes.CREATED:
-        summary.created += 1
-    elif response.status_code == httpx.codes.OK:
-        summary.present += 1
-    else:
-        return f"refused ({response.status_code}): {error_detail(response)}"
-    return None
 
 
 # -- commands ----------------------------------------------------------------------------------

@@ -24,8 +24,9 @@ from memoria_cli.chat.lines import LineReader
 from memoria_cli.chat.render import ChatView
 from memoria_cli.chat.repl import EXIT_FAILED, EXIT_OK, chat
 from memoria_cli.chat.resend import ResendPolicy
-from memoria_cli.chat.session import ChatSession, CycleOutcome, socket_url
+from memoria_cli.chat.session import ChatSession, CycleOutcome
 from memoria_cli.gateway_client import Connection
+from memoria_client.chat import ws_url
 
 TOKEN = "a-token"
 THREAD = "main"
@@ -492,8 +493,8 @@ async def test_a_malformed_gateway_address_is_a_clear_error() -> None:
 
 
 def test_the_socket_address_follows_the_gateway_address() -> None:
-    assert socket_url("http://localhost:8000") == "ws://localhost:8000/ws"
-    assert socket_url("https://chat.example/memoria/", since="5-0") == (
+    assert ws_url("http://localhost:8000", None) == "ws://localhost:8000/ws"
+    assert ws_url("https://chat.example/memoria/", since="5-0") == (
         "wss://chat.example/memoria/ws?since=5-0"
     )
 

@@ -34,6 +34,7 @@ from memoria_cli.chat.commands import (
 )
 from memoria_cli.chat.render import ChatView
 from memoria_cli.gateway_client import Connection, connect
+from memoria_client import AsyncMemoria
 
 TOKEN = "a-token"
 Auth = Annotated[str | None, Header()]
@@ -90,6 +91,9 @@ def test_a_command_that_cannot_run_says_why(line: str, reason: str) -> None:
 # -- a gateway -------------------------------------------------------------------------------
 
 
+WHEN = "2025-01-02T03:04:05Z"
+
+
 @dataclass
 class Gateway:
     """The routes' contract, with memories and threads kept in dicts."""
@@ -124,6 +128,7 @@ class Gateway:
             def create_thread(authorization: Auth = None) -> dict[str, Any]:
                 authorize(authorization)
                 thread = {"thread_id": "t_new01", "title": "New chat", "message_count": 0}
+                thread |= {"created_at": WHEN, "updated_at": WHEN}
                 self.threads.insert(0, thread)
                 return thread
 
@@ -201,7 +206,7 @@ class Gateway:
 @dataclass
 class Chat:
     gateway: Gateway
-    client: httpx.AsyncClient
+    client: AsyncMemoria
     view: ChatView
     state: ChatState
     output: io.StringIO
@@ -242,6 +247,8 @@ async def test_threads_are_listed_with_the_current_one_marked(chat: Chat) -> Non
         {"thread_id": "t_2", "title": "Trip to Italy", "message_count": 6, "last_message": "Ok"},
         {"thread_id": "main", "title": "Hello", "message_count": 2, "last_message": None},
     ]
+    for thread in chat.gateway.threads:
+        thread |= {"created_at": WHEN, "updated_at": WHEN}
     shown = await chat.run("/threads")
     trip = next(line for line in shown.splitlines() if "t_2" in line)
     main = next(line for line in shown.splitlines() if "main" in line)
@@ -273,9 +280,10 @@ async def test_new_on_a_gateway_without_threads_still_starts_a_fresh_thread(
 async def test_switching_thread_shows_its_latest_messages(chat: Chat) -> None:
     chat.gateway.history["trip"] = [
         {"type": "message", "id": "m1", "thread_id": "trip", "cycle_id": "c1", "role": "user",
-         "modal": "text", "chat-history": True, "content": "plan my trip"},
+         "modal": "text", "chat-history": True, "content": "plan my trip", "created_at": WHEN},
         {"type": "message", "id": "m2", "thread_id": "trip", "cycle_id": "c1",
-         "role": "assistant", "modal": "text", "chat-history": True, "content": "Rome first."},
+         "role": "assistant", "modal": "text", "chat-history": True, "content": "Rome first.",
+         "created_at": WHEN},
     ]  # fmt: skip
     shown = await chat.run("/thread trip")
     assert chat.state.thread == "trip"

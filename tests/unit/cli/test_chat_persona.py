@@ -16,6 +16,7 @@ from rich.console import Console
 from memoria_cli.chat.commands import ChatState, Invalid, Persona, parse, run_command
 from memoria_cli.chat.render import ChatView
 from memoria_cli.gateway_client import Connection, connect
+from memoria_client import AsyncMemoria
 
 TOKEN = "a-token"
 PERSONAS = [
@@ -53,7 +54,7 @@ def gateway(personas: dict[str, str]) -> FastAPI:
 
 
 class Chat:
-    def __init__(self, client: httpx.AsyncClient, personas: dict[str, str]) -> None:
+    def __init__(self, client: AsyncMemoria, personas: dict[str, str]) -> None:
         self.client = client
         self.personas = personas
         self.output = io.StringIO()

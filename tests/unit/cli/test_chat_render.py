@@ -14,9 +14,8 @@ from typing import Any
 
 from rich.console import Console
 
-from memoria_cli.chat.api import ThreadSummary
 from memoria_cli.chat.render import ChatView
-from memoria_contracts.memory import Memory
+from memoria_client import Memory, Thread
 
 CYCLE = "cyc_01"
 THREAD = "main"
@@ -378,7 +377,7 @@ def test_the_thread_table_marks_the_current_thread() -> None:
     when = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
     view.threads(
         [
-            ThreadSummary(
+            Thread(
                 thread_id="main",
                 title="Trip",
                 created_at=when,
@@ -386,7 +385,9 @@ def test_the_thread_table_marks_the_current_thread() -> None:
                 message_count=4,
                 last_message="Here is a plan",
             ),
-            ThreadSummary(thread_id="t_2", title="New chat", message_count=0),
+            Thread(
+                thread_id="t_2", title="New chat", created_at=when, updated_at=when, message_count=0
+            ),
         ],
         current="main",
     )

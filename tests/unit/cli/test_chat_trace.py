@@ -18,6 +18,7 @@ from rich.console import Console
 from memoria_cli.chat.commands import ChatState, Invalid, Trace, parse, run_command
 from memoria_cli.chat.render import ChatView, _event_text
 from memoria_cli.gateway_client import Connection, connect
+from memoria_client import AsyncMemoria
 from memoria_contracts.chat import ChatRecord, ToolCall
 from memoria_contracts.cycles import CycleEvent
 
@@ -102,7 +103,7 @@ def gateway_app() -> FastAPI:
 
 @dataclass
 class Chat:
-    client: httpx.AsyncClient
+    client: AsyncMemoria
     view: ChatView
     state: ChatState
     output: io.StringIO

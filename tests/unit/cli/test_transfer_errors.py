@@ -200,3 +200,32 @@ def test_the_bar_counts_against_a_known_total() -> None:
     with track(out, "importing", "lines", 10, terminal=True) as tracker:
         tracker.advance(5)
     assert "5/10" in out.getvalue() and "/s" in out.getvalue()
+
+
+class ListingFails(httpx.AsyncBaseTransport):
+    """A gateway whose memory listing answers ``response``."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return self.response
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (httpx.Response(500, json={"detail": "boom"}), "listing memories failed (500): boom"),
+        (httpx.Response(200, text="<html>a proxy</html>"), "a page this CLI cannot read"),
+    ],
+)
+def test_a_listing_refused_or_unreadable_is_one_line(
+    tmp_path: Path, answer: httpx.Response, said: str
+) -> None:
+    conn = Connection(URL, token=ISSUER.issue(USER), transport=ListingFails(answer))
+    err = io.StringIO()
+    assert run_export(conn, "-", stdout=io.StringIO(), stderr=err, environ={}) == EXIT_FAILED
+    assert err.getvalue().count("\n") == 1 and said in err.getvalue()
+    code, out, import_err = import_with(conn, str(memory_lines(tmp_path / "m.jsonl", 1)))
+    assert (code, out) == (EXIT_FAILED, "")
+    assert import_err.startswith("import failed: ") and said in import_err

@@ -22,6 +22,7 @@ from memoria_client import (
     RateLimited,
     RetryPolicy,
     Unavailable,
+    UnreadableAnswer,
 )
 
 FAST = RetryPolicy(attempts=3, backoff=0.0, max_wait=1.0)
@@ -286,3 +287,75 @@ def test_login_keeps_the_token_for_later_calls() -> None:
     assert client.threads() == []
     assert "Authorization" not in recorder.requests[0].headers
     assert recorder.requests[1].headers["Authorization"] == "Bearer new"
+
+
+def test_a_policy_may_report_503_at_once_and_still_wait_out_429(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("memoria_client.client.time.sleep", lambda _: None)
+    no_503 = RetryPolicy(attempts=3, backoff=0.0, unavailable=False)
+    recorder = Recorder(
+        httpx.Response(429, json={"detail": "slow"}, headers={"Retry-After": "0"}),
+        httpx.Response(503, json={"detail": "down"}),
+    )
+    with sync_client(recorder, no_503) as client, pytest.raises(Unavailable):
+        client.get("mem_1")
+    assert len(recorder.requests) == 2  # the 429 was sent again, the 503 was not
+
+
+def test_trust_env_false_keeps_a_proxy_from_the_environment_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("ALL_PROXY", "http://proxy.invalid:3128")
+    with Memoria("http://gw", "tok", trust_env=False) as direct:
+        assert direct._http._mounts == {}
+    with Memoria("http://gw", "tok") as proxied:
+        assert proxied._http._mounts  # the environment's proxy is mounted
+
+
+async def test_personas_and_a_threads_config() -> None:
+    config = {"user_id": "ana", "config": {"persona": "coach"}, "overrides": {}}
+    recorder = Recorder(
+        httpx.Response(
+            200,
+            json={"default": "assistant", "personas": [{"id": "coach", "name": "Coach"}]},
+        ),
+        httpx.Response(200, json=config),
+        httpx.Response(200, json=config),
+    )
+    async with async_client(recorder) as client:
+        listed = await client.personas()
+        assert (listed.default, listed.personas[0].id) == ("assistant", "coach")
+        assert (await client.thread_config("a/b")).config["persona"] == "coach"
+        await client.update_thread_config("t1", persona="coach")
+    read, patch = recorder.requests[1], recorder.requests[2]
+    assert read.url.raw_path == b"/api/threads/a%2Fb/config"
+    assert (patch.method, patch.url.path) == ("PATCH", "/api/threads/t1/config")
+    assert json.loads(patch.content) == {"persona": "coach"}
+
+
+def test_an_answer_out_of_format_is_a_client_error_naming_the_field() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"threads": [{"thread_id": "t1"}]}),
+        httpx.Response(200, text="<html>proxy error</html>"),
+    )
+    with sync_client(recorder) as client:
+        with pytest.raises(UnreadableAnswer, match=r"GET /api/threads: .*threads\.0\.title"):
+            client.threads()
+        with pytest.raises(UnreadableAnswer, match="cannot read"):
+            client.get("mem_1")
+
+
+def test_health_sends_no_token_and_reports_a_broker_outage_at_once() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"status": "ok", "connections": 2, "instance": "abc"}),
+        httpx.Response(503, json={"status": "unavailable", "broker": "down"}),
+    )
+    with sync_client(recorder) as client:
+        assert client.health().instance == "abc"
+        with pytest.raises(Unavailable):
+            client.health()
+    assert len(recorder.requests) == 2  # the 503 was not retried
+    assert "Authorization" not in recorder.requests[0].headers
+    assert recorder.requests[0].url.path == "/healthz"

@@ -8,29 +8,8 @@ from typing import Any
 
 import httpx
 
-from memoria_cli.transfer import parse_line as cli_parse_line
-from memoria_client import Memoria, Memory
-from memoria_client.transfer import export_line, parse_line
+from memoria_client import Memoria
 from tests.unit.client.test_http import memory
-
-
-def test_export_line_matches_the_cli() -> None:
-    from memoria_cli.transfer import export_line as cli_export_line
-    from memoria_contracts.memory import Memory as ContractMemory
-
-    data = memory(1)
-    assert export_line(Memory.model_validate(data)) == cli_export_line(
-        ContractMemory.model_validate(data)
-    )
-
-
-def test_idempotency_keys_match_the_cli() -> None:
-    for line in [
-        json.dumps(memory(7)),
-        json.dumps({"content": "a note written by hand"}),
-        json.dumps({"content": {"k": 1}, "bindings": ["k"], "memory_type": "goal"}),
-    ]:
-        assert parse_line(line)[1] == cli_parse_line(line)[1]
 
 
 def test_import_counts_created_present_and_failed_lines() -> None:

@@ -29,10 +29,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from memoria_cli.chat.api import ThreadSummary
 from memoria_cli.chat.sanitize import clean, clean_line, shown
+from memoria_client import Memory, Thread
 from memoria_contracts.cycles import Cycle, CycleEvent
-from memoria_contracts.memory import Memory
 
 Frame = Mapping[str, Any]
 
@@ -237,7 +236,7 @@ class ChatView:
         self._print(table)
         self.notice("Anything else you type is sent to the current thread.")
 
-    def threads(self, threads: Sequence[ThreadSummary], current: str) -> None:
+    def threads(self, threads: Sequence[Thread], current: str) -> None:
         if not threads:
             self.notice("no threads yet")
             return

@@ -3,7 +3,7 @@
 A message waits for its cycle to end before the next line is read, so a script piped in
 runs turn by turn, exactly as someone typing would; one the gateway cannot take yet (the rate
 limit, the broker away) is sent again after the wait the gateway names (``resend``). Slash
-commands use the HTTP API.
+commands use memoria-client.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
-import httpx
 from rich.console import Console
 
-from memoria_cli.chat import api
 from memoria_cli.chat.commands import (
     THREAD_ID,
     Blank,
@@ -40,6 +38,7 @@ from memoria_cli.chat.session import (
     SessionEnded,
 )
 from memoria_cli.gateway_client import Connection, GatewayError, connect
+from memoria_client import AsyncMemoria
 from memoria_contracts.frames import ClientMessage
 
 EXIT_OK: Final = 0
@@ -56,7 +55,7 @@ WAIT_NOTES: Final = {
 @dataclass(frozen=True)
 class _Context:
     session: ChatSession
-    client: httpx.AsyncClient
+    client: AsyncMemoria
     view: ChatView
     state: ChatState
     resend: ResendPolicy
@@ -91,7 +90,7 @@ async def chat(
 
     try:
         async with connect(connection, environ) as client:
-            token = api.bearer_token(client)
+            token = client.token or ""  # connect logged in: there is one
             session = ChatSession(
                 connection.url, token, on_frame, view.warning, reconnect_delays=reconnect_delays
             )

@@ -7,8 +7,8 @@ either, and someone typing should not have to type it again, so the chat waits a
 same frame again. It keeps its client id, so the gateway takes it at most once. Every other
 refusal (``too_large``, ``invalid_frame``) would be refused again and is final.
 
-The retries run on tenacity, like the HTTP client's (``gateway_client.send``); this module
-only says how long to wait after which refusal, and when to stop.
+The retries run on tenacity; this module only says how long to wait after which refusal,
+and when to stop.
 """
 
 from __future__ import annotations

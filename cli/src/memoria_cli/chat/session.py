@@ -13,6 +13,11 @@ client id, which the gateway accepts only once.
 The session ends for good (:class:`SessionEnded`) when the gateway refuses the socket (the
 token, close code 4401; one socket too many for the user, 4429) or every reconnection attempt
 failed; whoever waits on it is then told why.
+
+Why not memoria-client's ``chat()``: that follows one message to its cycle's end, while the
+REPL listens to every frame of the user for as long as it runs (other threads, other
+devices, replies that outlive a line) and resumes across drops with one reader. The socket's
+address and the token's subprotocol are the client's (``ws_url``, ``subprotocols``).
 """
 
 from __future__ import annotations
@@ -25,24 +30,18 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final
 
-import httpx
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-from websockets.typing import Subprotocol
 
-from memoria_cli.gateway_client import LOOPBACK_HOSTS
-from memoria_contracts.frames import (
-    BEARER_SUBPROTOCOL_PREFIX,
-    SOCKET_REFUSALS,
-    SOCKET_SUBPROTOCOL,
-)
+from memoria_cli.gateway_client import is_loopback
+from memoria_client.chat import subprotocols, ws_url
+from memoria_contracts.frames import SOCKET_REFUSALS
 
 log = logging.getLogger("memoria.cli.chat")
 
 Frame = dict[str, Any]
 
-SOCKET_PATH: Final = "/ws"
 _REFUSED_BY_CLOSE: Final = {close: code for code, close in SOCKET_REFUSALS.items()}
 RECONNECT_DELAYS_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 """Waits before each reconnection attempt; after the last one fails the session ends."""
@@ -77,25 +76,6 @@ class CycleOutcome(enum.Enum):
     ENDED = "ended"
     INTERRUPTED = "interrupted"  # the socket dropped and the missed frames are lost
     SILENT = "silent"  # nothing came for CYCLE_SILENCE_S
-
-
-def socket_url(base_url: str, since: str | None = None) -> str:
-    """``ws(s)://<gateway>/ws[?since=...]`` from the gateway's HTTP address."""
-    url = httpx.URL(base_url)
-    scheme = {"http": "ws", "https": "wss"}.get(url.scheme, url.scheme)
-    params = {"since": since} if since else {}
-    return str(url.copy_with(scheme=scheme, path=url.path.rstrip("/") + SOCKET_PATH, params=params))
-
-
-def shown_url(base_url: str) -> str:
-    """The socket's address for messages."""
-    return socket_url(base_url)
-
-
-def subprotocols(token: str) -> list[Subprotocol]:
-    """The token goes in the handshake's Sec-WebSocket-Protocol, never in the URL (proxies
-    and servers log URLs); the gateway answers with ``memoria.v1`` alone."""
-    return [Subprotocol(SOCKET_SUBPROTOCOL), Subprotocol(BEARER_SUBPROTOCOL_PREFIX + token)]
 
 
 class _Link:
@@ -220,11 +200,11 @@ class ChatSession:
     # -- the connection ---------------------------------------------------------------------
 
     async def _connect(self, since: str | None) -> _Link:
-        where = shown_url(self._base_url)
-        loopback = httpx.URL(self._base_url).host in LOOPBACK_HOSTS
+        where = ws_url(self._base_url, None)
         try:
+            loopback = is_loopback(self._base_url)
             ws = await websockets.connect(
-                socket_url(self._base_url, since),
+                ws_url(self._base_url, since),
                 subprotocols=subprotocols(self._token),
                 # Like the HTTP client: a proxy from the environment must not see localhost.
                 proxy=None if loopback else True,

@@ -11,15 +11,16 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memoria_client.errors import error_for
+from memoria_client.errors import UnreadableAnswer, error_for
 from memoria_client.models import (
     MESSAGES,
     ContentKind,
     CreatedMemory,
     CycleTrace,
     DeletedMemory,
+    Health,
     Memory,
     MemoryHistory,
     MemoryList,
@@ -27,8 +28,10 @@ from memoria_client.models import (
     MemoryType,
     MemoryUpdate,
     Message,
+    PersonaList,
     SearchMode,
     Thread,
+    ThreadConfig,
     ThreadList,
     Token,
 )
@@ -59,7 +62,21 @@ class Call(Generic[T]):
     def result(self, response: httpx.Response) -> T:
         if response.is_error:
             raise error_for(response)
-        return self.parse(response)
+        try:
+            return self.parse(response)
+        except ValueError as exc:  # pydantic's ValidationError is one
+            # One error type for callers to catch; the reason names fields, never values.
+            raise UnreadableAnswer(
+                f"{self.method} {self.path}: the gateway sent an answer this client cannot "
+                f"read ({_first_problem(exc)})"
+            ) from None
+
+
+def _first_problem(exc: ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        error = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in error['loc']) or 'answer'}: {error['msg']}"
+    return "not JSON"
 
 
 def _model(model: type[M]) -> Callable[[httpx.Response], M]:
@@ -236,3 +253,23 @@ def thread_messages(thread_id: str, *, limit: int, before: str | None) -> Call[l
 
 def cycle_trace(cycle_id: str) -> Call[CycleTrace]:
     return Call("GET", f"/api/cycles/{_segment(cycle_id)}", _model(CycleTrace))
+
+
+def list_personas() -> Call[PersonaList]:
+    return Call("GET", "/api/personas", _model(PersonaList))
+
+
+def thread_config(thread_id: str) -> Call[ThreadConfig]:
+    return Call("GET", f"{THREADS}/{_segment(thread_id)}/config", _model(ThreadConfig))
+
+
+def update_thread_config(thread_id: str, changes: Mapping[str, Any]) -> Call[ThreadConfig]:
+    """Fields left out stay as they are; one set to None goes back to its default."""
+    return Call(
+        "PATCH", f"{THREADS}/{_segment(thread_id)}/config", _model(ThreadConfig), json=changes
+    )
+
+
+def health() -> Call[Health]:
+    # Not retried: a probe reports the state it finds.
+    return Call("GET", "/healthz", _model(Health), retry_unavailable=False, authenticated=False)

@@ -22,14 +22,17 @@ from memoria_client.models import (
     CycleTrace,
     DeletedMemory,
     Frame,
+    Health,
     Memory,
     MemoryHistory,
     MemoryPage,
     MemoryType,
     MemoryUpdate,
     Message,
+    PersonaList,
     SearchMode,
     Thread,
+    ThreadConfig,
     Token,
 )
 from memoria_client.retry import RetryPolicy
@@ -83,7 +86,9 @@ def _import_failure(exc: APIError) -> str:
 
 class Memoria:
     """A blocking client. ``token`` defaults to ``MEMORIA_TOKEN``, ``base_url`` to
-    ``MEMORIA_URL`` or the local gateway. Use as a context manager, or call ``close()``."""
+    ``MEMORIA_URL`` or the local gateway. ``trust_env=False`` ignores HTTP(S)_PROXY and the
+    like (a gateway on this machine must not go through a proxy). Use as a context manager,
+    or call ``close()``."""
 
     def __init__(
         self,
@@ -93,10 +98,14 @@ class Memoria:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        trust_env: bool = True,
     ) -> None:
         self._settings = _Settings(base_url, token, retry)
         self._http = httpx.Client(
-            base_url=self._settings.base_url, timeout=timeout, transport=transport
+            base_url=self._settings.base_url,
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
         )
 
     @property
@@ -137,6 +146,10 @@ class Memoria:
             if delay is None:
                 return call.result(response)
             time.sleep(delay)
+
+    def health(self) -> Health:
+        """Whether the gateway is ready (``Unavailable`` when its broker does not answer)."""
+        return self.run(calls.health())
 
     # -- login -------------------------------------------------------------------------------
 
@@ -279,6 +292,20 @@ class Memoria:
         """Everything that happened in one of your cycles (``cycle_id`` is in its frames)."""
         return self.run(calls.cycle_trace(cycle_id))
 
+    # -- personas and session config ---------------------------------------------------------
+
+    def personas(self) -> PersonaList:
+        """The personas a thread can switch to, the default first."""
+        return self.run(calls.list_personas())
+
+    def thread_config(self, thread_id: str) -> ThreadConfig:
+        """The thread's session config (``NotFound`` for a thread nothing was sent to yet)."""
+        return self.run(calls.thread_config(thread_id))
+
+    def update_thread_config(self, thread_id: str, **changes: Any) -> ThreadConfig:
+        """Change the thread's session config, e.g. ``persona="coach"``; the config after."""
+        return self.run(calls.update_thread_config(thread_id, changes))
+
     # -- chat --------------------------------------------------------------------------------
 
     def ask(
@@ -333,10 +360,14 @@ class AsyncMemoria:
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        trust_env: bool = True,
     ) -> None:
         self._settings = _Settings(base_url, token, retry)
         self._http = httpx.AsyncClient(
-            base_url=self._settings.base_url, timeout=timeout, transport=transport
+            base_url=self._settings.base_url,
+            timeout=timeout,
+            transport=transport,
+            trust_env=trust_env,
         )
 
     @property
@@ -376,6 +407,9 @@ class AsyncMemoria:
             if delay is None:
                 return call.result(response)
             await asyncio.sleep(delay)
+
+    async def health(self) -> Health:
+        return await self.run(calls.health())
 
     async def login(self, user_id: str) -> Token:
         token = await self.run(calls.login(user_id))
@@ -505,6 +539,15 @@ class AsyncMemoria:
 
     async def cycle(self, cycle_id: str) -> CycleTrace:
         return await self.run(calls.cycle_trace(cycle_id))
+
+    async def personas(self) -> PersonaList:
+        return await self.run(calls.list_personas())
+
+    async def thread_config(self, thread_id: str) -> ThreadConfig:
+        return await self.run(calls.thread_config(thread_id))
+
+    async def update_thread_config(self, thread_id: str, **changes: Any) -> ThreadConfig:
+        return await self.run(calls.update_thread_config(thread_id, changes))
 
     def chat(
         self,

@@ -15,6 +15,11 @@ class GatewayUnreachable(MemoriaError):
     """No answer from the gateway at all: not running, wrong URL, network down."""
 
 
+class UnreadableAnswer(MemoriaError):
+    """The gateway answered, but not in the documented format (another program on the port,
+    a proxy's error page, a gateway of another version)."""
+
+
 class APIError(MemoriaError):
     """The gateway refused the request. ``detail`` is its explanation (a text, or FastAPI's
     list of field errors for a 422)."""

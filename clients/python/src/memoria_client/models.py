@@ -119,6 +119,15 @@ class CycleTrace(_Model):
     events: list[TraceEvent] = Field(default_factory=list)
 
 
+class Health(_Model):
+    """``GET /healthz``: the gateway is ready (its broker answers). ``instance`` names the
+    Memoria it serves (absent from older gateways)."""
+
+    status: str | None = None
+    instance: str | None = None
+    connections: int | None = None
+
+
 class Token(_Model):
     token: str
     user_id: str
@@ -230,3 +239,28 @@ def parse_frame(text: str | bytes) -> Frame | None:
 
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+# -- personas and a thread's session config ----------------------------------------------------
+
+
+class Persona(_Model):
+    id: str
+    name: str
+    description: str = ""
+
+
+class PersonaList(_Model):
+    """The personas a thread can switch to; ``default`` is the one of threads that chose none."""
+
+    default: str
+    personas: list[Persona]
+
+
+class ThreadConfig(_Model):
+    """A thread's session config: ``config`` is in effect (defaults with the thread's
+    ``overrides`` on top); ``config["persona"]`` is its persona."""
+
+    user_id: str | None = None
+    config: dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)

@@ -19,6 +19,9 @@ class RetryPolicy:
     max_wait: float = 30.0
     """The longest single wait: a longer ``Retry-After`` is not waited for, the error is
     raised at once (its ``retry_after`` says how long)."""
+    unavailable: bool = True
+    """Whether a 503 is retried at all: False reports it at once, for a caller (an
+    interactive one) that would rather tell its user than wait through the backoff."""
 
     def wait(
         self, response: httpx.Response, attempt: int, *, retry_unavailable: bool
@@ -27,7 +30,7 @@ class RetryPolicy:
         status = response.status_code
         if attempt >= self.attempts:
             return None
-        if status != 429 and not (status == 503 and retry_unavailable):
+        if status != 429 and not (status == 503 and retry_unavailable and self.unavailable):
             return None
         asked = retry_after(response)
         delay = asked if asked is not None else self.backoff * 2 ** (attempt - 1)
