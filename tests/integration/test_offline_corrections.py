@@ -1,0 +1,73 @@
+"""Corrections without a model, on the real stack: a correction finds the memory it corrects
+through the hybrid search (by what it is about, not by its new value) and changes it, so the
+user still has one memory of the fact, not two that contradict each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stack import Stack, running_stack
+from ws_client import Frame, one_cycle
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def stack(
+    valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    redis_url = f"redis://127.0.0.1:{valkey_server.port}/5"
+    data_dir: Path = tmp_path_factory.mktemp("corrections-stack")
+    with running_stack(
+        redis_url, milvus_server.uri, data_dir, {"rules": []}, llm_provider="offline"
+    ) as running:
+        running.wait_ready(actions=6)
+        yield running
+
+
+async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
+    return await one_cycle(stack.ws_url(user), thread, text)
+
+
+def actions(frames: list[Frame]) -> list[str]:
+    ended: list[str] = next(f for f in frames if f["type"] == "cycle_end")["actions"]
+    return ended
+
+
+def cards(frames: list[Frame]) -> list[Any]:
+    return [f["content"]["content"] for f in frames if f.get("modal") == "memory"]
+
+
+async def memories_of(stack: Stack, user: str) -> list[Any]:
+    return cards(await say(stack, user, "list", "What do you know about me?"))
+
+
+@pytest.mark.parametrize(
+    ("user", "told", "correction", "kept"),
+    [
+        ("ana", "I drink coffee every morning", "actually, I drink tea", "I drink tea"),
+        (
+            "bia",
+            "I drink coffee every morning",
+            "not coffee, tea",
+            "I drink tea every morning",
+        ),
+        ("caio", "Eu bebo café todas as manhãs", "na verdade, eu bebo chá", "Eu bebo chá"),
+        (
+            "dora",
+            "Minha irmã se chama Rute",
+            "minha irmã se chama Rita, não Rute",
+            "Minha irmã se chama Rita",
+        ),
+    ],
+)
+async def test_a_correction_updates_the_memory_and_it_stays_one(
+    stack: Stack, user: str, told: str, correction: str, kept: str
+) -> None:
+    await say(stack, user, "a", told)
+    corrected = await say(stack, user, "b", correction)
+    assert actions(corrected) == ["MemorySearch", "MemoryUpdate", "Finalize"]
+    assert await memories_of(stack, user) == [kept]
