@@ -71,3 +71,7 @@ async def test_a_correction_updates_the_memory_and_it_stays_one(
     corrected = await say(stack, user, "b", correction)
     assert actions(corrected) == ["MemorySearch", "MemoryUpdate", "Finalize"]
     assert await memories_of(stack, user) == [kept]
+    # Told again: nothing left to change, and still one memory.
+    again = await say(stack, user, "c", correction)
+    assert "MemoryUpdate" not in actions(again)
+    assert await memories_of(stack, user) == [kept]

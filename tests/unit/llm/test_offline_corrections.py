@@ -188,3 +188,13 @@ async def test_a_correction_told_again_another_day_keeps_the_one_dated_memory() 
     assert await MODEL.reasoning_heavy(request("decide", context), ACTIONS) == "MemorySave"
     save = await MODEL.reasoning(request("MemorySave", context), SavePlan)
     assert [m.content for m in save.memories] == ["I moved to Hamburg last month (2026-10)"]
+
+
+async def test_a_correction_naming_the_old_value_told_again_keeps_one_memory() -> None:
+    """No memory holds "Rute" any more, but the one the first telling made says "Rita"."""
+    context = after_search(
+        "minha irmã se chama Rita, não Rute", ("mem_sis", "Minha irmã se chama Rita")
+    )
+    assert await MODEL.reasoning_heavy(request("decide", context), ACTIONS) == "MemorySave"
+    save = await MODEL.reasoning(request("MemorySave", context), SavePlan)
+    assert [m.content for m in save.memories] == ["Minha irmã se chama Rita"]

@@ -54,7 +54,10 @@ class CycleView:
         if self.reading.substitution:
             return None  # a target holds the old value: not what the message says
         said = _said(self.reading.statement)
-        return next((t for t in self.targets if _said(self.texts[t][0]) == said), None)
+        # Any found memory, not only the targets: "Rita, não Rute" told again finds no
+        # memory holding "Rute", but the one it made says "Rita".
+        found = dict.fromkeys([*self.targets, *self.found])
+        return next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
 
     @property
     def already_said(self) -> bool:
