@@ -59,6 +59,9 @@ PLAN_SYSTEM = (
     "latest memories or everything you remember, with no particular topic; otherwise "
     '"semantic". Set memory_type only when the request is clearly about one type, else null. '
     'Answer with JSON only: {{"queries": ["..."], "mode": "semantic", "memory_type": null}}'
+    " When the user corrects a fact, look for the fact being corrected by its subject (what "
+    'the user drinks, "sister\'s name") and the value they say is wrong, not by the new '
+    "value alone: memory does not hold that yet."
 )
 
 EXPLAIN_SYSTEM = (
