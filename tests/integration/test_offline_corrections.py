@@ -4,6 +4,7 @@ user still has one memory of the fact, not two that contradict each other."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,10 @@ async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
 def actions(frames: list[Frame]) -> list[str]:
     ended: list[str] = next(f for f in frames if f["type"] == "cycle_end")["actions"]
     return ended
+
+
+def answers(frames: list[Frame]) -> list[Frame]:
+    return [f for f in frames if f["type"] == "message" and f["role"] == "assistant"]
 
 
 def cards(frames: list[Frame]) -> list[Any]:
@@ -75,3 +80,18 @@ async def test_a_correction_updates_the_memory_and_it_stays_one(
     again = await say(stack, user, "c", correction)
     assert "MemoryUpdate" not in actions(again)
     assert await memories_of(stack, user) == [kept]
+
+
+async def test_a_correction_that_fits_two_memories_asks_which(stack: Stack) -> None:
+    """ "I drink tea" may correct the coffee or the wine: the user picks, by number, the one
+    it corrects; it changes, the other stays, and nothing new is saved."""
+    await say(stack, "eva", "a", "I drink coffee every morning")
+    await say(stack, "eva", "a", "I drink wine on Fridays")
+    asked = await say(stack, "eva", "b", "actually, I drink tea")
+    assert actions(asked) == ["MemorySearch", "MemoryUpdate"]
+    question = str(answers(asked)[-1]["content"])
+    assert question.startswith('Which memory should become "I drink tea"?')
+    number = re.search(r"^(\d+)\. I drink coffee every morning$", question, re.MULTILINE)
+    assert number is not None, question
+    await say(stack, "eva", "b", number.group(1))
+    assert sorted(await memories_of(stack, "eva")) == ["I drink tea", "I drink wine on Fridays"]
