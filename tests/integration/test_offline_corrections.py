@@ -95,3 +95,12 @@ async def test_a_correction_that_fits_two_memories_asks_which(stack: Stack) -> N
     assert number is not None, question
     await say(stack, "eva", "b", number.group(1))
     assert sorted(await memories_of(stack, "eva")) == ["I drink tea", "I drink wine on Fridays"]
+
+
+async def test_a_dated_fact_told_again_stays_one_memory(stack: Stack) -> None:
+    first = await say(stack, "fay", "a", "I started a new job last week")
+    kept = re.fullmatch(r'Saved: "(.+)"\.', str(answers(first)[0]["content"]))
+    assert kept is not None and "(week of " in kept.group(1)
+    again = await say(stack, "fay", "b", "I started a new job last week")
+    assert answers(again)[0]["content"] == f'I already had that: "{kept.group(1)}".'
+    assert await memories_of(stack, "fay") == [kept.group(1)]
