@@ -164,6 +164,13 @@ async def test_a_new_value_alone_with_nothing_holding_the_old_one_saves_nothing(
     assert closing.startswith('I found no memory saying "coffee", so I changed nothing.')
 
 
+@pytest.mark.parametrize(
+    "message", ["not bad, thanks", "Not really, no", "not now, later", "não agora, obrigado"]
+)
+def test_conversation_with_a_not_is_no_correction(message: str) -> None:
+    assert read(message).intent == Intent.SMALL_TALK
+
+
 def test_a_statement_with_not_and_nothing_after_is_no_correction() -> None:
     assert read("I'm not sure, maybe").intent == Intent.SMALL_TALK
     assert read("I like cats, not dogs").facts == ("I like cats, not dogs",)

@@ -16,7 +16,7 @@ from typing import Final
 
 from memoria_llm.offline import lexicon
 from memoria_llm.offline.facts import introduces
-from memoria_llm.offline.text import Folded, is_question, strip_edges, tidy
+from memoria_llm.offline.text import Folded, fold, is_question, strip_edges, tidy
 
 
 class Intent(StrEnum):
@@ -295,6 +295,9 @@ def _corrected(statement: str) -> Reading | None:
     if _read(new).intent in (Intent.SAVE, Intent.UPDATE):
         # If nothing holds the old value, the whole statement is what is saved.
         return Reading(Intent.UPDATE, tidy(new), facts=(tidy(statement),), old_value=old)
+    said = fold(f"{old} {new}").split()
+    if _COURTEOUS.search(fold(new)) or any(word in lexicon.NOT_VALUES for word in said):
+        return None  # "not bad, thanks", "not now, later": conversation, not a correction
     if len(new.split()) <= _MAX_VALUE_WORDS:
         return Reading(Intent.UPDATE, new, old_value=old, substitution=True)
     return None

@@ -94,3 +94,11 @@ PREDICATE_FAMILIES: Final = (
 """First-person verbs (folded) and the family of things they take, as one query each in
 English and Portuguese: "actually, I drink tea" is about what the user drinks, and a search
 for that family finds "I drink coffee every morning" where a search for tea would not."""
+
+NOT_VALUES: Final = _words(
+    "bad good great sure really now yet today tonight tomorrow exactly quite much at all so "
+    "too that this it me you one again always never anymore right there here mal bem agora "
+    "ainda hoje amanha exatamente muito tanto isso isto eu voce sempre nunca mais certo ai aqui"
+)
+"""Words of conversation, never a value a correction replaces ("not bad, thanks", "not now,
+later", "não agora, obrigado")."""
