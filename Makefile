@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-integration test-browser test-containers chaos lint lint-deploy images fmt bench docs clean
+.PHONY: help install run test test-unit test-component test-integration test-browser test-containers chaos lint lint-deploy images fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -29,8 +29,11 @@ run: ## Start the broker and the four services; open http://127.0.0.1:8000/
 test: ## Run every test (unit, contract, integration); container suites skip without Docker
 	$(PY) -m pytest -q
 
-test-unit: ## Fast tests only (no processes started)
-	$(PY) -m pytest -q -m "not integration and not containers"
+test-unit: ## tests/unit: fast, no process started (its conftest fails a test that starts one)
+	$(PY) -m pytest -q tests/unit
+
+test-component: ## tests/component and tests/contract: real Valkey, milvus-lite, SQLite, local servers; no services
+	$(PY) -m pytest -q -m "not integration and not containers" tests/component tests/contract
 
 test-integration: ## Tests that start the broker and the services as processes
 	$(PY) -m pytest -q -m integration

@@ -24,6 +24,18 @@ MILVUS_START_TIMEOUT_S = 60.0
 MILVUS_STOP_TIMEOUT_S = 15.0
 MILVUS_POLL_S = 0.1
 
+# The server fixtures below and the marker a test using one gets, directly or through another
+# fixture: `-m valkey`, `-m "not milvus"` select by what a test starts.
+SERVER_MARKERS = {"valkey_server": "valkey", "milvus_server": "milvus"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        needed = getattr(item, "fixturenames", ())
+        for fixture, marker in SERVER_MARKERS.items():
+            if fixture in needed:
+                item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:

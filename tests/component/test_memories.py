@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,31 @@ async def test_type_filter_and_chronological_mode(storage: MemoryStorage, user: 
     assert latest == [goal.memory_id]
     everything = await search(storage, user, mode="chronological")
     assert everything == [goal.memory_id, older.memory_id]
+
+
+async def test_a_time_window_keeps_what_was_told_inside_it_in_every_mode(
+    storage: MemoryStorage, user: str
+) -> None:
+    week = datetime(2026, 11, 16, tzinfo=UTC)
+    old = await save(storage, user, creation_datetime=week - timedelta(days=30))
+    recent = await save(
+        storage,
+        user,
+        "Allergic to shellfish",
+        ["shellfish allergy"],
+        creation_datetime=week + timedelta(days=2),
+    )
+    inside = {"since": week, "until": week + timedelta(days=7)}
+    assert await search(storage, user, "allergy", **inside) == [recent.memory_id]
+    assert await search(storage, user, "peanut allergy", until=week) == [old.memory_id]
+    assert set(await search(storage, user, "allergy")) == {old.memory_id, recent.memory_id}
+    latest = await search(storage, user, mode="chronological", **inside)
+    assert latest == [recent.memory_id]
+    page = await storage.reader.list(user, MemoryList(until=week))
+    assert isinstance(page, MemoryPage)
+    assert [m.memory_id for m in page.memories] == [old.memory_id]
+    other = f"u{uuid.uuid4().hex[:12]}"
+    assert await search(storage, other, "allergy", **inside) == []
 
 
 async def test_listing_pages_newest_first_with_a_cursor(storage: MemoryStorage, user: str) -> None:

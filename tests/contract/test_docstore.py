@@ -13,6 +13,7 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,10 @@ from memoria_memory.docstore import (
 )
 from memoria_memory.docstore.mongo import MongoDocumentStore, database_from_url
 from memoria_memory.docstore.sqlite import SqliteDocumentStore
+from memoria_memory.memories import clock
+from memoria_memory.memories.documents import MemoryDocument
+from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.window import NO_WINDOW, TimeWindow
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
 from document_stores import ALL, EMULATED, opened_store
@@ -933,6 +938,81 @@ async def test_sqlite_queries_use_the_expression_indexes(tmp_path: Path) -> None
     plan = " ".join(str(row[-1]) for row in rows)
     assert "USING INDEX things:user_id_1,seq_1" in plan
     assert "TEMP B-TREE" not in plan  # the index also provides the order
+
+
+# -- a time window on memories (what search and listing filter by) -------------------------
+
+DAY = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def _told(user_id: str, memory_id: str, at: datetime) -> MemoryDocument:
+    stamp = clock.stamp(at)
+    return MemoryDocument.model_validate(
+        {
+            "_id": memory_id,
+            "user_id": user_id,
+            "memory_type": "preference",
+            "content_kind": "text",
+            "content": memory_id,
+            "bindings": [memory_id],
+            "state": "ready",
+            "creation_datetime": stamp,
+            "last_accessed": stamp,
+            "updated_at": stamp,
+        }
+    )
+
+
+@pytest.fixture
+async def told(adapter: Adapter) -> MemoryRepository:
+    """Memories of "ana" told the day before, at the start of, during and the day after
+    ``DAY``, and one of "bo" told during it."""
+    memories = MemoryRepository(adapter.store)  # no setup: the emulator has no -1 indexes
+    for memory_id, at in [
+        ("before", DAY - timedelta(microseconds=1)),
+        ("start", DAY),
+        ("noon", DAY + timedelta(hours=12)),
+        ("after", DAY + timedelta(days=1)),
+    ]:
+        assert await memories.insert(_told("ana", memory_id, at))
+    assert await memories.insert(_told("bo", "bos", DAY + timedelta(hours=12)))
+    return memories
+
+
+@pytest.mark.parametrize(
+    ("window", "inside"),
+    [
+        (TimeWindow(DAY, DAY + timedelta(days=1)), ["noon", "start"]),
+        (TimeWindow(since=DAY), ["after", "noon", "start"]),
+        (TimeWindow(until=DAY), ["before"]),
+        (TimeWindow(DAY + timedelta(hours=1), DAY + timedelta(hours=2)), []),
+        (NO_WINDOW, ["after", "noon", "before", "start"]),
+    ],
+    ids=["day", "since", "until", "empty", "open"],
+)
+async def test_a_time_window_keeps_the_memories_told_inside_it(
+    told: MemoryRepository, window: TimeWindow, inside: list[str]
+) -> None:
+    newest = await told.newest("ana", memory_type=None, limit=10, window=window)
+    assert [m.id for m in newest] == sorted(inside, key=_order)
+    everyone = ["before", "start", "noon", "after", "bos"]
+    ready = await told.ready("ana", everyone, None, window)
+    assert sorted(m.id for m in ready) == sorted(inside)
+
+
+def _order(memory_id: str) -> int:
+    """Newest first."""
+    return ["after", "noon", "start", "before"].index(memory_id)
+
+
+async def test_a_time_window_never_reaches_another_users_memories(
+    told: MemoryRepository,
+) -> None:
+    window = TimeWindow(DAY, DAY + timedelta(days=1))
+    assert [m.id for m in await told.newest("bo", memory_type=None, limit=10, window=window)] == [
+        "bos"
+    ]
+    assert await told.ready("ana", ["bos"], None, window) == []
 
 
 # -- factory ----------------------------------------------------------------------------------

@@ -125,6 +125,8 @@ async def test_the_tools_are_described(connect: Connect, stack: Stack) -> None:
         "memory_history",
         "chat",
     }
+    assert "last week" in (tools["search_memories"].description or "")
+    assert {"since", "until"} <= set(tools["search_memories"].input_schema["properties"])
     for tool in tools.values():
         assert tool.description
         assert "user" not in tool.input_schema.get("properties", {})
@@ -164,6 +166,11 @@ async def test_memory_round_trip(
         assert memory_id in [m["memory_id"] for m in found]
         latest = data(await client.call_tool("search_memories", {"mode": "chronological"}))
         assert [m["memory_id"] for m in latest] == [memory_id]
+        told_then = {"mode": "chronological", "until": "2999-01-01T00:00:00Z"}
+        within = data(await client.call_tool("search_memories", told_then))
+        assert [m["memory_id"] for m in within] == [memory_id]
+        later = {"query": "seat", "since": "2999-01-01T00:00:00Z", "min_relevance": 0}
+        assert data(await client.call_tool("search_memories", later)) == []
         page = data(await client.call_tool("list_memories", {"limit": 10}))
         assert [m["memory_id"] for m in page["memories"]] == [memory_id]
         data(await client.call_tool("delete_memory", {"memory_id": memory_id}))

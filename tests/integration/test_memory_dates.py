@@ -5,7 +5,7 @@ imported memory keeps the time and the words it was exported with."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +81,48 @@ def test_an_import_keeps_its_time_and_its_words(stack: Stack) -> None:
     (memory,) = memories(stack, "ivo")
     assert memory["content"] == "I moved to Porto last week"
     assert moment(memory["creation_datetime"]) == moment("2024-05-06T07:08:09+00:00")
+
+
+def told(stack: Stack, user: str, content: str, at: datetime) -> str:
+    response = httpx.post(
+        f"{stack.base_url}/api/memories",
+        json={"content": content, "bindings": [content], "creation_datetime": at.isoformat()},
+        headers={"Authorization": f"Bearer {stack.token(user)}"},
+    )
+    response.raise_for_status()
+    memory_id: str = response.json()["memory_id"]
+    return memory_id
+
+
+async def test_what_was_told_last_week_is_all_that_last_week_shows(stack: Stack) -> None:
+    today = datetime.now(UTC).date()
+    last_monday = datetime.combine(today - timedelta(days=today.weekday(), weeks=1), time(), UTC)
+    inside = told(stack, "lia", "I started learning the cello", last_monday + timedelta(days=2))
+    cat = told(stack, "lia", "I adopted a cat named Miso", last_monday - timedelta(days=30))
+
+    frames = await one_cycle(stack.ws_url("lia"), "t", "What did I tell you last week?")
+
+    ended = next(f for f in frames if f["type"] == "cycle_end")
+    assert ended["actions"] == ["MemorySearch", "Finalize"]
+    shown = [f["content"]["memory_id"] for f in frames if f.get("modal") == "memory"]
+    assert shown == [inside]
+
+    window = {
+        "since": last_monday.isoformat(),
+        "until": (last_monday + timedelta(weeks=1)).isoformat(),
+    }
+    headers = {"Authorization": f"Bearer {stack.token('lia')}"}
+
+    def get(**params: str) -> httpx.Response:
+        url = f"{stack.base_url}/api/memories/search"
+        return httpx.get(url, params=params, headers=headers)
+
+    def search(**params: str) -> list[str]:
+        response = get(**params)
+        response.raise_for_status()
+        return [m["memory_id"] for m in response.json()["memories"]]
+
+    assert search(mode="chronological", **window) == [inside]
+    assert cat in search(q="my cat Miso")
+    assert cat not in search(q="my cat Miso", **window)
+    assert get(q="cat", since=window["until"], until=window["since"]).status_code == 422

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import httpx
@@ -233,6 +234,29 @@ async def test_async_search_sends_each_query_and_the_filters() -> None:
         "preference",
         "3",
     )
+
+
+async def test_a_search_sends_its_time_window_with_the_offset() -> None:
+    recorder = Recorder(
+        httpx.Response(200, json={"memories": []}), httpx.Response(200, json={"memories": []})
+    )
+    since = datetime(2026, 11, 16, tzinfo=timezone(timedelta(hours=1)))
+    until = datetime(2026, 11, 23, tzinfo=UTC)
+    async with async_client(recorder) as client:
+        await client.search(mode="chronological", since=since, until=until)
+    with sync_client(recorder) as sync:
+        sync.search("tea", since=since)
+    first, second = (request.url.params for request in recorder.requests)
+    assert (first["since"], first["until"]) == (since.isoformat(), until.isoformat())
+    assert b"%2B01%3A00" in recorder.requests[0].url.query  # "+" kept, not a space
+    assert (second["since"], second.get("until")) == (since.isoformat(), None)
+
+
+def test_a_naive_time_is_refused_before_anything_is_sent() -> None:
+    recorder = Recorder()
+    with sync_client(recorder) as client, pytest.raises(ValueError, match="until"):
+        client.search("tea", until=datetime(2026, 11, 23))
+    assert recorder.requests == []
 
 
 async def test_async_retries_429(monkeypatch: pytest.MonkeyPatch) -> None:

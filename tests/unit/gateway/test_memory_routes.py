@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 import pytest
@@ -413,6 +413,37 @@ def test_semantic_search_without_a_query_is_refused(
     response = client.get("/api/memories/search")
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["query", "q"]
+    assert memory.calls == []
+
+
+def test_search_and_list_pass_a_time_window(client: TestClient, memory: ScriptedMemory) -> None:
+    memory.script("search", MemoryFound(memories=[]))
+    memory.script("list", MemoryPage(memories=[], next_cursor=None))
+    window = "since=2026-11-16T00:00:00Z&until=2026-11-23T00:00:00%2B01:00"
+    assert client.get(f"/api/memories/search?mode=chronological&{window}").status_code == 200
+    assert client.get(f"/api/memories?{window}").status_code == 200
+    since = datetime(2026, 11, 16, tzinfo=UTC)
+    until = datetime(2026, 11, 23, tzinfo=timezone(timedelta(hours=1)))
+    for call in memory.calls:
+        assert (call.request.since, call.request.until) == (since, until)
+
+
+@pytest.mark.parametrize("route", ["/api/memories/search?q=tea&", "/api/memories?"])
+@pytest.mark.parametrize(
+    ("window", "field"),
+    [
+        ("since=2026-11-23T00:00:00Z&until=2026-11-16T00:00:00Z", "since"),
+        ("since=2026-11-16T00:00:00", "since"),  # no offset: whose midnight?
+        ("until=last-week", "until"),
+        ("since=0001-01-01T00:00:00%2B01:00", "since"),  # overflows on the way to UTC
+    ],
+)
+def test_a_window_that_cannot_be_is_refused(
+    client: TestClient, memory: ScriptedMemory, route: str, window: str, field: str
+) -> None:
+    response = client.get(route + window)
+    assert response.status_code == 422
+    assert field in response.text
     assert memory.calls == []
 
 

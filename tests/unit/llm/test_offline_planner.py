@@ -290,6 +290,22 @@ async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> 
     assert saved == 'Guardei: "Moro em Lisboa".'
 
 
+async def test_nothing_told_in_a_window_says_so_not_that_memory_is_empty() -> None:
+    window = {"since": "2026-11-16T00:00:00+00:00", "until": "2026-11-23T00:00:00+00:00"}
+    nothing = await reply(
+        "MemorySearch", "What did I tell you last week?", found=[], mode="chronological", **window
+    )
+    assert nothing == "Nothing you told me in that time (2026-11-16 – 2026-11-22) is in memory."
+    nada = await reply(
+        "MemorySearch",
+        "o que eu te disse ontem?",
+        found=[],
+        mode="chronological",
+        until=window["until"],
+    )
+    assert nada == "Nada do que você me disse nesse período (– 2026-11-22) está na memória."
+
+
 async def test_a_search_answer_names_the_memories_about_the_question() -> None:
     """Search favours recall; the answer, like a model reading the results, names only the
     memories about what was asked, and all of them as the closest when none is."""

@@ -11,6 +11,7 @@ import pytest
 
 from memoria_llm.relative_dates import (
     find_relative_dates,
+    past_span,
     resolve_in_content,
     resolve_relative_dates,
 )
@@ -221,3 +222,35 @@ def test_json_content_has_each_string_resolved() -> None:
         "people": ["Ana since yesterday (2026-11-26)"],
         "n": 3,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "since", "until"),
+    [
+        ("what did I tell you last week?", "2026-11-16", "2026-11-23"),
+        ("o que eu disse ontem?", "2026-11-26", "2026-11-27"),
+        ("today", "2026-11-27", "2026-11-28"),
+        ("what did I say last month", "2026-10-01", "2026-11-01"),
+        ("this year", "2026-01-01", "2027-01-01"),
+        ("há 3 dias", "2026-11-24", "2026-11-25"),
+    ],
+)
+def test_a_phrase_names_a_span_from_midnight_in_the_zone_it_was_said(
+    text: str, since: str, until: str
+) -> None:
+    lisbon_evening = datetime(2026, 11, 27, 23, 30, tzinfo=timezone(timedelta(hours=1)))
+    span = past_span(text, lisbon_evening)
+    assert span is not None
+    assert span.since == datetime.fromisoformat(since).replace(tzinfo=lisbon_evening.tzinfo)
+    assert span.until == datetime.fromisoformat(until).replace(tzinfo=lisbon_evening.tzinfo)
+
+
+@pytest.mark.parametrize("text", ["what did I tell you?", "tomorrow", "next week", "in 2 days"])
+def test_no_span_without_a_time_that_has_begun(text: str) -> None:
+    assert past_span(text, datetime(2026, 11, 27, 15, tzinfo=UTC)) is None
+
+
+def test_a_time_without_a_zone_is_utc() -> None:
+    span = past_span("yesterday", datetime(2026, 11, 27, 15))
+    assert span is not None
+    assert span.since == datetime(2026, 11, 26, tzinfo=UTC)

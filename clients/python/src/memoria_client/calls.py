@@ -159,6 +159,15 @@ def list_memories(
     return Call("GET", MEMORIES, _model(MemoryPage), params=params)
 
 
+def _aware(moment: datetime | None, name: str) -> str | None:
+    """An ISO 8601 time with its offset: a naive one would be read in no known zone."""
+    if moment is None:
+        return None
+    if moment.utcoffset() is None:
+        raise ValueError(f"{name} needs a time zone (an aware datetime)")
+    return moment.isoformat()
+
+
 def search_memories(
     queries: Sequence[str],
     *,
@@ -166,6 +175,8 @@ def search_memories(
     memory_type: MemoryType | None,
     limit: int | None,
     min_relevance: float | None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> Call[list[Memory]]:
     params = _drop_none(
         {
@@ -174,6 +185,8 @@ def search_memories(
             "memory_type": memory_type,
             "limit": limit,
             "min_relevance": min_relevance,
+            "since": _aware(since, "since"),
+            "until": _aware(until, "until"),
         }
     )
     return Call(

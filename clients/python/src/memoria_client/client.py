@@ -226,9 +226,12 @@ class Memoria:
         memory_type: MemoryType | None = None,
         limit: int | None = None,
         min_relevance: float | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[Memory]:
         """Semantic (1-8 queries; most relevant first, with ``relevance_score``) or
-        ``mode="chronological"`` (newest first, no query)."""
+        ``mode="chronological"`` (newest first, no query). ``since``/``until`` (aware
+        datetimes; ``since`` inclusive, ``until`` exclusive) keep the memories told then."""
         return self.run(
             calls.search_memories(
                 queries,
@@ -236,6 +239,8 @@ class Memoria:
                 memory_type=memory_type,
                 limit=limit,
                 min_relevance=min_relevance,
+                since=since,
+                until=until,
             )
         )
 
@@ -454,6 +459,8 @@ class AsyncMemoria:
         memory_type: MemoryType | None = None,
         limit: int | None = None,
         min_relevance: float | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[Memory]:
         return await self.run(
             calls.search_memories(
@@ -462,6 +469,8 @@ class AsyncMemoria:
                 memory_type=memory_type,
                 limit=limit,
                 min_relevance=min_relevance,
+                since=since,
+                until=until,
             )
         )
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from memoria_client.client import AsyncMemoria, default_url
 from memoria_client.errors import ChatError, GatewayUnreachable, MemoriaError, NotFound
@@ -166,11 +166,27 @@ def build_server(base_url: str, transport: Transport, token: str | None = None) 
             float | None,
             Field(ge=0, le=1, description="Semantic only: least relevance_score (0-1)."),
         ] = None,
+        since: Annotated[
+            AwareDatetime | None,
+            Field(
+                description="Only memories told at or after this time: ISO 8601 with offset, "
+                "e.g. '2026-11-16T00:00:00Z'."
+            ),
+        ] = None,
+        until: Annotated[
+            AwareDatetime | None,
+            Field(description="Only memories told before this time (ISO 8601 with offset)."),
+        ] = None,
     ) -> list[Memory]:
         """Find the user's memories: by meaning (semantic, each with a relevance_score) or
-        the latest ones (chronological)."""
+        the latest ones (chronological), optionally only those told within since/until.
+        For "what did I tell you last week?": mode 'chronological', since = last week's
+        Monday 00:00 and until = this week's Monday 00:00 (in the user's time zone, from
+        today's date); add a query with mode 'semantic' when a topic is named too."""
         if mode == "semantic" and query is None:
             raise ToolError("a semantic search needs a query (or use mode 'chronological')")
+        if since is not None and until is not None and since > until:
+            raise ToolError("since must not be later than until")
         async with memoria(ctx) as client:
             return await client.search(
                 *([query] if query and mode == "semantic" else []),
@@ -178,6 +194,8 @@ def build_server(base_url: str, transport: Transport, token: str | None = None) 
                 memory_type=memory_type,
                 limit=limit,
                 min_relevance=min_relevance,
+                since=since,
+                until=until,
             )
 
     @server.tool(annotations=READ)

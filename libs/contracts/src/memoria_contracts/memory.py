@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import AwareDatetime, Field, StringConstraints, model_validator
@@ -169,6 +169,26 @@ class MemoryEmbed(ContractModel):
     purpose: EmbedPurpose
 
 
+SINCE: Final = "Only memories told at or after this time (their creation_datetime)."
+UNTIL: Final = "Only memories told before this time (their creation_datetime)."
+
+
+# Stored times are fixed-width text from year 1000 to 9999: bounds outside could not be
+# compared with them (and the extremes overflow on conversion to UTC).
+EARLIEST_BOUND: Final = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST_BOUND: Final = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def check_window(since: datetime | None, until: datetime | None) -> None:
+    """A time window on ``creation_datetime``: ``since`` inclusive, ``until`` exclusive,
+    either open; one that ends before it starts is a mistake, not an empty answer."""
+    for name, moment in (("since", since), ("until", until)):
+        if moment is not None and not EARLIEST_BOUND <= moment <= LATEST_BOUND:
+            raise ValueError(f"{name} must be between the years 1000 and 9999")
+    if since is not None and until is not None and since > until:
+        raise ValueError("since must not be later than until")
+
+
 class MemorySearch(ContractModel):
     """Semantic search by ``queries`` (or by ``vectors`` already embedded for them), or the
     latest memories (``chronological``). Unset limits come from the settings."""
@@ -184,6 +204,8 @@ class MemorySearch(ContractModel):
     limit: int | None = Field(default=None, ge=1, le=MAX_SEARCH_LIMIT)
     min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
     exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDED)
+    since: AwareDatetime | None = Field(default=None, description=SINCE)
+    until: AwareDatetime | None = Field(default=None, description=UNTIL)
 
     @model_validator(mode="after")
     def _queries_for_semantic(self) -> MemorySearch:
@@ -191,6 +213,7 @@ class MemorySearch(ContractModel):
             raise ValueError("a semantic search needs at least one query")
         if self.vectors is not None and len(self.vectors) != len(self.queries):
             raise ValueError("vectors must match queries one to one")
+        check_window(self.since, self.until)
         return self
 
 
@@ -268,6 +291,13 @@ class MemoryList(ContractModel):
     memory_type: MemoryType | None = None
     limit: int = Field(default=50, ge=1, le=MAX_PAGE)
     cursor: str | None = Field(default=None, description="next_cursor of the previous page")
+    since: AwareDatetime | None = Field(default=None, description=SINCE)
+    until: AwareDatetime | None = Field(default=None, description=UNTIL)
+
+    @model_validator(mode="after")
+    def _window(self) -> MemoryList:
+        check_window(self.since, self.until)
+        return self
 
 
 class MemoryHistoryQuery(ContractModel):

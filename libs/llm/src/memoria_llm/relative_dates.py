@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final, Literal
 
 from memoria_contracts.memory import MAX_BINDING_CHARS, MAX_CONTENT_CHARS, content_size
@@ -361,3 +361,37 @@ def resolve_in_bindings(bindings: list[str], said_at: datetime) -> list[str]:
 def said_on(said_at: datetime) -> str:
     """The day of ``said_at`` as a prompt tells it to a model: "Friday 2026-11-27"."""
     return f"{WEEKDAYS_EN[said_at.weekday()].capitalize()} {said_at.date().isoformat()}"
+
+
+@dataclass(frozen=True)
+class TimeSpan:
+    """The time a relative date phrase names, as a search window: ``since`` inclusive,
+    ``until`` exclusive, from midnight in the zone the phrase was said in."""
+
+    since: datetime
+    until: datetime
+    found: ResolvedDate
+
+
+def _span_end(found: ResolvedDate) -> date:
+    if found.unit == "week":
+        return found.day + timedelta(weeks=1)
+    if found.unit == "month":
+        return _shift_months(found.day, 1)
+    if found.unit == "year":
+        return date(found.day.year + 1, 1, 1)
+    return found.day + timedelta(days=1)
+
+
+def past_span(text: str, said_at: datetime) -> TimeSpan | None:
+    """The span of the first phrase of ``text`` naming a day, week, month or year that has
+    begun by ``said_at`` ("yesterday", "last week", "esta semana", "há 3 dias"): what "what
+    did I tell you last week?" asks about. None when the text names no such time (a
+    future one is nothing told yet). A time without a zone is UTC."""
+    zone = said_at.tzinfo or UTC
+    for found in find_relative_dates(text, said_at):
+        if found.day > said_at.date():
+            continue
+        since = datetime.combine(found.day, time(), zone)
+        return TimeSpan(since, datetime.combine(_span_end(found), time(), zone), found)
+    return None

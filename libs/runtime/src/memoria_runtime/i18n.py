@@ -286,6 +286,10 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": 'I looked for "{query}" in your memories.',
         "pt": 'Procurei "{query}" nas suas memórias.',
     },
+    "offline_told_none": {
+        "en": "Nothing you told me in that time ({period}) is in memory.",
+        "pt": "Nada do que você me disse nesse período ({period}) está na memória.",
+    },
     "offline_listed_none": {
         "en": "You have no memories saved yet.",
         "pt": "Você ainda não tem memórias guardadas.",

@@ -13,6 +13,7 @@ from memoria_runtime.redaction import install_log_redaction
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(trace_id)s] %(message)s"
 # FastStream's app logger only says "starting… started, press CTRL+C… shutting down".
 _NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access", "google_genai.models", "faststream")
+_ADOPTED_LOGGERS = ("faststream", "uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 class _TraceIdFilter(logging.Filter):
@@ -32,10 +33,14 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # FastStream gives its app logger a handler of its own (another time format, color codes
+    # even into a pipe) and keeps its records from ours, and uvicorn does the same wherever its
+    # default logging config ran once in the process: send them through this one format.
+    # Levels too: the root's level is the one that counts for them.
+    for name in _ADOPTED_LOGGERS:
+        adopted = logging.getLogger(name)
+        adopted.handlers.clear()
+        adopted.propagate = True
+        adopted.setLevel(logging.NOTSET)
     for name in _NOISY_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    # FastStream gives its app logger a handler of its own (another time format, color codes
-    # even into a pipe) and keeps its records from ours: send them through this one format.
-    adopted = logging.getLogger("faststream")
-    adopted.handlers.clear()
-    adopted.propagate = True

@@ -17,6 +17,7 @@ from memoria_llm.factory import create_language_model
 from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
+from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.refresh import keep_refreshed
@@ -79,9 +80,7 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     @app.on_shutdown
     async def stop() -> None:
         for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
         with contextlib.suppress(Exception):
             await catalog.withdraw(runner.redis, settings.consumer)
         await runner.llm.aclose()

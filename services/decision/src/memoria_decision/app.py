@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from faststream import FastStream
@@ -20,6 +19,7 @@ from memoria_llm.persona_prompt import strategy_files
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
+from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
@@ -101,9 +101,7 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     @app.on_shutdown
     async def stop() -> None:
         for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
         await engine.llm.aclose()
         await engine.redis.aclose()
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
 from memoria_contracts.memory import (
     MAX_PAGE,
@@ -66,6 +66,17 @@ UNAVAILABLE: Final = "the memory service is unavailable"
 BAD_REPLY: Final = "the memory service gave an unexpected answer"
 
 _MEMORY_IDS: Final = TypeAdapter(MemoryId)
+
+# A time window on when memories were told; an offset is required ("Z" or "%2B02:00": a raw
+# "+" in a query string reads as a space).
+Since = Annotated[
+    AwareDatetime | None,
+    Query(description="Only memories told at or after this time (ISO 8601 with offset)."),
+]
+Until = Annotated[
+    AwareDatetime | None,
+    Query(description="Only memories told before this time (ISO 8601 with offset)."),
+]
 
 R = TypeVar("R")
 F = TypeVar("F")
@@ -232,15 +243,23 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
     @router.get("", summary="List memories")
     async def list_memories(
         user_id: User,
+        *,
         memory_type: Annotated[MemoryType | None, Query(description="Only this type.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIST_PAGE,
         cursor: Annotated[
             str | None, Query(description="next_cursor of the previous page.")
         ] = None,
+        since: Since = None,
+        until: Until = None,
     ) -> MemoryListPage:
         """The token's user's memories, newest first, a page at a time: follow
         `next_cursor` until it is null. An unknown cursor is a 422."""
-        request = MemoryList(memory_type=memory_type, limit=limit, cursor=cursor)
+        request = contract(
+            lambda: MemoryList(
+                memory_type=memory_type, limit=limit, cursor=cursor, since=since, until=until
+            ),
+            "query",
+        )
         page = await answer(memory.list(user_id, request))
         return MemoryListPage(memories=page.memories, next_cursor=page.next_cursor)
 
@@ -264,10 +283,13 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
             float | None,
             Query(ge=0.0, le=1.0, description="Lowest relevance_score; unset: the default."),
         ] = None,
+        since: Since = None,
+        until: Until = None,
     ) -> MemorySearchResult:
         """Semantic search: the memories whose bindings are closest to any `q`, most
         relevant first, each with a calibrated `relevance_score` (0–1). `mode=chronological`
-        ignores `q` and gives the latest memories. Found memories count as accessed."""
+        ignores `q` and gives the latest memories. `since`/`until` keep the memories told
+        within that time (either mode). Found memories count as accessed."""
         queries = (q or []) if mode == "semantic" else []
         if mode == "semantic" and not queries:
             raise invalid("a semantic search needs at least one q", "query", "q")
@@ -278,6 +300,8 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
                 memory_type=memory_type,
                 limit=limit,
                 min_relevance=min_relevance,
+                since=since,
+                until=until,
             ),
             "query",
         )

@@ -4,7 +4,6 @@ background upkeep (content keys of old memories, cycle traces past retention).""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from faststream import FastStream
@@ -22,6 +21,7 @@ from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors import VectorStore
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
+from memoria_runtime.health import stop_task
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
@@ -124,9 +124,7 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
     @app.on_shutdown
     async def close_storage() -> None:
         for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
         await handlers.storage.close()
 
     return app

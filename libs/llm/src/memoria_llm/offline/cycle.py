@@ -15,7 +15,7 @@ from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
 from memoria_llm.offline.facts import about, closest
 from memoria_llm.offline.intents import Intent, Reading, read
-from memoria_llm.relative_dates import without_resolved_dates
+from memoria_llm.relative_dates import TimeSpan, past_span, without_resolved_dates
 
 SEARCH_ACTION: Final = "MemorySearch"
 T = TypeVar("T")
@@ -62,6 +62,13 @@ class CycleView:
     @property
     def already_said(self) -> bool:
         return self.said_by is not None
+
+    @property
+    def window(self) -> TimeSpan | None:
+        """The time a question about what the user told names ("what did I tell you last
+        week?"), counted from when they asked."""
+        told = self.reading.told_when
+        return None if told is None else past_span(told, self.said_at)
 
     @property
     def delete_all_confirmed(self) -> bool:

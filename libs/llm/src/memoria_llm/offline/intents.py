@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
 from memoria_llm.offline import lexicon
 from memoria_llm.offline.facts import introduces
 from memoria_llm.offline.text import Folded, fold, is_question, strip_edges, tidy
+from memoria_llm.relative_dates import find_relative_dates
 
 
 class Intent(StrEnum):
@@ -57,6 +59,14 @@ class Reading:
     substitution: bool = False
     """A correction that gives the new value alone ("not coffee, tea"): ``statement`` takes
     the place of ``old_value`` in the memory it corrects."""
+    told_when: str | None = None
+    """A question about what the user told at a time ("what did I tell you last week?"):
+    the words after the cue, the time included ("about Porto last week"). Its memories are
+    those told then (``CycleView.window``)."""
+
+
+NAMES_A_TIME: Final = datetime(2000, 1, 1, tzinfo=UTC)
+"""Any day: whether a text names a time does not depend on when it was said."""
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -160,6 +170,13 @@ _QUESTION_START: Final = _rx(
     r"tell me|remind me|did i|have i|am i|do i|is my|are my|qual|quais|quando|onde|quem|como|"
     r"por que|porque|o que|oque|voce (?:lembra|sabe)|vc (?:lembra|sabe)|lembra (?:de|do|da|que|"
     r"qual|quando|onde|como|o)|me (?:diga|lembre|fala|diz)|sabe (?:qual|quando|onde|o))\b"
+)
+# "What did I tell you …", "o que eu te disse …": with a time after it, a question about
+# what was told then.
+_TOLD: Final = _rx(
+    r"^(?:what (?:did|have) i (?:told|tell|said|say|mentioned|mention)(?: to)?(?: you)?|"
+    r"o que (?:eu )?(?:te |lhe )?(?:disse|falei|contei|mencionei)"
+    r"(?: (?:pra|para|a) (?:voce|vc|ti))?)\b[\s,]*"
 )
 _ABOUT_USER: Final = _rx(r"\b(?:my|me|i|mine|meu|minha|meus|minhas|eu|mim)\b")
 # First-person facts worth keeping without an explicit "remember" (memory should be proactive).
@@ -342,6 +359,10 @@ def _read(message: str) -> Reading:
         return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
     if not text or _SMALL_TALK.match(text):
         return Reading(Intent.SMALL_TALK, whole, courtesy=_courtesy(folded.text))
+    told = after(_TOLD)
+    if told is not None and find_relative_dates(told, NAMES_A_TIME):
+        # Listed like "what do you know about me", within the time (plans.py).
+        return Reading(Intent.LIST_ALL, whole, told_when=told)
     if question or _QUESTION_START.match(text):
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
     if _CHANGED.match(text):

@@ -3,6 +3,7 @@ the JSON shape the actions' schemas accept."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Final
 
@@ -15,12 +16,13 @@ from memoria_llm.offline.facts import (
     topic_keys,
 )
 from memoria_llm.offline.intents import Intent
-from memoria_llm.relative_dates import resolve_in_bindings, resolve_relative_dates
+from memoria_llm.relative_dates import TimeSpan, resolve_in_bindings, resolve_relative_dates
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns
 MAX_QUERIES: Final = 4
 MAX_CANDIDATES: Final = 5  # the most memories the update action asks the user to choose among
+_ABOUT: Final = re.compile(r"^(?:about|on|sobre|de|do|da|dos|das)\s+|\s+$", re.IGNORECASE)
 
 
 class NoPlan(Exception):
@@ -35,6 +37,25 @@ def _memory(statement: str, said_at: datetime) -> dict[str, Any]:
         "bindings": resolve_in_bindings(fact.bindings, said_at),
         "memory_type": fact.memory_type,
     }
+
+
+def _search_for(statement: str) -> list[str]:
+    """The user's words, the keys of their topics (what the rules store as bindings), and
+    the words that name what is asked about ("Clara" of "who is Clara?")."""
+    queries = [statement, *topic_keys(statement), keywords(statement)][:MAX_QUERIES]
+    return list(dict.fromkeys(query for query in queries if query))
+
+
+def _told_then(told: str, window: TimeSpan) -> dict[str, Any]:
+    """What the user told within ``window``: all of it, newest first, or what is about the
+    topic the question names besides the time ("about Porto last week")."""
+    found = window.found
+    topic = _ABOUT.sub("", (told[: found.start] + " " + told[found.end :]).strip(" ?!.,"))
+    span = {"since": window.since.isoformat(), "until": window.until.isoformat()}
+    # keywords() of a bare topic is empty when the topic is its own keywords ("Porto").
+    if keywords(f"what {topic}") or topic_keys(topic):
+        return {"queries": _search_for(topic), "mode": "semantic", **span}
+    return {"queries": [EVERYTHING], "mode": "chronological", "limit": MAX_SEARCH, **span}
 
 
 def _correction_queries(view: CycleView) -> list[str]:
@@ -86,16 +107,13 @@ def plan_for(task: str, view: CycleView) -> dict[str, Any]:
     reading = view.reading
     everything = reading.intent == Intent.LIST_ALL or view.delete_all_confirmed
     if task == "MemorySearch":
+        if view.window is not None and reading.told_when is not None:
+            return _told_then(reading.told_when, view.window)
         if everything:
             return {"queries": [EVERYTHING], "mode": "chronological", "limit": MAX_SEARCH}
-        # The user's words, the keys of their topics (what the rules store as bindings), and
-        # the words that name what is asked about ("Clara" of "who is Clara?").
         if reading.intent == Intent.UPDATE:
             return {"queries": _correction_queries(view), "mode": "semantic"}
-        statement = reading.statement
-        queries = [statement, *topic_keys(statement), keywords(statement)][:MAX_QUERIES]
-        queries = [query for query in queries if query]
-        return {"queries": list(dict.fromkeys(queries)), "mode": "semantic"}
+        return {"queries": _search_for(reading.statement), "mode": "semantic"}
     if task == "MemorySave" and view.said_by is not None:
         # Told again: the memory's own words, so the memory service finds it and keeps one.
         fact = fact_of(view.texts[view.said_by][0])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from memoria_contracts.text import ELLIPSIS, one_line
@@ -110,6 +111,16 @@ def quoted(entries: Sequence[Any], field: str = "content") -> str:
     return listing([quote(e.get(field)) if isinstance(e, dict) else quote(e) for e in entries])
 
 
+def _period(since: object, until: object) -> str:
+    """A search's time window as days ("2026-11-16 – 2026-11-22"; ``until`` is exclusive),
+    or "" without one."""
+    first = datetime.fromisoformat(since).date().isoformat() if isinstance(since, str) else ""
+    last = ""
+    if isinstance(until, str):
+        last = (datetime.fromisoformat(until) - timedelta(microseconds=1)).date().isoformat()
+    return f"{first} – {last}".strip() if first or last else ""
+
+
 def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     """The short explanation a memory action streams after its work."""
     if task == "MemorySave":
@@ -122,6 +133,8 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     if task == "MemorySearch":
         if found := results.get("found"):
             return text("found", language, items=quoted(found))
+        if period := _period(results.get("since"), results.get("until")):
+            return text("told_none", language, period=period)
         if results.get("mode") == "chronological":
             return text("listed_none", language)
         # The first query is the user's words; the rules' others are topic keys and keywords.

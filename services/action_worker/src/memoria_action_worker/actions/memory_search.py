@@ -3,9 +3,10 @@ each one found as a memory card and explain briefly what was searched."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Final
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from memoria_action_worker.context import ActionContext
 from memoria_action_worker.memory_steps import (
@@ -32,13 +33,17 @@ from memoria_contracts.memory import (
     MAX_EXCLUDED,
     MAX_QUERIES,
     MAX_SEARCH_LIMIT,
+    SINCE,
+    UNTIL,
     Memory,
     MemorySearch,
     MemoryType,
     QueryText,
     SearchMode,
+    check_window,
 )
 from memoria_llm.port import Prompt
+from memoria_llm.relative_dates import said_on
 
 TASK: Final = "MemorySearch"
 
@@ -58,7 +63,12 @@ PLAN_SYSTEM = (
     'retrieved in this cycle cover. Use mode "chronological" only when the user wants their '
     "latest memories or everything you remember, with no particular topic; otherwise "
     '"semantic". Set memory_type only when the request is clearly about one type, else null. '
-    'Answer with JSON only: {{"queries": ["..."], "mode": "semantic", "memory_type": null}}'
+    "The user's message was sent on {said_on} ({said_at}). When they ask about what they "
+    'told you at some time ("what did I tell you last week?", "o que eu disse ontem?"), '
+    "set since and until to that time (ISO 8601 with offset; since inclusive, until "
+    'exclusive), with mode "chronological" unless a topic is named too; else null. '
+    'Answer with JSON only: {{"queries": ["..."], "mode": "semantic", "memory_type": null, '
+    '"since": null, "until": null}}'
     " When the user corrects a fact, look for the fact being corrected by its subject (what "
     'the user drinks, "sister\'s name") and the value they say is wrong, not by the new '
     "value alone: memory does not hold that yet."
@@ -85,11 +95,26 @@ class SearchPlan(BaseModel):
         le=MAX_SEARCH_LIMIT,
         description="How many memories at most; null for the session's memory_limit.",
     )
+    since: datetime | None = Field(default=None, description=SINCE)
+    until: datetime | None = Field(default=None, description=UNTIL)
 
     @model_validator(mode="before")
     @classmethod
     def _seed_shape(cls, data: Any) -> Any:
         return bare_list_as(data, "queries")  # a model may answer with a bare list of strings
+
+    @field_validator("since", "until")
+    @classmethod
+    def _zoned(cls, moment: datetime | None) -> datetime | None:
+        # A model that leaves out the offset means the zone the services write times in.
+        if moment is not None and moment.tzinfo is None:
+            return moment.replace(tzinfo=UTC)
+        return moment
+
+    @model_validator(mode="after")
+    def _window(self) -> SearchPlan:
+        check_window(self.since, self.until)
+        return self
 
 
 def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:
@@ -98,7 +123,12 @@ def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:
         f"Memories already retrieved in this cycle (do not look for these again):\n"
         f"{memories_block(retrieved)}\n\nPlan the lookup now."
     )
-    system = PLAN_SYSTEM.format(max_queries=MAX_QUERIES, language=language_name(ctx))
+    system = PLAN_SYSTEM.format(
+        max_queries=MAX_QUERIES,
+        language=language_name(ctx),
+        said_on=said_on(ctx.said_at),
+        said_at=ctx.said_at.isoformat(),
+    )
     return chat_prompt(system, ctx.cycle, ask)
 
 
@@ -134,6 +164,8 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             min_relevance=ctx.session.memory_min_relevance,
             # The newest retrievals matter most if a long cycle has more than the cap.
             exclude_ids=[m.memory_id for m in retrieved][-MAX_EXCLUDED:],
+            since=plan.since,
+            until=plan.until,
         )
     )
     cards = await ctx.chat.post_all(
@@ -142,10 +174,16 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         chat_history=True,
         contents=[m.model_dump(mode="json") for m in found.memories],
     )
+    window = {
+        name: moment.isoformat()
+        for name, moment in (("since", plan.since), ("until", plan.until))
+        if moment is not None
+    }
     results = {
         "looked_for": queries,
         "mode": plan.mode,
         "memory_type": plan.memory_type,
+        **window,
         "found": [memory_result(m) for m in found.memories],
     }
     explanation = await explain(
@@ -162,10 +200,12 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         outcome = f"found {memories_count(len(found.memories))}: {items}"
     else:
         outcome = "found no new memories"
-    summary = f"searched ({plan.mode}) for {looked_for}: {outcome}"
+    told = "".join(f", told {name} {moment}" for name, moment in window.items())
+    summary = f"searched ({plan.mode}{told}) for {looked_for}: {outcome}"
     arguments: dict[str, object] = {"mode": plan.mode, "queries": queries}
     if plan.memory_type is not None:
         arguments["memory_type"] = plan.memory_type
+    arguments.update(window)
     return succeeded(summary, [*cards, explanation], arguments)
 
 

@@ -40,6 +40,7 @@ from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.window import TimeWindow
 from memoria_memory.memories.writes import not_found
 from memoria_memory.vectors import VectorHit, VectorStore
 
@@ -113,6 +114,7 @@ class MemoryReader:
                 memory_type=request.memory_type,
                 limit=limit,
                 exclude=request.exclude_ids,
+                window=TimeWindow(request.since, request.until),
             )
             return MemoryFound(memories=await self._retrieved(user_id, documents, {}))
         scored = await self._semantic(user_id, request, limit)
@@ -126,7 +128,13 @@ class MemoryReader:
         self, user_id: str, request: MemorySearch, limit: int
     ) -> list[tuple[MemoryDocument, float]]:
         excluded = set(request.exclude_ids)
+        window = TimeWindow(request.since, request.until)
         per_query = min(MAX_ROWS_PER_QUERY, limit * ROWS_PER_RESULT + len(excluded))
+        if not window.open:
+            # Vector rows carry no time (giving them one would rewrite every row), so a
+            # window filters the matched documents: each store is asked for as many rows
+            # as a query may fetch, so that the memories inside it still fill the limit.
+            per_query = MAX_ROWS_PER_QUERY
         dense_hits, lexical_hits = await asyncio.gather(
             self._dense_hits(user_id, request, per_query),
             self._lexical_hits(user_id, request, per_query),
@@ -140,7 +148,7 @@ class MemoryReader:
         )
         calibration = self.embedder.calibration
         documents = await self.repo.ready(
-            user_id, list(dict.fromkeys([*dense, *lexical])), request.memory_type
+            user_id, list(dict.fromkeys([*dense, *lexical])), request.memory_type, window
         )
         scored: list[tuple[MemoryDocument, float]] = []
         for document in documents:
@@ -206,7 +214,11 @@ class MemoryReader:
             if before is None:
                 return MemoryFailure(code="invalid", error_message="the cursor is not valid")
         documents = await self.repo.newest(
-            user_id, memory_type=request.memory_type, limit=request.limit + 1, before=before
+            user_id,
+            memory_type=request.memory_type,
+            limit=request.limit + 1,
+            before=before,
+            window=TimeWindow(request.since, request.until),
         )
         page = documents[: request.limit]
         more = len(documents) > request.limit

@@ -14,6 +14,7 @@ from memoria_memory import one_off
 from memoria_memory.docstore import Collection, DocumentStore, DuplicateKeyError
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument
+from memoria_memory.memories.window import NO_WINDOW, TimeWindow
 
 MEMORIES = "memories"
 CHANGES = "memory_changes"
@@ -117,7 +118,11 @@ class MemoryRepository:
         await self._memories.delete_one({"_id": memory_id, "user_id": user_id})
 
     async def ready(
-        self, user_id: str, memory_ids: Sequence[str], memory_type: MemoryType | None
+        self,
+        user_id: str,
+        memory_ids: Sequence[str],
+        memory_type: MemoryType | None,
+        window: TimeWindow = NO_WINDOW,
     ) -> list[MemoryDocument]:
         query: dict[str, Any] = {
             "user_id": user_id,
@@ -126,6 +131,8 @@ class MemoryRepository:
         }
         if memory_type is not None:
             query["memory_type"] = memory_type
+        for clause in window.clauses():
+            query.update(clause)
         return [MemoryDocument.from_stored(d) for d in await self._memories.find(query)]
 
     async def newest(
@@ -136,10 +143,12 @@ class MemoryRepository:
         limit: int,
         before: tuple[str, str] | None = None,
         exclude: Sequence[str] = (),
+        window: TimeWindow = NO_WINDOW,
     ) -> list[MemoryDocument]:
         """Ready memories, newest first; ``before`` = (creation stamp, id) of the last one
         already seen (keyset pagination: stable while memories are added)."""
         clauses: list[dict[str, Any]] = [{"user_id": user_id}, {"state": "ready"}]
+        clauses.extend(window.clauses())
         if memory_type is not None:
             clauses.append({"memory_type": memory_type})
         if exclude:

@@ -275,7 +275,7 @@ async def test_a_missing_program_is_reported_and_retried() -> None:
 
 
 class Demo:
-    """tests/unit/cli/supervisor_demo.py running as a process, its output collected."""
+    """tests/component/cli/supervisor_demo.py running as a process, its output collected."""
 
     def __init__(self, grace: float, *children: str, new_session: bool = False) -> None:
         self.process = subprocess.Popen(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_contracts.memory import MemoryEmbed, MemorySearch
 
 from .harness import CYCLE_ID, EMBEDDER, THREAD_ID, Harness, card, memory
@@ -98,3 +100,50 @@ async def test_chronological_search_needs_no_embedding_but_shows_every_status(
     assert len(harness.publisher.statuses()) == 3
     assert outcome.status == "ok"
     assert "mem_nuts1" in outcome.summary
+
+
+async def test_a_plan_with_a_time_window_searches_within_it(harness: Harness) -> None:
+    harness.memory.memories[PEANUTS.memory_id] = PEANUTS
+    plan = {
+        "queries": ["what the user said last week"],
+        "mode": "chronological",
+        "since": "2026-11-16T00:00:00+00:00",
+        "until": "2026-11-23T00:00:00+00:00",
+    }
+    ctx, llm = harness.context("MemorySearch", plan, message="what did I tell you last week?")
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    [search] = harness.memory.requests(MemorySearch)
+    assert (search.since, search.until) == (
+        datetime(2026, 11, 16, tzinfo=UTC),
+        datetime(2026, 11, 23, tzinfo=UTC),
+    )
+    assert (outcome.arguments or {})["since"] == "2026-11-16T00:00:00+00:00"
+    assert "told since 2026-11-16T00:00:00+00:00, told until 2026-11-23" in outcome.summary
+    plan_system = llm.requests[0].prompt.system
+    assert "The user's message was sent on Friday 2026-11-27" in plan_system
+    assert "since" in plan_system
+    assert {"since", "until"} <= set(SearchPlan.model_json_schema()["properties"])
+
+
+def test_a_plan_time_without_an_offset_is_utc() -> None:
+    plan = SearchPlan.model_validate({"queries": ["x"], "since": "2026-11-16T00:00:00"})
+    assert plan.since == datetime(2026, 11, 16, tzinfo=UTC)
+
+
+async def test_a_plan_whose_window_ends_before_it_starts_is_not_searched(
+    harness: Harness,
+) -> None:
+    plan = {
+        "queries": ["x"],
+        "mode": "chronological",
+        "since": "2026-11-23T00:00:00+00:00",
+        "until": "2026-11-16T00:00:00+00:00",
+    }
+    ctx, _ = harness.context("MemorySearch", plan)
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert harness.memory.requests(MemorySearch) == []
+    assert outcome.status != "ok"

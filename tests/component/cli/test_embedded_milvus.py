@@ -22,6 +22,9 @@ from memoria_cli.supervisor import EXIT_OK, StartupError, Supervisor
 from memoria_memory.vectors.milvus import MilvusVectorStore
 from memoria_memory.vectors.port import VectorRow
 
+# Starts its own milvus-lite, not the shared fixture's.
+pytestmark = pytest.mark.milvus
+
 START_TIMEOUT_S = 60.0
 RESTART_TIMEOUT_S = 60.0
 POLL_S = 0.1

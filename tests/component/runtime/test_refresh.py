@@ -120,6 +120,7 @@ def broker(tmp_path: Path) -> Iterator[ValkeyServer]:
         yield server
 
 
+@pytest.mark.valkey
 async def test_a_worker_advertises_again_as_soon_as_the_broker_is_back(
     broker: ValkeyServer,
 ) -> None:

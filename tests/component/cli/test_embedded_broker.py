@@ -16,6 +16,9 @@ from redis.asyncio import Redis
 from memoria_cli import embedded_broker
 from memoria_cli.supervisor import EXIT_OK, StartupError, Supervisor
 
+# Starts its own Valkey, not the shared fixture's.
+pytestmark = pytest.mark.valkey
+
 START_TIMEOUT_S = 60.0
 STREAM = "memoria:test:survivor"
 

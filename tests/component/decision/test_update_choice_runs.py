@@ -25,7 +25,7 @@ from memoria_decision.pending import PendingAction, PendingActions, UpdateCandid
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
-from tests.unit.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
+from tests.component.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
 
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
 

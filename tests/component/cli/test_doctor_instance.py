@@ -33,7 +33,7 @@ from memoria_cli.doctor_instance import OTHER_INSTANCE_HINT, milvus_lite_port
 from memoria_runtime import presence
 from memoria_runtime.instance import instance_of
 from memoria_runtime.settings import Settings
-from tests.unit.cli.test_doctor import TIMEOUT_S, make_settings
+from tests.component.cli.test_doctor import TIMEOUT_S, make_settings
 
 SERVICES = {MEMORY: "memory", DECISION: "decision", WORKERS: "action-worker"}
 
@@ -137,6 +137,7 @@ def embedded_valkey(tmp_path: Path) -> Iterator[ValkeyServer]:
         server.stop()
 
 
+@pytest.mark.valkey
 def test_the_embedded_broker_of_another_data_directory_fails(
     tmp_path: Path, embedded_valkey: ValkeyServer, milvus_uri: str
 ) -> None:
