@@ -321,6 +321,15 @@ def resolve_relative_dates(text: str, said_at: datetime) -> str:
     return "".join(parts)
 
 
+_DATE_SUFFIX: Final = re.compile(r"\s*\([^()]{0,40}\d{4}[^()]{0,20}\)")
+
+
+def without_resolved_dates(text: str) -> str:
+    """``text`` without the dates in parentheses that resolving added ("last month
+    (2026-10)" is "last month"): what a fact says, whatever day it was told on."""
+    return _DATE_SUFFIX.sub("", text)
+
+
 def resolve_in_content(content: Any, said_at: datetime) -> Any:
     """The same for a memory's content: a text, or every string inside a JSON value. Content
     the dates would make longer than a memory may be is kept as it was."""

@@ -322,6 +322,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": 'I found no memory about "{query}", so I forgot nothing.',
         "pt": 'Não encontrei nenhuma memória sobre "{query}", então não esqueci nada.',
     },
+    "offline_nothing_to_correct": {
+        "en": 'I found no memory saying "{query}", so I changed nothing. Tell me the whole '
+        "fact and I will keep it.",
+        "pt": 'Não encontrei nenhuma memória que diga "{query}", então não mudei nada. Me '
+        "conte o fato inteiro e eu guardo.",
+    },
     "offline_ask_what_to_forget": {
         "en": 'What should I forget? Tell me what it is about, for example "forget my address".',
         "pt": 'O que devo esquecer? Diga do que se trata, por exemplo "esqueça meu endereço".',

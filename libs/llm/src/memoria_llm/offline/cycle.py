@@ -6,18 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_contracts.text import saying
 from memoria_llm.offline import replies
 from memoria_llm.offline.answers import as_statement
-from memoria_llm.offline.facts import about
+from memoria_llm.offline.facts import about, closest
 from memoria_llm.offline.intents import Intent, Reading, read
-from memoria_llm.relative_dates import TimeSpan, past_span, resolve_relative_dates
+from memoria_llm.relative_dates import TimeSpan, past_span, without_resolved_dates
 
 SEARCH_ACTION: Final = "MemorySearch"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,22 @@ class CycleView:
     000, so the planner's other answers are what shows it was here.)"""
 
     @property
+    def said_by(self) -> str | None:
+        """The memory the message is about that already says what it says: a move or a
+        correction told twice, with nothing left to change. Its dates aside: "I moved to
+        Hamburg last month" said again another day is the memory "... last month (2026-10)",
+        not a fact to keep twice. A target always has its texts (``facts.about``)."""
+        if self.reading.substitution:
+            return None  # a target holds the old value: not what the message says
+        said = _said(self.reading.statement)
+        # Any found memory, not only the targets: "Rita, não Rute" told again finds no
+        # memory holding "Rute", but the one it made says "Rita".
+        found = dict.fromkeys([*self.targets, *self.found])
+        return next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
+
+    @property
     def already_said(self) -> bool:
-        """A memory the message is about already says what it says (as the memory service
-        keys content, so the save that follows finds it): a move or a correction told twice,
-        with nothing left to change. A target always has its texts (``facts.about``)."""
-        statement = self.reading.statement
-        # As saved now (its relative dates resolved), or as saved before dates were.
-        said = {saying(statement), saying(resolve_relative_dates(statement, self.said_at))}
-        return any(saying(self.texts[target][0]) in said for target in self.targets)
+        return self.said_by is not None
 
     @property
     def window(self) -> TimeSpan | None:
@@ -72,6 +81,10 @@ class CycleView:
     @property
     def failed(self) -> bool:
         return any(step.status == "failed" for step in self.steps)
+
+
+def _said(text: str) -> str:
+    return saying(without_resolved_dates(text))
 
 
 def _cards(context: CycleContext) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -162,6 +175,14 @@ def _last_search_step(steps: list[StepRecord]) -> int:
     return max(searches, default=0)
 
 
+def targets_of(reading: Reading, memories: Sequence[tuple[T, Sequence[str]]]) -> list[T]:
+    """The found memories a correction may change (``facts.closest``), or a forget may
+    (``facts.about``)."""
+    if reading.intent == Intent.UPDATE:
+        return closest(reading.statement, memories, reading.old_value)
+    return about(reading.statement, memories)
+
+
 def view(context: CycleContext) -> CycleView:
     history = context.history
     answer = _last_answer(history)
@@ -177,7 +198,7 @@ def view(context: CycleContext) -> CycleView:
         steps=list(context.steps),
         found=found,
         found_last=by_step.get(_last_search_step(context.steps), []),
-        targets=about(reading.statement, [(i, texts.get(i, [])) for i in found]),
+        targets=targets_of(reading, [(i, texts.get(i, [])) for i in found]),
         texts=texts,
         asked_delete_all=asked_delete_all,
         asked_back=asked_back,

@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
 from memoria_llm.offline import lexicon
-from memoria_llm.offline.text import fold, straight_apostrophes, strip_edges, tidy
+from memoria_llm.offline.text import Folded, fold, straight_apostrophes, strip_edges, tidy
 
 T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
@@ -151,6 +151,22 @@ _MY_SUBJECT: Final = re.compile(
     r"^(?:my|meu|minha|meus|minhas) (?P<subject>[a-z0-9'\- ]{1,40}?) (?:is|are|was|e|era|sao)\b"
 )
 
+# What a correction is about, as the user names it: "my sister" of "my sister is called Rita",
+# "minha irmã" of "minha irmã se chama Rita".
+_POSSESSIVE_SUBJECT: Final = re.compile(
+    r"^(?:my|meu|minha|meus|minhas) [a-z0-9'\- ]{1,40}?"
+    r"(?= (?:is|are|was|e|era|sao|se chama|se chamam|chama-se)\b)"
+)
+# The verb of a first-person statement: "I (usually) (don't) drink ...", "(eu) (não) bebo ...".
+_FIRST_PERSON_VERB: Final = re.compile(
+    r"^(?:i |eu )?(?:usually |always |often |normally |sempre |geralmente |normalmente )?"
+    r"(?:don'?t |do not |no longer |nao |ja nao )?(?P<verb>[a-z]+)\b"
+)
+_FAMILIES: Final = tuple(
+    (frozenset(verbs.split()), english, portuguese)
+    for verbs, english, portuguese in lexicon.PREDICATE_FAMILIES
+)
+
 
 @dataclass(frozen=True)
 class Fact:
@@ -273,6 +289,68 @@ def relation(statement: str, memory_texts: Sequence[str]) -> Relation:
     # with "what's my daughter's name?" without being about it.
     own_words = " ".join(text for text in held if text not in _TOPIC_KEYS)
     return Relation.WORD if _stems(fold(statement)) & _stems(own_words) else Relation.NONE
+
+
+def subject_queries(statement: str) -> list[str]:
+    """What a correction is about rather than its new value: "my sister" (not "Rita"), or
+    the family of what its verb takes ("I drink coffee, tea, ..." for "I drink tea", in the
+    verb's language first). The new value is what memory does not hold yet, so the embedder
+    scores a search for it below the cut-off against the memory it corrects."""
+    folded = Folded.of(straight_apostrophes(statement))
+    queries: list[str] = []
+    subject = _POSSESSIVE_SUBJECT.match(folded.text)
+    if subject:
+        queries.append(strip_edges(folded.original_between(0, subject.end())))
+    verb = _FIRST_PERSON_VERB.match(folded.text)
+    for verbs, english, portuguese in _FAMILIES:
+        if verb and verb.group("verb") in verbs:
+            portuguese_first = verb.group("verb") not in english.lower().split()
+            queries += [portuguese, english] if portuguese_first else [english, portuguese]
+    return queries
+
+
+def mentions(texts: Sequence[str], words: str) -> bool:
+    """Whether any of ``texts`` holds ``words`` as whole words, case and accents aside."""
+    pattern = re.compile(rf"(?<![\w'-]){re.escape(fold(words))}(?![\w'-])")
+    return bool(words.strip()) and any(pattern.search(fold(text)) for text in texts)
+
+
+def replace_words(text: str, old: str, new: str) -> str | None:
+    """``text`` with the words ``old`` (case and accents aside) replaced by ``new``: "not
+    coffee, tea" makes "I drink coffee every morning" "I drink tea every morning". None when
+    ``text`` does not hold them."""
+    folded = Folded.of(text)
+    match = re.search(rf"(?<![\w'-]){re.escape(fold(old))}(?![\w'-])", folded.text)
+    if match is None or not old.strip():
+        return None
+    before = text[: len(text) - len(folded.original_from(match.start()))]
+    if text[len(before) : len(before) + 1].islower():
+        new = new[:1].lower() + new[1:]  # "Tea, not coffee": "I drink tea", not "I drink Tea"
+    return f"{before}{new}{folded.original_from(match.end())}"
+
+
+def closest(
+    statement: str, memories: Sequence[tuple[T, Sequence[str]]], old_value: str = ""
+) -> list[T]:
+    """The memories a correction may change: those holding the value it says is wrong
+    (``old_value``: "coffee" of "not coffee, tea") when it names one; else those most
+    closely about it (:func:`about`) that share the most words with it, so "I don't drink
+    coffee anymore" picks "I drink coffee every morning" over "I drink wine on Fridays",
+    while "I drink tea" fits both (and the user is asked which)."""
+    if old_value:
+        return [item for item, texts in memories if mentions(texts, old_value)]
+    related = about(statement, memories)
+    if len(related) < 2:
+        return related
+    stems = _stems(fold(statement))
+
+    def shared(texts: Sequence[str]) -> int:
+        own = " ".join(held for held in map(fold, texts) if held not in _TOPIC_KEYS)
+        return len(stems & _stems(own))
+
+    scored = [(item, shared(texts)) for item, texts in memories if item in related]
+    most = max(score for _, score in scored)
+    return [item for item, score in scored if score == most]
 
 
 def fact_of(statement: str, replacing: Sequence[str] = ()) -> Fact:

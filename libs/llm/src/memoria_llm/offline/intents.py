@@ -17,7 +17,7 @@ from typing import Final
 
 from memoria_llm.offline import lexicon
 from memoria_llm.offline.facts import introduces
-from memoria_llm.offline.text import Folded, is_question, strip_edges, tidy
+from memoria_llm.offline.text import Folded, fold, is_question, strip_edges, tidy
 from memoria_llm.relative_dates import find_relative_dates
 
 
@@ -53,6 +53,12 @@ class Reading:
     capitalised): it may answer a question the planner asked (``CycleView``)."""
     courtesy: tuple[str, ...] = ()
     """Small talk that thanks ("thanks"), takes leave ("bye") or both: answered in kind."""
+    old_value: str = ""
+    """A correction's words for what is wrong ("coffee" of "tea, not coffee", "Rute" of
+    "minha irmã se chama Rita, não Rute"): the memory it corrects holds them."""
+    substitution: bool = False
+    """A correction that gives the new value alone ("not coffee, tea"): ``statement`` takes
+    the place of ``old_value`` in the memory it corrects."""
     told_when: str | None = None
     """A question about what the user told at a time ("what did I tell you last week?"):
     the words after the cue, the time included ("about Porto last week"). Its memories are
@@ -242,6 +248,18 @@ _CHANGED: Final = _rx(
     r"(?:eu )?(?:me )?mudei (?:para|pra)|(?:eu )?nao (?:sou|moro|trabalho|tenho|gosto) mais|"
     r"(?:eu )?ja nao|agora (?:eu )?(?:moro|trabalho|sou))\b"
 )
+# "Not coffee, tea", "não café, e sim chá": what is wrong, then what is right.
+_NOT_OLD_BUT_NEW: Final = _rx(
+    r"^(?:not|nao) (?P<old>[^,;.!?]{1,30}?)(?:\s*[,;]\s*(?:but |mas |e sim |sim )?|"
+    r" (?:but|mas|e sim) )(?P<new>[^,;.!?]{1,40}?)[\s.!]*$"
+)
+# "Tea, not coffee", "Minha irmã se chama Rita, não Rute": what is right, then what is wrong.
+_NEW_NOT_OLD: Final = _rx(
+    r"^(?P<new>[^;!?]{1,200}?)\s*[,;]\s*(?:and |e )?(?:not|nao) (?P<old>[^,;.!?]{1,30}?)[\s.!]*$"
+)
+_MAX_VALUE_WORDS: Final = 4
+"""A new value given alone ("tea", "green tea") is short; longer words are a statement."""
+
 # Where a message joins facts of its own: "I'm Marco and I live in Berlin", "Sou a Ana, moro
 # no Porto". A clause must start with its own subject, so "I like tea and coffee" stays one.
 _CLAUSE_BREAK: Final = _rx(
@@ -279,6 +297,29 @@ def _facts_in(statement: str) -> tuple[str, ...]:
     return (statement,)
 
 
+def _corrected(statement: str) -> Reading | None:
+    """A correction that names what is wrong ("not coffee, tea", "I drink tea, not
+    coffee"), or None. A fact before the "not" is the new fact; a few words alone are the
+    new value, put in place of the old in the memory that holds it."""
+    folded = Folded.of(statement)
+    match = _NOT_OLD_BUT_NEW.match(folded.text) or _NEW_NOT_OLD.match(folded.text)
+    if match is None:
+        return None
+    new = strip_edges(folded.original_between(match.start("new"), match.end("new")))
+    old = strip_edges(folded.original_between(match.start("old"), match.end("old")))
+    if not new or not old:
+        return None
+    if _read(new).intent in (Intent.SAVE, Intent.UPDATE):
+        # If nothing holds the old value, the whole statement is what is saved.
+        return Reading(Intent.UPDATE, tidy(new), facts=(tidy(statement),), old_value=old)
+    said = fold(f"{old} {new}").split()
+    if _COURTEOUS.search(fold(new)) or any(word in lexicon.NOT_VALUES for word in said):
+        return None  # "not bad, thanks", "not now, later": conversation, not a correction
+    if len(new.split()) <= _MAX_VALUE_WORDS:
+        return Reading(Intent.UPDATE, new, old_value=old, substitution=True)
+    return None
+
+
 def _read(message: str) -> Reading:
     folded = Folded.of(message)
     lead = _LEAD_IN.match(folded.text)
@@ -306,10 +347,14 @@ def _read(message: str) -> Reading:
     if (rest := after(_DELETE)) is not None and rest:
         return Reading(Intent.DELETE, rest)
     if (rest := after(_UPDATE)) is not None and rest:
-        return Reading(Intent.UPDATE, rest)
+        return _corrected(rest) or Reading(Intent.UPDATE, rest)
     denied = after(_DENIAL)
-    if denied and not question and _read(denied).intent in (Intent.SAVE, Intent.UPDATE):
+    if denied and not question and (inner := _read(denied)).intent == Intent.UPDATE:
+        return inner
+    if denied and not question and inner.intent == Intent.SAVE:
         return Reading(Intent.UPDATE, denied)
+    if not question and (correction := _corrected(strip_edges(folded.original_from(start)))):
+        return correction
     if (rest := after(_SAVE)) is not None and rest and (not question or _ASKED_TO_SAVE.match(text)):
         return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
     if not text or _SMALL_TALK.match(text):

@@ -63,3 +63,42 @@ EVERYDAY_VERBS_PT: Final = _words(
 )
 """Portuguese first-person verbs of habits ("bebo chá verde", "costumo correr"): a fact to
 keep. Portuguese drops the "eu", so a verb list stands where English has "I <verb>"."""
+
+PREDICATE_FAMILIES: Final = (
+    (
+        "drink drinks drinking bebo bebe beber tomo",
+        "I drink coffee, tea, juice, beer or wine",
+        "bebo café, chá, água, suco, cerveja ou vinho",
+    ),
+    (
+        "eat eats eating como comer",
+        "I eat meat, fish, vegetables, fruit or sweets",
+        "como carne, peixe, legumes, frutas ou doces",
+    ),
+    (
+        "play plays playing jogo jogar toco tocar",
+        "I play football, tennis, guitar or piano",
+        "jogo futebol ou tênis, toco violão ou piano",
+    ),
+    (
+        "drive drives driving dirijo",
+        "I drive a car, a motorbike or a van",
+        "dirijo carro, moto ou van",
+    ),
+    (
+        "speak speaks speaking falo",
+        "I speak English, Portuguese, Spanish or French",
+        "falo inglês, português, espanhol ou francês",
+    ),
+)
+"""First-person verbs (folded) and the family of things they take, as one query each in
+English and Portuguese: "actually, I drink tea" is about what the user drinks, and a search
+for that family finds "I drink coffee every morning" where a search for tea would not."""
+
+NOT_VALUES: Final = _words(
+    "bad good great sure really now yet today tonight tomorrow exactly quite much at all so "
+    "too that this it me you one again always never anymore right there here mal bem agora "
+    "ainda hoje amanha exatamente muito tanto isso isto eu voce sempre nunca mais certo ai aqui"
+)
+"""Words of conversation, never a value a correction replaces ("not bad, thanks", "not now,
+later", "não agora, obrigado")."""

@@ -13,9 +13,8 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from memoria_llm.offline import plans, replies
-from memoria_llm.offline.cycle import CycleView, view
-from memoria_llm.offline.facts import about
-from memoria_llm.offline.intents import Intent
+from memoria_llm.offline.cycle import CycleView, targets_of, view
+from memoria_llm.offline.intents import Intent, Reading
 from memoria_llm.offline.planner import next_action
 from memoria_llm.port import (
     EmbedPurpose,
@@ -84,14 +83,14 @@ class OfflineModel(LanguageModel):
         if request.task == "MemorySearch" and results.get("mode") != "chronological":
             statement = cycle.reading.statement
             keys = replies.results_of(request.metadata, "bindings")
-            about = _about(results, statement, keys)
+            about = _about(results, cycle.reading, keys)
             if cycle.reading.intent in _CHANGING:
                 # A search to find what to correct or forget: what it found about it is the
                 # target, not an answer; unrelated memories would read as the target, so they
                 # go unnamed, and what follows says whether anything was changed.
                 if about:
                     return replies.text("found_target", language, items=replies.quoted(about))
-                query = replies.mid_sentence(statement)
+                query = replies.mid_sentence(cycle.reading.old_value or statement)
                 return replies.text("looked_for", language, query=query)
             if about:
                 results = results | {"found": about}
@@ -134,6 +133,9 @@ class OfflineModel(LanguageModel):
             return replies.text("no_answer", language)  # "I don't know" to its question
         if not cycle.steps or intent == Intent.SMALL_TALK:
             return f"{replies.text('introduction', language)} {note}"
+        if cycle.reading.substitution and "MemoryUpdate" not in cycle.done:
+            query = replies.mid_sentence(cycle.reading.old_value)
+            return f"{replies.text('nothing_to_correct', language, query=query)} {told}".strip()
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
             query = replies.mid_sentence(cycle.reading.statement)
             return f"{replies.text('nothing_to_forget', language, query=query)} {told}".strip()
@@ -149,14 +151,14 @@ class OfflineModel(LanguageModel):
         )
 
 
-def _about(results: dict[str, Any], statement: str, keys: dict[str, Any]) -> list[Any]:
-    """The found memories most closely about ``statement`` (``facts.about``), by their
-    content and their bindings (``keys``, by memory id)."""
+def _about(results: dict[str, Any], reading: Reading, keys: dict[str, Any]) -> list[Any]:
+    """The found memories most closely about what the message names (``cycle.targets_of``),
+    by their content and their bindings (``keys``, by memory id)."""
     found = results.get("found")
     if not isinstance(found, list):
         return []
     memories = [m for m in found if isinstance(m, dict)]
-    return about(statement, [(memory, _texts(memory, keys)) for memory in memories])
+    return targets_of(reading, [(memory, _texts(memory, keys)) for memory in memories])
 
 
 def _texts(memory: dict[str, Any], keys: dict[str, Any]) -> list[str]:

@@ -43,6 +43,8 @@ def wanted(view: CycleView) -> str:
             return SEARCH
         if view.targets and not view.already_said:
             return UPDATE if UPDATE not in done else FINALIZE
+        if view.reading.substitution:
+            return FINALIZE  # "not coffee, tea" with no memory of coffee: nothing to save
         # Nothing to correct: a new fact; or told before: the save answers "I already had
         # that" (the memory service finds the memory that says it) and changes nothing.
         return SAVE if SAVE not in done else FINALIZE

@@ -69,6 +69,9 @@ PLAN_SYSTEM = (
     'exclusive), with mode "chronological" unless a topic is named too; else null. '
     'Answer with JSON only: {{"queries": ["..."], "mode": "semantic", "memory_type": null, '
     '"since": null, "until": null}}'
+    " When the user corrects a fact, look for the fact being corrected by its subject (what "
+    'the user drinks, "sister\'s name") and the value they say is wrong, not by the new '
+    "value alone: memory does not hold that yet."
 )
 
 EXPLAIN_SYSTEM = (

@@ -50,6 +50,10 @@ MAX_CANDIDATES: Final = 5  # the user picks one by number: a short list
 WHEN_TO_USE = (
     "After reviewing the whole history (the original message, answers, questions and actions "
     "taken), memories loaded earlier need their content updated."
+    # Without this, a correction ("actually, I drink tea") is saved as a second memory that
+    # contradicts the first, or updates an id the model never saw.
+    " When the user corrects or changes a fact and the memory that holds it is not loaded "
+    "yet, use MemorySearch first to find it, then this action."
 )
 
 PLAN_SYSTEM = (
@@ -66,6 +70,8 @@ PLAN_SYSTEM = (
     "If the user means one memory but several listed ones could be it, do not guess: answer "
     '{{"updates": [], "candidates": ["mem_...", "mem_..."], "content": "<the new content>"}} '
     "and the user will be asked which one."
+    " The memory to change is the one holding the fact being corrected (the same subject: "
+    '"I drink tea" corrects what the user drinks), even when its words differ.'
 )
 
 EXPLAIN_SYSTEM = (
