@@ -212,8 +212,12 @@ async def test_another_users_cycle_and_an_unknown_one_are_not_found(
         assert (reply.code, reply.cycle_id) == ("not_found", cycle_id)
 
 
-async def shown_page(handlers: MemoryHandlers, user_id: str = "ana") -> HistoryPage:
-    query = HistoryQuery(only_chat_history=False, tool_records=False, cycles=True)
+async def shown_page(
+    handlers: MemoryHandlers, user_id: str = "ana", before_id: str | None = None
+) -> HistoryPage:
+    query = HistoryQuery(
+        only_chat_history=False, tool_records=False, cycles=True, before_id=before_id
+    )
     request = Envelope(user_id=user_id, thread_id="t-1", payload=query)
     delivery = Delivery(Stream.MEMORY_RPC.value, Group.MEMORY.value, "1-0", b"", False)
     reply = (await handlers.on_request(request, delivery)).payload
@@ -251,3 +255,14 @@ async def test_the_history_without_asking_has_no_cycles(handlers: MemoryHandlers
     delivery = Delivery(Stream.MEMORY_RPC.value, Group.MEMORY.value, "1-0", b"", False)
     reply = (await handlers.on_request(request, delivery)).payload
     assert isinstance(reply, HistoryPage) and reply.cycles == []
+
+
+async def test_a_cycle_cut_by_the_pages_edge_has_its_end_on_the_newer_page(
+    handlers: MemoryHandlers,
+) -> None:
+    await Bus(handlers).run_cycle()
+
+    older = await shown_page(handlers, before_id=f"{CYCLE_ID}.1.answer")
+
+    assert [m.content for m in older.messages] == ["hi"]
+    assert older.cycles == []  # the cycle goes on past this page: its end is not here

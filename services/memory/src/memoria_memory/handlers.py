@@ -195,12 +195,14 @@ class MemoryHandlers:
         if self._catch_up is not None:
             await self._catch_up.wait()
         before_seq = None
+        continued = None  # the cycle of ``before_id``: it goes on in a newer page
         if query.before_id is not None:
-            before_seq = await self.storage.history.position_of(user_id, thread_id, query.before_id)
-            if before_seq is None:
+            anchor = await self.storage.history.position_of(user_id, thread_id, query.before_id)
+            if anchor is None:
                 return RpcFailure(
                     code="not_found", message=f"no message {query.before_id!r} in this thread"
                 )
+            before_seq, continued = anchor
         if query.session:  # a cycle starting: its history and its session config at once
             (stored, messages), session = await asyncio.gather(
                 self._history(user_id, thread_id, query, before_seq),
@@ -212,7 +214,8 @@ class MemoryHandlers:
         summary = stored.summary if stored and not stored.summary.empty else None
         cycles = []
         if query.cycles:
-            ids = {message.cycle_id for message in messages if message.cycle_id}
+            # A cycle cut by the page's edge ends in a newer page: its summary goes there.
+            ids = {m.cycle_id for m in messages if m.cycle_id and m.cycle_id != continued}
             cycles = await self.storage.cycle_summaries.of(user_id, thread_id, ids)
         return HistoryPage(messages=messages, summary=summary, session=session, cycles=cycles)
 

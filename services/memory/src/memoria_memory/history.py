@@ -82,13 +82,15 @@ class HistoryRepository:
         newest = await self._messages.find(query, sort=[("seq", -1)], limit=limit)
         return [_record(doc) for doc in reversed(newest)]
 
-    async def position_of(self, user_id: str, thread_id: str, message_id: str) -> int | None:
-        """Where a stored message of the thread sits (its ``seq``); None when the thread has
-        no such message (or it is another user's)."""
+    async def position_of(
+        self, user_id: str, thread_id: str, message_id: str
+    ) -> tuple[int, str | None] | None:
+        """Where a stored message of the thread sits (its ``seq``) and the cycle it belongs
+        to; None when the thread has no such message (or it is another user's)."""
         found = await self._messages.find_one(
             {"_id": message_id, "user_id": user_id, "thread_id": thread_id}
         )
-        return int(found["seq"]) if found else None
+        return (int(found["seq"]), _record(found).cycle_id) if found else None
 
     async def newest_sequenced(
         self, user_id: str, thread_id: str, *, limit: int
