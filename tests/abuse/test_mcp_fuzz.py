@@ -164,12 +164,12 @@ async def test_every_tool_call_is_answered_and_touches_no_one_else(
         try:
             result = await client.call_tool(tool, aimed)
         except MCPError as exc:  # refused at the protocol level: it must say why
-            assert str(exc).strip(), (tool, aimed)
+            said, refused = str(exc), True
         else:
-            said = text_of(result)
-            if result.is_error:
-                assert said.strip(), (tool, aimed)
-            assert VICTIM_SECRET not in said, (tool, aimed)
+            said, refused = text_of(result), result.is_error
+    if refused:
+        assert said.strip(), (tool, aimed)
+    assert VICTIM_SECRET not in said, (tool, aimed)
     assert fuzzing.process.poll() is None, "the MCP server died"
     fuzzing.victim_untouched()
 
