@@ -305,13 +305,6 @@ def test_the_trace_id_comes_from_the_traceparent(
     assert trace_id_of(carrier) == expected
 
 
-def test_the_cycle_of_a_message_is_named_as_the_decision_service_names_it() -> None:
-    from memoria_decision.cycle import cycle_id_for as decision_cycle_id_for
-
-    for message_id in (MESSAGE_ID, "msg_x", "client-made"):
-        assert cycle_id_for(message_id) == decision_cycle_id_for(message_id)
-
-
 async def test_the_memory_service_purges_expired_traces_when_it_starts(log: CycleLog) -> None:
     await Cycle(log).run()  # made in 2025: long past 30 days
     await log.record(

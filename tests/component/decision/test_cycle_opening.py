@@ -8,6 +8,7 @@ from __future__ import annotations
 from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     Envelope,
     HistoryPage,
@@ -16,7 +17,6 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, SessionConfigState
-from memoria_decision.cycle import cycle_id_for
 from memoria_decision.state import CycleState, CycleStore
 from memoria_runtime import catalog, i18n
 from memoria_runtime.memory_client import MemoryClient

@@ -7,6 +7,7 @@ import pytest
 from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
@@ -17,7 +18,7 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
-from memoria_decision.cycle import CycleEngine, cycle_id_for
+from memoria_decision.cycle import CycleEngine
 from memoria_llm import accounting
 from memoria_llm.scripted import ScriptRule
 from memoria_llm.usage import Usage

@@ -10,6 +10,7 @@ import pytest
 from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     ActionRequested,
     Envelope,
@@ -27,7 +28,6 @@ from memoria_contracts.memory import (
     MemoryPage,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import cycle_id_for
 from memoria_decision.fast_paths import LIST_SHOWN
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys

@@ -15,6 +15,7 @@ from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
 from memoria_contracts.chat import ChatRecord
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     CycleEnded,
     Envelope,
@@ -35,7 +36,6 @@ from memoria_contracts.memory import (
 )
 from memoria_contracts.streams import Stream
 from memoria_decision import tool_history
-from memoria_decision.cycle import cycle_id_for
 from memoria_runtime import catalog, keys
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError

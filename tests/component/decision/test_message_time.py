@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import ActionRequested, Envelope, UserMessageReceived
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import cycle_id_for
 from memoria_decision.state import CycleStore
 from memoria_runtime import catalog
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
@@ -18,7 +19,6 @@ from memoria_contracts.events import (
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
 from memoria_contracts.streams import Stream
 from memoria_decision.commands import Choice, read_choice
-from memoria_decision.cycle import cycle_id_for
 from memoria_decision.fast_paths import route_for
 from memoria_decision.last_told import last_told
 from memoria_decision.pending import PendingAction, PendingActions, UpdateCandidate

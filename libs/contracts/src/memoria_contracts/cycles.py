@@ -31,9 +31,9 @@ TraceStream = Literal["chat.in", "actions", "actions.done", "chat.out"]
 
 
 def cycle_id_for(message_id: str) -> str:
-    """The cycle a user message starts: one message, one cycle (the decision service names
-    its cycles by this same rule, so a trace can file the ``user.message`` event, which
-    travels before any cycle id exists)."""
+    """The cycle a user message starts: one message, one cycle, so redeliveries of the
+    message find the same cycle, and a trace or a waiting client can name the cycle before
+    any event carries its id."""
     return f"{CYCLE_PREFIX}{message_id.removeprefix(MESSAGE_PREFIX)}"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from opentelemetry import trace
 
 from memoria_contracts.chat import ChatRecord, utcnow
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     ActionCompleted,
     ActionRequested,
@@ -96,11 +97,6 @@ class Opening:
     history_error: bool
     """The history could not be read: the cycle says so in the chat."""
     session: SessionConfigState
-
-
-def cycle_id_for(message_id: str) -> str:
-    """One message, one cycle: redeliveries of the message find the same cycle."""
-    return f"cyc_{message_id.removeprefix('msg_')}"
 
 
 @dataclass
