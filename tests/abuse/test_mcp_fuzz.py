@@ -10,10 +10,8 @@ MCP server and every service still run and a well-formed call still works.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Final
 
 import httpx2
@@ -24,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
-from stack import Stack, free_port
+from stack import Stack
 
 from memoria_client import Memoria
 from tests.abuse.helpers import (
@@ -36,11 +34,10 @@ from tests.abuse.helpers import (
     no_tracebacks,
     odd_text,
 )
-from tests.integration.test_mcp_server import wait_for_port
+from tests.integration.test_mcp_server import mcp_http_server
 
 pytestmark = pytest.mark.integration
 
-MEMORIA: Final = str(Path(sys.executable).parent / "memoria")
 SCRIPT: Final[dict[str, Any]] = {"rules": [{"match": "", "decide": ["Finalize"]}]}
 TOOLS: Final = (
     "add_memory",
@@ -107,20 +104,9 @@ def fuzzing(
     with abuse_stack(
         valkey_server, milvus_server, tmp_path_factory, name="abuse-mcp", db=11, script=SCRIPT
     ) as stack:
-        port = free_port()
-        log = (tmp_path_factory.mktemp("abuse-mcp-server") / "server.log").open("wb")
-        process = subprocess.Popen(
-            [MEMORIA, "mcp", "--transport", "http", "--port", str(port), "--url", stack.base_url],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_for_port(port, process)
-            yield Fuzzing(stack, f"http://127.0.0.1:{port}/mcp", process)
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
-            log.close()
+        log_path = tmp_path_factory.mktemp("abuse-mcp-server") / "server.log"
+        with mcp_http_server(stack.base_url, log_path) as (endpoint, process):
+            yield Fuzzing(stack, endpoint, process)
         assert_services_up(stack)
         no_tracebacks(stack)
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,23 +56,32 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
     raise TimeoutError(f"memoria mcp is not listening on {port}")
 
 
+@contextmanager
+def mcp_http_server(
+    gateway_url: str, log_path: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``memoria mcp --transport http`` in front of ``gateway_url``: its endpoint and process."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [MEMORIA, "mcp", "--transport", "http", "--port", str(port), "--url", gateway_url],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for_port(port, process)
+            yield f"http://127.0.0.1:{port}/mcp", process
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def http_server(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One HTTP MCP server for every user: each request's bearer names the user."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("mcp-http") / "server.log").open("wb")
-    process = subprocess.Popen(
-        [MEMORIA, "mcp", "--transport", "http", "--port", str(port), "--url", stack.base_url],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_for_port(port, process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
+    log_path = tmp_path_factory.mktemp("mcp-http") / "server.log"
+    with mcp_http_server(stack.base_url, log_path) as (endpoint, _):
+        yield endpoint
 
 
 def stdio_client(url: str, token: str) -> AbstractAsyncContextManager[Client]:
