@@ -1,27 +1,29 @@
-"""Chat over the gateway's WebSocket: send one message, yield the frames of the cycle that
-answers it, end at its ``cycle_end``.
+"""One message and its answer, over a :class:`~memoria_client.conversation.Conversation`:
+send it, yield the frames of the cycle that answers it, end at its ``cycle_end``.
 
-A dropped connection is resumed with ``?since=<last event id>`` (nothing lost, nothing
-repeated); a message not yet accepted is sent again under the same client id, which the
-gateway takes at most once. ``rate_limited`` and ``broker_unavailable`` refusals are waited
-out and the message sent again, a bounded number of times.
+The conversation resumes a dropped socket with ``?since=<last event id>`` (nothing lost,
+nothing repeated) and sends a message whose reply was lost again under the same client id,
+which the gateway takes at most once. ``rate_limited`` and ``broker_unavailable`` refusals
+are waited out here and the message sent again, a bounded number of times.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlencode
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.typing import Subprotocol
-
-from memoria_client.errors import AuthenticationError, ChatError, GatewayUnreachable
+from memoria_client.conversation import (
+    Conversation,
+    Disconnected,
+    Reconnected,
+    ReconnectFailed,
+    subprotocols,
+    ws_url,
+)
+from memoria_client.errors import ChatError
 from memoria_client.models import (
     AcceptedFrame,
     CycleEndFrame,
@@ -29,13 +31,11 @@ from memoria_client.models import (
     Frame,
     Memory,
     Message,
-    ResumedFrame,
-    parse_frame,
 )
 
-SOCKET_REFUSED: Final = {4401: "unauthorized", 4429: "too_many_connections"}
+__all__ = ["ChatOptions", "ChatReply", "chat_frames", "subprotocols", "ws_url"]
+
 RESEND_CODES: Final = frozenset({"rate_limited", "broker_unavailable"})
-MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,36 +47,19 @@ class ChatOptions:
     resends: int = 5
     """Sends again after ``rate_limited`` / ``broker_unavailable``."""
     max_wait: float = 30.0
-    """Longest wait before a resend."""
+    """Longest wait before a resend or a reconnection."""
 
-
-SOCKET_SUBPROTOCOL: Final = "memoria.v1"
-BEARER_SUBPROTOCOL_PREFIX: Final = "bearer."
-
-
-def ws_url(base_url: str, since: str | None) -> str:
-    """The socket's URL. It holds no token: that travels as a subprotocol (URLs get logged
-    by proxies and servers)."""
-    base = base_url.rstrip("/")
-    scheme, _, rest = base.partition("://")
-    ws_scheme = {"https": "wss", "http": "ws"}.get(scheme, scheme)
-    query = f"?{urlencode({'since': since})}" if since else ""
-    return f"{ws_scheme}://{rest}/ws{query}"
-
-
-def subprotocols(token: str) -> list[Subprotocol]:
-    """What the gateway reads the token from: ``memoria.v1`` and ``bearer.<token>``; it
-    echoes only the first."""
-    return [Subprotocol(SOCKET_SUBPROTOCOL), Subprotocol(BEARER_SUBPROTOCOL_PREFIX + token)]
+    def reconnect_delays(self) -> tuple[float, ...]:
+        """Doubling from half a second, ``reconnects`` of them, none over ``max_wait``."""
+        return tuple(min(self.max_wait, 0.5 * 2**n) for n in range(self.reconnects))
 
 
 @dataclass
 class _Cycle:
     """What is known so far of the cycle answering our message."""
 
-    message_id: str | None = None  # from ``accepted``
+    message_id: str
     cycle_id: str | None = None  # from the echo of our message
-    early: list[Frame] = field(default_factory=list)  # frames seen before ``accepted``
 
     def owns(self, frame: Frame, thread: str) -> bool:
         if getattr(frame, "thread_id", None) != thread:
@@ -96,84 +79,48 @@ async def chat_frames(
     since: str | None = None,
     cycle_id: str | None = None,
     options: ChatOptions = ChatOptions(),
+    trust_env: bool = True,
 ) -> AsyncIterator[Frame]:
     """The ``accepted`` frame, then every frame of the answering cycle up to its
     ``cycle_end``. To pick up a chat that was interrupted, pass the same ``message_id``, the
     last ``event_id`` received as ``since`` and the frames' ``cycle_id``."""
     client_id = message_id or uuid.uuid4().hex
-    cycle = _Cycle(cycle_id=cycle_id)
-    last_event = since
-    reconnects = resends = 0
-    outgoing = json.dumps(
-        {"type": "message", "thread_id": thread, "content": content, "id": client_id}
-    )
+    async with Conversation(
+        base_url,
+        token,
+        since=since,
+        reconnect_delays=options.reconnect_delays(),
+        trust_env=trust_env,
+    ) as conversation:
+        accepted = await _send_until_taken(conversation, thread, content, client_id, options)
+        yield accepted
+        cycle = _Cycle(accepted.id, cycle_id)
+        while True:
+            try:
+                async with asyncio.timeout(options.idle_timeout):
+                    item = await conversation.receive()
+            except TimeoutError:
+                raise ChatError("timeout", f"no frame for {options.idle_timeout:g} s") from None
+            if isinstance(item, Disconnected | ReconnectFailed | Reconnected):
+                continue  # the conversation reconnects by itself
+            if cycle.owns(item, thread):
+                yield item
+                if isinstance(item, CycleEndFrame):
+                    return
+
+
+async def _send_until_taken(
+    conversation: Conversation, thread: str, content: str, client_id: str, options: ChatOptions
+) -> AcceptedFrame:
+    resends = 0
     while True:
-        try:
-            async with await _open(base_url, token, last_event) as socket:
-                if cycle.message_id is None:
-                    await socket.send(outgoing)
-                while True:
-                    frame = await _next_frame(socket, options.idle_timeout)
-                    if frame is None:
-                        continue
-                    last_event = getattr(frame, "event_id", None) or last_event
-                    if isinstance(frame, ErrorFrame):
-                        if frame.code not in RESEND_CODES or resends >= options.resends:
-                            raise ChatError(frame.code, frame.message, frame.retry_after)
-                        resends += 1
-                        await asyncio.sleep(_resend_wait(frame, resends, options))
-                        await socket.send(outgoing)
-                    elif isinstance(frame, AcceptedFrame) and cycle.message_id is None:
-                        cycle.message_id = frame.id
-                        yield frame
-                        for early in cycle.early:
-                            if cycle.owns(early, thread):
-                                yield early
-                        cycle.early.clear()
-                    elif isinstance(frame, ResumedFrame):
-                        continue  # replay done; live frames follow
-                    elif cycle.message_id is None:
-                        cycle.early.append(frame)
-                    elif cycle.owns(frame, thread):
-                        yield frame
-                        if isinstance(frame, CycleEndFrame):
-                            return
-        except ConnectionClosed as exc:
-            code = exc.rcvd.code if exc.rcvd is not None else None
-            if code in SOCKET_REFUSED:
-                raise ChatError(SOCKET_REFUSED[code], "the gateway refused the socket") from None
-            if reconnects >= options.reconnects:
-                raise ChatError("connection_lost", "the chat socket kept closing") from None
-            reconnects += 1
-            await asyncio.sleep(min(options.max_wait, 0.5 * 2 ** (reconnects - 1)))
-
-
-async def _open(base_url: str, token: str, since: str | None) -> ClientConnection:
-    try:
-        return await connect(
-            ws_url(base_url, since),
-            subprotocols=subprotocols(token),
-            max_size=MAX_FRAME_BYTES,
-            open_timeout=10,
-        )
-    except InvalidStatus as exc:
-        status = exc.response.status_code
-        if status == 401:
-            raise AuthenticationError(status, "the gateway refused the token") from None
-        raise ChatError("handshake_failed", f"the gateway answered {status}") from None
-    except (OSError, TimeoutError, InvalidHandshake) as exc:
-        # Name the gateway only: the exception's text may quote the handshake's headers.
-        raise GatewayUnreachable(
-            f"cannot open the chat socket at {base_url}: {type(exc).__name__}"
-        ) from None
-
-
-async def _next_frame(socket: ClientConnection, idle_timeout: float) -> Frame | None:
-    try:
-        raw = await asyncio.wait_for(socket.recv(), idle_timeout)
-    except TimeoutError:
-        raise ChatError("timeout", f"no frame for {idle_timeout:g} s") from None
-    return parse_frame(raw)
+        reply = await conversation.send(thread, content, message_id=client_id)
+        if isinstance(reply, AcceptedFrame):
+            return reply
+        if reply.code not in RESEND_CODES or resends >= options.resends:
+            raise ChatError(reply.code, reply.message, reply.retry_after)
+        resends += 1
+        await asyncio.sleep(_resend_wait(reply, resends, options))
 
 
 def _resend_wait(frame: ErrorFrame, attempt: int, options: ChatOptions) -> float:

@@ -15,6 +15,7 @@ import httpx
 from memoria_client import calls
 from memoria_client.calls import Call
 from memoria_client.chat import ChatOptions, ChatReply, chat_frames
+from memoria_client.conversation import RECONNECT_DELAYS_S, Conversation
 from memoria_client.errors import APIError, GatewayUnreachable, MemoriaError, describe
 from memoria_client.models import (
     ContentKind,
@@ -101,6 +102,7 @@ class Memoria:
         trust_env: bool = True,
     ) -> None:
         self._settings = _Settings(base_url, token, retry)
+        self._trust_env = trust_env
         self._http = httpx.Client(
             base_url=self._settings.base_url,
             timeout=timeout,
@@ -319,6 +321,7 @@ class Memoria:
             content,
             thread=thread,
             options=options or ChatOptions(),
+            trust_env=self._trust_env,
         )
         return asyncio.run(ChatReply.collect(frames))
 
@@ -363,6 +366,7 @@ class AsyncMemoria:
         trust_env: bool = True,
     ) -> None:
         self._settings = _Settings(base_url, token, retry)
+        self._trust_env = trust_env
         self._http = httpx.AsyncClient(
             base_url=self._settings.base_url,
             timeout=timeout,
@@ -572,6 +576,26 @@ class AsyncMemoria:
             since=since,
             cycle_id=cycle_id,
             options=options or ChatOptions(),
+            trust_env=self._trust_env,
+        )
+
+    def connect(
+        self,
+        *,
+        since: str | None = None,
+        reconnect_delays: Sequence[float] = RECONNECT_DELAYS_S,
+    ) -> Conversation:
+        """A chat connection that stays open: ``async with memoria.connect() as
+        conversation``, then ``await conversation.send(thread_id, content)`` and ``async for
+        frame in conversation`` for every frame of every thread, as they come. A dropped
+        socket is reopened after each of ``reconnect_delays`` in turn and resumed from the
+        last ``event_id``; ``since`` resumes from an earlier one at once."""
+        return Conversation(
+            self.base_url,
+            self._settings.chat_token(),
+            since=since,
+            reconnect_delays=reconnect_delays,
+            trust_env=self._trust_env,
         )
 
     async def ask(

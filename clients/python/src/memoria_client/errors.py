@@ -74,6 +74,12 @@ class ChatError(MemoriaError):
         super().__init__(f"{code}: {message}")
 
 
+class ChatClosed(ChatError):
+    """The chat connection is over: the gateway refused the socket (``code``
+    ``unauthorized`` or ``too_many_connections``; reconnecting would be refused again), every
+    reconnection failed (``connection_lost``), or the program closed it (``closed``)."""
+
+
 def describe(detail: Any) -> str:
     """A refusal's detail on one line: FastAPI's field errors as ``field: message``."""
     if isinstance(detail, list):
