@@ -12,7 +12,6 @@ import re
 import socket as net
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,7 +25,10 @@ from memoria_cli.chat.repl import EXIT_FAILED, EXIT_OK, chat
 from memoria_cli.chat.resend import ResendPolicy
 from memoria_cli.chat.session import ChatSession, CycleOutcome
 from memoria_cli.gateway_client import Connection
+from memoria_client import AsyncMemoria
+from memoria_client import Frame as ServerFrame
 from memoria_client.chat import ws_url
+from memoria_client.models import parse_frame
 
 TOKEN = "a-token"
 THREAD = "main"
@@ -499,17 +501,23 @@ def test_the_socket_address_follows_the_gateway_address() -> None:
     )
 
 
+def typed(frame: Frame) -> ServerFrame:
+    parsed = parse_frame(json.dumps(frame))
+    assert parsed is not None
+    return parsed
+
+
 async def test_a_cycle_end_handled_just_as_the_wait_begins_still_ends_the_wait() -> None:
     """The end of a cycle may be read between the wait's last look and the moment its
     waiting starts (the answer and the end arrive back to back): it must not be missed,
     or the next line waits for the silence timeout."""
-    session = ChatSession(
-        "http://127.0.0.1:1", "token", lambda frame: None, lambda notice: None, cycle_silence_s=30
-    )
-    link: Any = SimpleNamespace(resumed=asyncio.Event(), resume_complete=True)
-    echo = {"type": "message", "role": "user", "id": "msg_1", "cycle_id": "cyc_1"}
-    session._handle(link, json.dumps(echo))
-    waiting = asyncio.create_task(session.wait_for_cycle("msg_1"))
+    client = AsyncMemoria("http://127.0.0.1:1", "token")
+    session = ChatSession(client, lambda frame: None, lambda notice: None, cycle_silence_s=30)
+    cycle = Cycle(1, "hi", "Hello.")
+    echo, *_, end = cycle.frames()
+    session._handle(typed(echo))
+    waiting = asyncio.create_task(session.wait_for_cycle(cycle.message_id))
     await asyncio.sleep(0)  # the wait has looked (not ended yet) and is about to wait
-    session._handle(link, json.dumps({"type": "cycle_end", "cycle_id": "cyc_1"}))
+    session._handle(typed(end))
     assert await asyncio.wait_for(waiting, 5) is CycleOutcome.ENDED
+    await client.aclose()

@@ -39,7 +39,6 @@ from memoria_cli.chat.session import (
 )
 from memoria_cli.gateway_client import Connection, GatewayError, connect
 from memoria_client import AsyncMemoria
-from memoria_contracts.frames import ClientMessage
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -90,10 +89,7 @@ async def chat(
 
     try:
         async with connect(connection, environ) as client:
-            token = client.token or ""  # connect logged in: there is one
-            session = ChatSession(
-                connection.url, token, on_frame, view.warning, reconnect_delays=reconnect_delays
-            )
+            session = ChatSession(client, on_frame, view.warning, reconnect_delays=reconnect_delays)
             await session.open()
             try:
                 view.notice(f"thread {thread} · /help lists the commands · Ctrl-D leaves")
@@ -139,13 +135,10 @@ async def _next_line(ctx: _Context, lines: LineReader) -> str | None:
 
 
 async def _say(ctx: _Context, text: str) -> None:
-    frame = ClientMessage(
-        type="message", thread_id=ctx.state.thread, content=text, id=new_client_id()
-    )
-    payload = frame.model_dump(mode="json", exclude_none=True)
+    thread, client_id = ctx.state.thread, new_client_id()
 
     async def send() -> Frame:
-        return await ctx.session.send(payload)
+        return await ctx.session.send(thread, text, client_id)
 
     def waiting(refusal: Mapping[str, Any], seconds: float) -> None:
         note = WAIT_NOTES.get(str(refusal.get("code")), "not taken")

@@ -1,23 +1,16 @@
-"""The chat's WebSocket to the gateway: send a message, learn when its cycle ends, and
-survive a dropped connection.
+"""The chat's side of memoria-client's long-lived connection: every frame goes to
+``on_frame`` in order, what the connection does is told through ``notify``, and a message's
+sender learns when the cycle it started is over.
 
-One connection at a time, read by one task that hands every frame to ``on_frame`` in
-order; the token rides in the handshake's ``bearer.<token>`` subprotocol. When the socket
-drops, the task reconnects with backoff, asking for the frames it missed with
-``?since=<last event_id>``; the gateway replays them and then sends ``resumed``.
-If it cannot (no event id yet, an older gateway, ``complete: false``), a wait for a cycle is
-released with a warning instead of hanging on a ``cycle_end`` that went by unseen. A message
-whose reply (``accepted``/``error``) was lost with the socket is sent again with the same
-client id, which the gateway accepts only once.
+The connection (``AsyncMemoria.connect``) owns the socket: it resumes a dropped one with
+``since`` and sends a message whose reply was lost again under the same client id. What is
+left here is the REPL's: knowing which cycle a message started and whether it ended, and
+releasing a wait with a warning when that end may have gone by unseen (frames lost with a
+socket, or a cycle that went silent) instead of hanging on it.
 
 The session ends for good (:class:`SessionEnded`) when the gateway refuses the socket (the
-token, close code 4401; one socket too many for the user, 4429) or every reconnection attempt
-failed; whoever waits on it is then told why.
-
-Why not memoria-client's ``chat()``: that follows one message to its cycle's end, while the
-REPL listens to every frame of the user for as long as it runs (other threads, other
-devices, replies that outlive a line) and resumes across drops with one reader. The socket's
-address and the token's subprotocol are the client's (``ws_url``, ``subprotocols``).
+token; one socket too many for the user) or every reconnection attempt failed; whoever
+waits on it is then told why.
 """
 
 from __future__ import annotations
@@ -25,51 +18,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import json
 import logging
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
-import websockets
-from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
-
-from memoria_cli.gateway_client import is_loopback
-from memoria_client.chat import subprotocols, ws_url
-from memoria_contracts.frames import SOCKET_REFUSALS
+from memoria_client import (
+    APIError,
+    AsyncMemoria,
+    ChatClosed,
+    Conversation,
+    CycleEndFrame,
+    Disconnected,
+    Incoming,
+    MemoriaError,
+    Message,
+    Reconnected,
+    ReconnectFailed,
+)
+from memoria_client import Frame as ServerFrame
+from memoria_client.conversation import RECONNECT_DELAYS_S
 
 log = logging.getLogger("memoria.cli.chat")
 
 Frame = dict[str, Any]
 
-_REFUSED_BY_CLOSE: Final = {close: code for code, close in SOCKET_REFUSALS.items()}
-RECONNECT_DELAYS_S: Final = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-"""Waits before each reconnection attempt; after the last one fails the session ends."""
-RESUME_QUIET_S: Final = 5.0
-"""After a reconnect with ``since``: no ``resumed`` and no frame for this long means the
-gateway does not replay (an older one), so missed frames are gone."""
+__all__ = ["RECONNECT_DELAYS_S", "ChatSession", "CycleOutcome", "Frame", "SessionEnded"]
+
 CYCLE_SILENCE_S: Final = 300.0
 """Longest a wait for a cycle's end goes without any frame: longer than a step may take
 (MEMORIA_STEP_TIMEOUT_SECONDS, 120 s by default), so only a lost cycle gets here."""
-STABLE_AFTER_S: Final = 30.0
-"""A connection that brought a frame or lasted this long worked: a drop after it starts the
-reconnection attempts afresh. One that the gateway closes at once counts as a failed
-attempt, so a gateway that accepts and drops every socket cannot keep the chat looping."""
-OPEN_TIMEOUT_S: Final = 10.0
-CLOSE_TIMEOUT_S: Final = 2.0  # leaving must not hang on a gateway that stopped answering
-MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 
 
 class SessionEnded(Exception):
     """The chat cannot go on; the message says why."""
-
-
-class Unauthorized(SessionEnded):
-    """The gateway refused the token."""
-
-
-class TooManyConnections(SessionEnded):
-    """The user already holds as many sockets on this gateway as it allows."""
 
 
 class CycleOutcome(enum.Enum):
@@ -78,50 +59,26 @@ class CycleOutcome(enum.Enum):
     SILENT = "silent"  # nothing came for CYCLE_SILENCE_S
 
 
-class _Link:
-    """One connection and what its reader learned."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.opened_at = asyncio.get_running_loop().time()
-        self.closed = asyncio.Event()
-        self.resumed = asyncio.Event()
-        self.resume_complete = True
-        self.frames = 0
-
-    def age(self) -> float:
-        return asyncio.get_running_loop().time() - self.opened_at
-
-
 class ChatSession:
     def __init__(
         self,
-        base_url: str,
-        token: str,
+        client: AsyncMemoria,
         on_frame: Callable[[Frame], None],
         notify: Callable[[str], None],
         *,
         reconnect_delays: Sequence[float] = RECONNECT_DELAYS_S,
-        resume_quiet_s: float = RESUME_QUIET_S,
         cycle_silence_s: float = CYCLE_SILENCE_S,
     ) -> None:
-        self._base_url = base_url
-        self._token = token
+        self._client = client
         self._on_frame = on_frame
         self._notify = notify
         self._delays = tuple(reconnect_delays)
-        self._resume_quiet_s = resume_quiet_s
         self._cycle_silence_s = cycle_silence_s
-        self._link: _Link | None = None
+        self._conversation: Conversation | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._resume_check: asyncio.Task[None] | None = None
-        self._closing = False
         self._error: SessionEnded | None = None
         self._dead = asyncio.Event()
         self._changed = asyncio.Event()
-        self._reply: asyncio.Future[Frame] | None = None
-        self._refusal: tuple[str, str] | None = None  # (error code, message) refusing the socket
-        self._last_event_id: str | None = None
         self._cycle_of: dict[str, str] = {}  # user message id -> the cycle it started
         self._ended: set[str] = set()
         self._gaps = 0  # reconnections that lost frames
@@ -131,18 +88,21 @@ class ChatSession:
 
     async def open(self) -> None:
         """Connect once; a failure here ends the command (nothing to resume yet)."""
-        self._link = await self._connect(since=None)
-        self._reader = asyncio.create_task(self._run(), name="memoria-chat-socket")
+        conversation = self._client.connect(reconnect_delays=self._delays)
+        try:
+            await conversation.open()
+        except MemoriaError as exc:
+            raise SessionEnded(_why(exc)) from exc
+        self._conversation = conversation
+        self._reader = asyncio.create_task(self._listen(conversation), name="memoria-chat")
 
     async def close(self) -> None:
-        self._closing = True
-        for task in (self._reader, self._resume_check):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if self._link is not None:
-            await self._link.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._conversation is not None:
+            await self._conversation.close()
 
     async def ended(self) -> SessionEnded:
         """Wait until the session ends for good; why."""
@@ -152,31 +112,15 @@ class ChatSession:
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def send(self, frame: Mapping[str, Any]) -> Frame:
-        """Send a client frame; its reply, ``accepted`` or ``error``. A reply lost with the
-        socket is asked for again by sending the frame again once reconnected."""
-        payload = json.dumps(frame)
-        while True:
-            self._raise_if_ended()
-            link = self._link
-            if link is None or link.closed.is_set():
-                await self._next_change()  # reconnecting
-                continue
-            reply: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
-            self._reply = reply
-            try:
-                await link.ws.send(payload)
-            except ConnectionClosed:
-                await link.closed.wait()
-                continue
-            await self._first_of(reply, link.closed)
-            if not reply.done():
-                continue
-            answer = reply.result()
-            if answer.get("type") == "error" and answer.get("code") in SOCKET_REFUSALS:
-                code, message = str(answer["code"]), str(answer.get("message", ""))
-                raise self._end(_refusal_of(code, message))
-            return answer
+    async def send(self, thread_id: str, content: str, message_id: str) -> Frame:
+        """Send a message; its reply, ``accepted`` or ``error``, as the view draws frames."""
+        self._raise_if_ended()
+        assert self._conversation is not None, "send() before open()"
+        try:
+            reply = await self._conversation.send(thread_id, content, message_id=message_id)
+        except ChatClosed as exc:
+            raise self._end(SessionEnded(_why(exc))) from None
+        return _drawn(reply)
 
     async def wait_for_cycle(self, message_id: str) -> CycleOutcome:
         """Until the cycle that ``message_id`` (an accepted message's id) started is over."""
@@ -197,131 +141,43 @@ class ChatSession:
         finally:
             self._waiting -= 1
 
-    # -- the connection ---------------------------------------------------------------------
+    # -- what the connection brings ---------------------------------------------------------
 
-    async def _connect(self, since: str | None) -> _Link:
-        where = ws_url(self._base_url, None)
+    async def _listen(self, conversation: Conversation) -> None:
         try:
-            loopback = is_loopback(self._base_url)
-            ws = await websockets.connect(
-                ws_url(self._base_url, since),
-                subprotocols=subprotocols(self._token),
-                # Like the HTTP client: a proxy from the environment must not see localhost.
-                proxy=None if loopback else True,
-                open_timeout=OPEN_TIMEOUT_S,
-                close_timeout=CLOSE_TIMEOUT_S,
-                max_size=MAX_FRAME_BYTES,
-            )
-        except (InvalidURI, ValueError) as exc:  # e.g. a port out of range
-            raise SessionEnded(f"not a valid gateway address: {self._base_url}") from exc
-        except InvalidStatus as exc:
-            status = exc.response.status_code
-            message = f"the gateway refused the chat socket at {where}: HTTP {status}"
-            raise SessionEnded(message) from exc
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
-            raise SessionEnded(f"cannot open the chat socket at {where}: {exc}") from exc
-        return _Link(ws)
-
-    async def _run(self) -> None:
-        try:
-            await self._follow()
+            async for item in conversation:
+                self._handle(item)
+        except ChatClosed as exc:
+            self._end(SessionEnded(_why(exc)))
         except Exception as exc:  # a bug must end the chat visibly, not leave it hanging
-            log.exception("chat socket reader failed")
+            log.exception("chat reader failed")
             self._end(SessionEnded(f"the chat stopped on an unexpected error: {exc!r}"))
 
-    async def _follow(self) -> None:
-        link = self._link
-        failures = 0  # attempts since the last connection that worked
-        while link is not None:
-            await self._read(link)
-            if self._closing:
-                return
-            refused_by_close = _REFUSED_BY_CLOSE.get(link.ws.close_code or 0)
-            if self._refusal is not None or refused_by_close is not None:
-                code, message = self._refusal or (str(refused_by_close), "")
-                self._end(_refusal_of(code, message))
-                return
-            if link.frames or link.age() >= STABLE_AFTER_S:
-                failures = 0
+    def _handle(self, item: Incoming) -> None:
+        if isinstance(item, Disconnected):
             self._notify("connection to the gateway lost; reconnecting...")
-            link = None
-            while link is None:
-                if failures >= len(self._delays):
-                    self._end(
-                        SessionEnded(f"lost the connection to the gateway ({failures} attempts)")
-                    )
-                    return
-                await asyncio.sleep(self._delays[failures])
-                failures += 1
-                since = self._last_event_id
-                try:
-                    link = await self._connect(since)
-                except SessionEnded as exc:
-                    self._notify(f"reconnection attempt {failures} failed: {exc}")
-            self._link = link
-            self._pulse()
-            self._resume_check = asyncio.create_task(self._check_resume(link, since))
-
-    async def _read(self, link: _Link) -> None:
-        try:
-            async for raw in link.ws:
-                link.frames += 1
-                self._handle(link, raw)
-        except ConnectionClosed:
-            pass
-        finally:
-            link.closed.set()
-            self._pulse()
-
-    async def _check_resume(self, link: _Link, since: str | None) -> None:
-        """Did the gateway replay what the dropped socket missed? If not, say so, and release
-        a wait for a cycle whose end may have gone by."""
-        if since is not None:
-            while not link.resumed.is_set():
-                seen = link.frames
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(link.resumed.wait(), self._resume_quiet_s)
-                if not link.resumed.is_set() and link.frames == seen:
-                    break  # quiet, and no "resumed": this gateway does not replay
-            if link.resumed.is_set() and link.resume_complete:
-                self._notify("reconnected; nothing was missed")
-                return
-        self._gaps += 1
+        elif isinstance(item, ReconnectFailed):
+            self._notify(f"reconnection attempt {item.attempt} failed: {item.reason}")
+        elif isinstance(item, Reconnected):
+            self._reconnected(item)
+        else:
+            if isinstance(item, Message) and item.role == "user" and item.cycle_id:
+                self._cycle_of[item.id] = item.cycle_id
+            elif isinstance(item, CycleEndFrame) and item.cycle_id:
+                self._ended.add(item.cycle_id)
+            self._on_frame(_drawn(item))
         self._pulse()
+
+    def _reconnected(self, event: Reconnected) -> None:
+        if event.complete:
+            self._notify("reconnected; nothing was missed")
+            return
+        # A wait for a cycle whose end may have gone by is released (INTERRUPTED).
+        self._gaps += 1
         if self._waiting:
             self._notify("reconnected, but part of the reply was lost with the connection")
         else:
             self._notify("reconnected")
-
-    # -- frames -----------------------------------------------------------------------------
-
-    def _handle(self, link: _Link, raw: str | bytes) -> None:
-        try:
-            frame = json.loads(raw)
-        except ValueError:
-            return  # not ours to judge: a client ignores what it cannot read
-        if not isinstance(frame, dict):
-            return
-        event_id = frame.get("event_id")
-        if isinstance(event_id, str) and event_id:
-            self._last_event_id = event_id
-        kind = frame.get("type")
-        if kind == "resumed":
-            link.resume_complete = frame.get("complete") is not False
-            link.resumed.set()
-            return
-        if kind == "error" and frame.get("code") in SOCKET_REFUSALS:
-            self._refusal = (str(frame["code"]), str(frame.get("message", "")))
-        elif kind == "message" and frame.get("role") == "user":
-            if isinstance(frame.get("id"), str) and isinstance(frame.get("cycle_id"), str):
-                self._cycle_of[frame["id"]] = frame["cycle_id"]
-        elif kind == "cycle_end" and isinstance(frame.get("cycle_id"), str):
-            self._ended.add(frame["cycle_id"])
-        if kind in {"accepted", "error"} and self._reply is not None and not self._reply.done():
-            self._reply.set_result(frame)
-        if self._refusal is None:  # the refusal is reported once, as the session's end
-            self._on_frame(frame)
-        self._pulse()
 
     # -- waiting ----------------------------------------------------------------------------
 
@@ -337,19 +193,6 @@ class ChatSession:
         wait began and be missed until the next frame — or the silence timeout."""
         return self._changed.wait()
 
-    async def _first_of(self, reply: asyncio.Future[Frame], closed: asyncio.Event) -> None:
-        watchers: list[asyncio.Future[Any]] = [
-            asyncio.ensure_future(closed.wait()),
-            asyncio.ensure_future(self._dead.wait()),
-        ]
-        try:
-            await asyncio.wait([reply, *watchers], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for watcher in watchers:
-                watcher.cancel()
-        if not reply.done():
-            self._raise_if_ended()
-
     def _end(self, error: SessionEnded) -> SessionEnded:
         if self._error is None:
             self._error = error
@@ -362,8 +205,21 @@ class ChatSession:
             raise self._error
 
 
-def _refusal_of(code: str, detail: str) -> SessionEnded:
-    if code == "too_many_connections":
-        text = "the gateway refused the chat socket: too many open for this user"
-        return TooManyConnections(text + (f" ({detail})" if detail else ""))
-    return Unauthorized("the gateway refused the token" + (f": {detail}" if detail else ""))
+def _drawn(frame: ServerFrame) -> Frame:
+    """A typed frame as the view reads it: the wire's field names and values."""
+    drawn: Frame = frame.model_dump(mode="json", by_alias=True)
+    return drawn
+
+
+def _why(exc: MemoriaError) -> str:
+    """Why the chat cannot go on, in the chat's words."""
+    if isinstance(exc, ChatClosed):
+        if exc.code == "unauthorized":
+            return f"the gateway refused the token: {exc.message}"
+        if exc.code == "too_many_connections":
+            too_many = "the gateway refused the chat socket: too many open for this user"
+            return f"{too_many} ({exc.message})"
+        return exc.message
+    if isinstance(exc, APIError):
+        return str(exc.detail)
+    return str(exc)
