@@ -1,13 +1,16 @@
 """``memoria-client`` against the four services as processes (offline planner, no key): a
-memory's round trip, search, pagination, chat frames, and export/import."""
+memory's round trip, search, pagination, chat frames, the long-lived chat connection, and
+export/import."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +20,23 @@ from stack import Stack, running_stack
 from memoria_client import (
     AcceptedFrame,
     AsyncMemoria,
+    ChatClosed,
+    Conversation,
     CycleEndFrame,
+    Disconnected,
+    Incoming,
     Memoria,
     Message,
     NotFound,
+    Reconnected,
+    ResumedFrame,
 )
 
 pytestmark = pytest.mark.integration
+
+MAX_SOCKETS = 3
+"""Sockets one user may hold on one gateway in this stack (few, to reach the limit)."""
+WAIT_S = 60.0  # a deadline against hanging, not a measurement
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +46,12 @@ def stack(
     redis_url = f"redis://127.0.0.1:{valkey_server.port}/7"
     data_dir: Path = tmp_path_factory.mktemp("client-stack")
     with running_stack(
-        redis_url, milvus_server.uri, data_dir, {"rules": []}, llm_provider="offline"
+        redis_url,
+        milvus_server.uri,
+        data_dir,
+        {"rules": []},
+        llm_provider="offline",
+        ws_max_sockets_per_user=str(MAX_SOCKETS),
     ) as running:
         running.wait_ready(actions=6)
         yield running
@@ -153,3 +171,109 @@ def test_the_examples_run(stack: Stack, tmp_path: Path) -> None:
     assert "exported 1 memories" in exported.stdout
     restored = run_example(stack, "pc-restored", str(EXAMPLES / "backup.py"), "import", str(backup))
     assert "created 1, already present 0, failed 0" in restored.stdout
+
+
+# -- the long-lived chat connection ------------------------------------------------------------
+
+
+async def receive_until(
+    conversation: Conversation, done: Callable[[list[Incoming]], bool]
+) -> list[Incoming]:
+    """What the conversation yields until ``done`` holds for it."""
+    seen: list[Incoming] = []
+    async with asyncio.timeout(WAIT_S):
+        while not done(seen):
+            seen.append(await conversation.receive())
+    return seen
+
+
+def cycle_ends(seen: list[Incoming]) -> list[CycleEndFrame]:
+    return [item for item in seen if isinstance(item, CycleEndFrame)]
+
+
+def event_ids(seen: list[Incoming]) -> list[tuple[int, int]]:
+    """The frames' event ids as numbers (``<ms>-<n>``), in the order received."""
+    ids = [getattr(item, "event_id", None) for item in seen]
+    return [(int(ms), int(n)) for ms, n in (i.split("-") for i in ids if i)]
+
+
+async def test_one_connection_carries_the_frames_of_every_thread(stack: Stack) -> None:
+    async with AsyncMemoria(stack.base_url) as memoria:
+        await memoria.login("pc-listen")
+        async with memoria.connect() as conversation:
+            first = await conversation.send("pc-a", "Remember that I am allergic to peanuts")
+            second = await conversation.send("pc-b", "Remember that my cat is called Tom")
+            seen = await receive_until(conversation, lambda seen: len(cycle_ends(seen)) == 2)
+
+    assert isinstance(first, AcceptedFrame)
+    assert isinstance(second, AcceptedFrame)
+    assert [item for item in seen if isinstance(item, AcceptedFrame)] == [first, second]
+    echoes = {
+        item.thread_id: item.id
+        for item in seen
+        if isinstance(item, Message) and item.role == "user"
+    }
+    assert echoes == {"pc-a": first.id, "pc-b": second.id}
+    assert {end.thread_id for end in cycle_ends(seen)} == {"pc-a", "pc-b"}
+    assert event_ids(seen) == sorted(set(event_ids(seen)))  # in order, none twice
+
+
+async def test_a_dropped_socket_is_resumed_with_the_frames_it_missed(stack: Stack) -> None:
+    """The gateway restarts under the connection; meanwhile a cycle of the user runs (sent
+    through another gateway). Reconnected with ``since``, the connection gets that cycle's
+    frames from the replay, none twice, and says nothing was lost."""
+    token = stack.token("pc-resume")
+    replica = stack.add_gateway("gateway-resume")
+    async with (
+        AsyncMemoria(stack.base_url, token) as memoria,
+        AsyncMemoria(f"http://127.0.0.1:{replica}", token) as elsewhere,
+        memoria.connect(reconnect_delays=[0.5] * int(WAIT_S * 2)) as conversation,
+    ):
+        await conversation.send("pc-r", "Remember that I like green tea")
+        before = await receive_until(conversation, lambda seen: bool(cycle_ends(seen)))
+        last_seen = conversation.last_event_id
+        await asyncio.to_thread(stack.stop, "gateway")
+        dropped = await receive_until(conversation, lambda seen: Disconnected() in seen)
+        missed = await elsewhere.ask("What do I like to drink?", thread="pc-r")
+        await asyncio.to_thread(stack.start, "gateway")
+        after = await receive_until(
+            conversation, lambda seen: any(isinstance(item, Reconnected) for item in seen)
+        )
+
+    assert last_seen is not None
+    reconnected = after[-1]
+    assert reconnected == Reconnected(since=last_seen, complete=True)
+    resumed = [item for item in after if isinstance(item, ResumedFrame)]
+    assert len(resumed) == 1
+    assert resumed[0].complete
+    assert resumed[0].replayed > 0
+    replayed = [item for item in after if getattr(item, "cycle_id", None) == missed.cycle_id]
+    assert [end.actions for end in cycle_ends(replayed)] == [missed.actions]
+    assert any(isinstance(item, Message) and item.role == "user" for item in replayed)
+    everything = [*before, *dropped, *after]
+    assert event_ids(everything) == sorted(set(event_ids(everything)))  # in order, none twice
+
+
+async def test_a_refused_token_ends_the_conversation_with_its_code(stack: Stack) -> None:
+    async with (
+        AsyncMemoria(stack.base_url, "not-a-token") as stranger,
+        stranger.connect() as conversation,
+    ):
+        with pytest.raises(ChatClosed) as refused:
+            await receive_until(conversation, lambda seen: False)
+    assert refused.value.code == "unauthorized"
+
+
+async def test_one_socket_too_many_ends_the_conversation_with_its_code(stack: Stack) -> None:
+    async with AsyncMemoria(stack.base_url) as memoria:
+        await memoria.login("pc-many")
+        async with contextlib.AsyncExitStack() as opened:
+            for _ in range(MAX_SOCKETS):
+                await opened.enter_async_context(memoria.connect())
+            one_too_many = await opened.enter_async_context(memoria.connect())
+            with pytest.raises(ChatClosed) as refused:
+                await receive_until(one_too_many, lambda seen: False)
+            with pytest.raises(ChatClosed):  # ended for good: nothing more is sent on it
+                await one_too_many.send("pc-many", "hello")
+    assert refused.value.code == "too_many_connections"
+    assert f"at most {MAX_SOCKETS} connections" in refused.value.message
