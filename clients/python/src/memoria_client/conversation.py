@@ -141,7 +141,8 @@ class Conversation:
 
     Open it with ``async with AsyncMemoria.connect() as conversation``. ``since`` (an
     ``event_id`` received earlier) asks the gateway for the frames after it first.
-    Iteration ends when the conversation is closed, or raises :class:`ChatClosed`.
+    Iteration ends when the conversation is closed, or raises :class:`ChatClosed`. Frames
+    wait in memory until they are read: a program that keeps it open keeps reading.
     """
 
     def __init__(
