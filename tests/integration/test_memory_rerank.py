@@ -6,19 +6,21 @@ search plan, the rerank, the explanation, the decision's next choice, the closin
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from fake_openai import Behaviour, Fail, FakeOpenAI, Reply, Usage, reply_json
+from fake_openai import Behaviour, Fail, FakeOpenAI, Hang, Reply, Usage, reply_json
 from stack import Stack, running_stack
 from ws_client import Frame, one_cycle
 
 pytestmark = pytest.mark.integration
 
 MODEL = "fake-chat"
+RERANK_TIMEOUT_S = 3.0
 RERANK_TOKENS = 100_000  # far above everything else the cycle's calls are charged
 MEMORIES = {
     "wife": ("My wife's birthday is on 3 May", ["wife's birthday"]),
@@ -52,6 +54,7 @@ def stack(
         openai_model=MODEL,
         llm_retries="1",  # one attempt per call: a failure is not retried into the next reply
         memory_min_relevance="0",  # every memory is a candidate, the near misses too
+        memory_rerank_timeout_seconds=str(RERANK_TIMEOUT_S),
         step_timeout_seconds="60",
     ) as running:
         running.wait_ready(actions=6)
@@ -160,3 +163,19 @@ async def test_a_failed_rerank_shows_every_memory_in_the_searchs_order(
     ]
     assert notices == []
     assert fake.pending == 0
+
+
+async def test_a_rerank_that_hangs_is_given_up_and_every_memory_shown(
+    stack: Stack, fake: FakeOpenAI
+) -> None:
+    ids = remember(stack, "rr-eva")
+    fake.reset()
+    fake.enqueue(*a_search_cycle(Hang(45.0)))  # longer than the step's own timeout
+
+    started = time.monotonic()
+    frames = await one_cycle(stack.ws_url("rr-eva"), "rr-c", "When is my birthday?")
+
+    assert ended(frames)["actions"] == ["MemorySearch", "Finalize"], stack.all_logs()
+    assert ended(frames)["reason"] == "done"
+    assert set(card_ids(frames)) == set(ids.values())
+    assert time.monotonic() - started < 30.0

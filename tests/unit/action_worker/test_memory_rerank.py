@@ -3,6 +3,7 @@ are kept, anything it gets wrong leaves the search's order, and no model means n
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from memoria_contracts.events import CycleContext
 from memoria_contracts.memory import Memory
 from memoria_llm import usage
 from memoria_llm.factory import create_language_model
-from memoria_llm.port import LLMError, LLMRequest, LLMTimeout, LLMUnavailable, T
+from memoria_llm.port import LLMError, LLMRequest, LLMTimeout, LLMUnavailable, Mode, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.settings import Settings
 
@@ -51,8 +52,9 @@ def context() -> CycleContext:
 class Recording(ScriptedModel):
     """The scripted provider answering ``answer`` to the rerank, keeping what it was asked."""
 
-    def __init__(self, answer: object) -> None:
-        super().__init__(Script(rules=[ScriptRule(reasoning={TASK: answer})]))
+    def __init__(self, answer: object, *, delay_seconds: float = 0.0) -> None:
+        rules = [ScriptRule(reasoning={TASK: answer})]
+        super().__init__(Script(rules=rules, delay_seconds={Mode.REASONING: delay_seconds}))
         self.requests: list[LLMRequest] = []
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
@@ -72,8 +74,16 @@ class Failing(Recording):
         raise self.error
 
 
-async def ranked(model: Recording, candidates: Sequence[Memory] = FUSED) -> list[str]:
-    found = await rerank(model, context=context(), queries=QUERIES, candidates=candidates)
+async def ranked(
+    model: Recording, candidates: Sequence[Memory] = FUSED, timeout_seconds: float = 5.0
+) -> list[str]:
+    found = await rerank(
+        model,
+        context=context(),
+        queries=QUERIES,
+        candidates=candidates,
+        timeout_seconds=timeout_seconds,
+    )
     return [m.memory_id for m in found]
 
 
@@ -141,6 +151,15 @@ async def test_a_failing_provider_keeps_the_searchs_order(error: LLMError) -> No
     model = Failing(error)
     assert await ranked(model) == [m.memory_id for m in FUSED]
     assert len(model.requests) == 1
+
+
+async def test_a_model_slower_than_the_timeout_keeps_the_searchs_order() -> None:
+    # The provider's own per-attempt timeout and retries could outlast the step: the rerank
+    # stops waiting on its own.
+    slow = Recording({"relevant": ["mem_mine"]}, delay_seconds=30.0)
+    started = time.monotonic()
+    assert await ranked(slow, timeout_seconds=0.2) == [m.memory_id for m in FUSED]
+    assert time.monotonic() - started < 5.0
 
 
 async def test_nothing_found_asks_nothing() -> None:

@@ -10,6 +10,7 @@ no candidate), the search's own order stands and nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Final
@@ -86,15 +87,18 @@ async def rerank(
     context: CycleContext,
     queries: Sequence[str],
     candidates: Sequence[Memory],
+    timeout_seconds: float,
 ) -> list[Memory]:
     """``candidates`` (in the search's order) narrowed and ordered by the model, or as they
-    are when the model cannot say."""
+    are when the model cannot say within ``timeout_seconds``."""
     if not candidates:
         return []
     request = as_text(context.original_message.content)
     call = LLMRequest(task=TASK, prompt=_prompt(request, queries, candidates), context=context)
     try:
-        answer = await llm.reasoning(call, RerankAnswer)
+        # The provider's own timeout is per attempt; the step needs a bound on the whole.
+        async with asyncio.timeout(timeout_seconds):
+            answer = await llm.reasoning(call, RerankAnswer)
     except (LLMError, TimeoutError) as exc:
         log.debug("%s: the model could not rerank (%s); the search's order stands", TASK, exc)
         return list(candidates)

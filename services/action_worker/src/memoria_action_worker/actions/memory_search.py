@@ -173,7 +173,13 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
     memories = found.memories
     # Chronological results are in the order asked for (newest first), not by relevance.
     if plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm):
-        memories = await rerank(ctx.llm, context=ctx.cycle, queries=queries, candidates=memories)
+        memories = await rerank(
+            ctx.llm,
+            context=ctx.cycle,
+            queries=queries,
+            candidates=memories,
+            timeout_seconds=ctx.settings.memory_rerank_timeout_seconds,
+        )
     cards = await ctx.chat.post_all(
         modal="memory",
         role="system",
