@@ -5,7 +5,7 @@ event publisher and the memory service) that record what the step sent."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
@@ -245,10 +245,12 @@ class Harness:
         chat: str = "Done.",
         chat_fails: bool = False,
         said_at: datetime = SAID_AT,
+        also: Mapping[str, object] | None = None,
     ) -> tuple[ActionContext, RecordingModel]:
         """A context for step STEP of CYCLE_ID running ``action``; the scripted model answers
         ``reasoning`` to its plan and ``chat`` as its explanation. The user's message was sent
-        at ``said_at`` (the same for every run of the step, as a redelivery carries it)."""
+        at ``said_at`` (the same for every run of the step, as a redelivery carries it).
+        ``also``: the model's structured answers to the step's other tasks, by task."""
         original = ChatRecord(
             id="msg_1",
             cycle_id=CYCLE_ID,
@@ -269,7 +271,9 @@ class Harness:
             ),
         )
         event = Envelope(cycle_id=CYCLE_ID, user_id=USER_ID, thread_id=THREAD_ID, payload=request)
-        rule = ScriptRule(match="", reasoning={action: reasoning}, chat={action: chat})
+        rule = ScriptRule(
+            match="", reasoning={action: reasoning, **(also or {})}, chat={action: chat}
+        )
         llm = RecordingModel(Script(rules=[rule]), chat_fails=chat_fails)
         ctx = ActionContext(
             event=event,

@@ -6,7 +6,8 @@ import json
 from datetime import UTC, datetime
 
 from memoria_action_worker.actions.memory_search import SearchPlan
-from memoria_contracts.memory import MemoryEmbed, MemorySearch
+from memoria_contracts.memory import Memory, MemoryEmbed, MemorySearch
+from memoria_runtime.settings import Settings
 
 from .harness import CYCLE_ID, EMBEDDER, THREAD_ID, Harness, card, memory
 from .plans import ACTIONS, SEARCH_PLAN
@@ -57,7 +58,9 @@ async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
     # Its tool call's arguments in the thread's history.
     assert outcome.arguments == {"mode": "semantic", "queries": SEARCH_PLAN["queries"]}
 
-    plan_request, explain_request = llm.requests
+    # Between the two, the model is asked to rerank what was found (no answer scripted here).
+    plan_request, rerank_request, explain_request = llm.requests
+    assert rerank_request.task == "MemoryRerank"
     plan_prompt = plan_request.prompt.messages[-1].content
     assert "mem_old1" in plan_prompt  # shown as already retrieved, so not looked for again
     assert harness.settings.memory_type_descriptions["constraint"] in plan_prompt
@@ -147,3 +150,76 @@ async def test_a_plan_whose_window_ends_before_it_starts_is_not_searched(
 
     assert harness.memory.requests(MemorySearch) == []
     assert outcome.status != "ok"
+
+
+def store(harness: Harness, *found: Memory) -> None:
+    for each in found:
+        harness.memory.memories[each.memory_id] = each
+
+
+def card_ids(harness: Harness) -> list[str]:
+    return [f["content"]["memory_id"] for f in harness.publisher.frames() if f["modal"] == "memory"]
+
+
+async def test_the_models_rerank_decides_the_cards_the_explanation_and_the_summary(
+    harness: Harness,
+) -> None:
+    store(harness, OLD, PEANUTS, VEGAN)  # the search's order
+    ctx, llm = harness.context(
+        "MemorySearch",
+        SEARCH_PLAN,
+        message="what am I allergic to?",
+        also={"MemoryRerank": {"relevant": ["mem_nuts1", "mem_old1"]}},
+    )
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert outcome.status == "ok"
+    assert card_ids(harness) == ["mem_nuts1", "mem_old1"]  # the diet is not an allergy
+    assert [m.modal for m in outcome.messages] == ["memory", "memory", "text"]
+    assert "found 2 memories" in outcome.summary and "mem_vegan1" not in outcome.summary
+    _, rerank_request, explain_request = llm.requests
+    assert rerank_request.task == "MemoryRerank"
+    assert "what am I allergic to?" in rerank_request.prompt.messages[-1].content
+    found = json.loads(explain_request.metadata["results"])["found"]
+    assert [f["memory_id"] for f in found] == ["mem_nuts1", "mem_old1"]
+
+
+async def test_a_rerank_that_fails_shows_every_memory_found_and_tells_nobody(
+    harness: Harness,
+) -> None:
+    store(harness, OLD, PEANUTS, VEGAN)
+    ctx, _ = harness.context(
+        "MemorySearch", SEARCH_PLAN, also={"MemoryRerank": {"relevant": "not a list"}}
+    )
+
+    outcome = await ACTIONS["MemorySearch"](ctx)
+
+    assert outcome.status == "ok"
+    assert card_ids(harness) == ["mem_old1", "mem_nuts1", "mem_vegan1"]
+    assert harness.publisher.notices() == []
+
+
+async def test_no_rerank_when_turned_off(harness: Harness) -> None:
+    store(harness, OLD, PEANUTS, VEGAN)
+    harness.settings = Settings(_env_file=None, memory_rerank=False)
+    answer = {"MemoryRerank": {"relevant": ["mem_vegan1"]}}
+    ctx, llm = harness.context("MemorySearch", SEARCH_PLAN, also=answer)
+
+    await ACTIONS["MemorySearch"](ctx)
+
+    assert [r.task for r in llm.requests] == ["MemorySearch", "MemorySearch"]  # plan, explain
+    assert card_ids(harness) == ["mem_old1", "mem_nuts1", "mem_vegan1"]
+
+
+async def test_no_rerank_of_a_chronological_search(harness: Harness) -> None:
+    store(harness, OLD, PEANUTS, VEGAN)
+    latest = {"queries": ["latest memories"], "mode": "chronological"}
+    answer = {"MemoryRerank": {"relevant": ["mem_vegan1"]}}
+    ctx, llm = harness.context("MemorySearch", latest, also=answer)
+
+    await ACTIONS["MemorySearch"](ctx)
+
+    # Newest first is the order a chronological search was asked for.
+    assert "MemoryRerank" not in [r.task for r in llm.requests]
+    assert card_ids(harness) == ["mem_old1", "mem_nuts1", "mem_vegan1"]

@@ -50,7 +50,9 @@ async def test_memory_search_uses_the_sessions_limits_and_descriptions(harness: 
     assert outcome.status == "ok"
     [search] = harness.memory.requests(MemorySearch)
     assert (search.limit, search.min_relevance) == (3, 0.2)
-    plan_request, explain_request = llm.requests
+    # Between the two, the model is asked to rerank what was found (no answer scripted here).
+    plan_request, rerank_request, explain_request = llm.requests
+    assert rerank_request.task == "MemoryRerank"
     assert "Things never to do." in plan_request.prompt.messages[-1].content
     identity = "You are Memoria, an assistant with long-term memory."  # the persona
     assert explain_request.prompt.system.startswith(f"{identity}\n\n{PIRATE}")

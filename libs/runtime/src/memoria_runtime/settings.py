@@ -293,6 +293,19 @@ class Settings(BaseSettings):
         "words stemmed, accents folded) or `hybrid` (both, fused into one relevance; "
         "docs/relevance.md).",
     )
+    memory_rerank: bool = Field(
+        default=True,
+        description="With a model configured (not the offline planner), a semantic "
+        "MemorySearch asks it in one call which of the memories found answer the request, "
+        "and shows only those, in its order; if that call fails, the search's order. false: "
+        "every memory found, in the search's order (docs/relevance.md).",
+    )
+    memory_rerank_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest the rerank may take, the provider's retries included; slower, "
+        "the search's order is shown, so a slow model cannot use up the step's time.",
+    )
     memory_type_descriptions: dict[MemoryType, str] = Field(
         default_factory=lambda: dict(DEFAULT_MEMORY_TYPE_DESCRIPTIONS),
         description="JSON object: memory type → description injected into prompts "

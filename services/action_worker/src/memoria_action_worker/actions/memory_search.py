@@ -28,6 +28,8 @@ from memoria_action_worker.memory_steps import (
 )
 from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
+from memoria_action_worker.rerank import enabled as rerank_enabled
+from memoria_action_worker.rerank import rerank
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
     MAX_EXCLUDED,
@@ -168,11 +170,21 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             until=plan.until,
         )
     )
+    memories = found.memories
+    # Chronological results are in the order asked for (newest first), not by relevance.
+    if plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm):
+        memories = await rerank(
+            ctx.llm,
+            context=ctx.cycle,
+            queries=queries,
+            candidates=memories,
+            timeout_seconds=ctx.settings.memory_rerank_timeout_seconds,
+        )
     cards = await ctx.chat.post_all(
         modal="memory",
         role="system",
         chat_history=True,
-        contents=[m.model_dump(mode="json") for m in found.memories],
+        contents=[m.model_dump(mode="json") for m in memories],
     )
     window = {
         name: moment.isoformat()
@@ -184,7 +196,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         "mode": plan.mode,
         "memory_type": plan.memory_type,
         **window,
-        "found": [memory_result(m) for m in found.memories],
+        "found": [memory_result(m) for m in memories],
     }
     explanation = await explain(
         ctx,
@@ -192,12 +204,12 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
         ask="Explain the memory lookup you just did.",
         results=results,
-        bindings={m.memory_id: m.bindings for m in found.memories},
+        bindings={m.memory_id: m.bindings for m in memories},
     )
     looked_for = ", ".join(f'"{q}"' for q in queries)
-    if found.memories:
-        items = listing([describe(m.memory_id, m.content) for m in found.memories])
-        outcome = f"found {memories_count(len(found.memories))}: {items}"
+    if memories:
+        items = listing([describe(m.memory_id, m.content) for m in memories])
+        outcome = f"found {memories_count(len(memories))}: {items}"
     else:
         outcome = "found no new memories"
     told = "".join(f", told {name} {moment}" for name, moment in window.items())
