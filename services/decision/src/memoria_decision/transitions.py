@@ -251,6 +251,8 @@ class Transition:
 
 def transition(state: CycleState, event: Event, limits: Limits) -> Transition:
     """What ``event`` does to the cycle in ``state``. ``state`` is left unchanged."""
+    if state.status == "ended" and not isinstance(event, Redelivered | StepOverdue):
+        return _released(state)  # a late or repeated event: make sure the thread was released
     match event:
         case Started():
             return _resume(state, limits)
@@ -311,8 +313,6 @@ def _routed(state: CycleState, route: Route, limits: Limits) -> Transition:
 
 
 def _completed(state: CycleState, completed: ActionCompleted, limits: Limits) -> Transition:
-    if state.status == "ended":
-        return _released(state)  # a late or repeated completion: make sure it was released
     pending = state.pending
     if pending is not None and pending.step == completed.step:
         # Saved (and its deadline cleared) with the first write of what it leads to.
