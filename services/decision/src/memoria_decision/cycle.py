@@ -481,9 +481,8 @@ class CycleEngine:
             pipe.set(keys.cycle_ended(ended.cycle_id), ended.end_reason, ex=_ENDED_MARK_TTL_S)
             self.store.queue_save(pipe, ended)
             pipe.hgetall(keys.cycle_usage(ended.cycle_id))
-            used_at = _slot(pipe)
-            results = await pipe.execute()
-        return accounting.parse_cycle(results[used_at])
+            *_, used = await pipe.execute()
+        return accounting.parse_cycle(used)
 
     async def _announce(self, state: CycleState, used: list[Usage] | None) -> None:
         """``cycle.ended``; ``used``: the cycle's usage, if read already."""
