@@ -41,7 +41,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from opentelemetry import trace
 
@@ -290,6 +290,8 @@ class CycleEngine:
                     await self._release(state, announced)
                 case Ignore(why):
                     log.info("cycle %s: ignored: %s", state.cycle_id, why)
+                case _:  # a new kind of effect must be carried out here (mypy checks)
+                    assert_never(effect)
             if then is not None:
                 await self._carry_out(transition(state, then, self._limits()), known)
                 return
