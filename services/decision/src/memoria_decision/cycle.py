@@ -1,8 +1,38 @@
-"""The thought cycle: start, decide the next step, record outcomes, end.
+"""The thought cycle's executor: it feeds events to the state machine
+(:func:`memoria_decision.transitions.transition`) and carries out the effects it returns,
+batching their Redis commands into pipelines.
 
-Every method is safe to run twice for the same event (at-least-once delivery): the cycle's
-state in Redis says what already happened, requests carry deterministic (cycle, step)
-identities that action workers deduplicate, and ending releases the thread only once.
+Decision holds no state between events: a delivery reads the cycle's state, and every effect
+is safe to carry out twice (at-least-once delivery). Redis is asked in these batches, each
+one round trip; what happens if the process dies after each, and why that is safe:
+
+1. **Open** (the thread gate's ``open`` script): the cycle's state if it started before;
+   else the thread's lock taken or refreshed, and its pending action. Dying here leaves the
+   lock, which the redelivery owns (the same message id).
+2. **Create**: the new state (``SET NX``), the action catalog, the echo of the message.
+   Dying after: the redelivery finds the state and resumes it; one that finds it not yet
+   echoed echoes it (same record id: a replacement). A concurrent delivery's ``NX`` loses and
+   carries on with the stored state. Recalled memory cards and a history notice follow, with
+   fixed ids.
+3. **Route** (:mod:`memoria_decision.fast_paths`): the route saved, then the pending action it
+   answered cleared. Dying in between: the redelivery finds the route and clears again.
+4. **Prepare a decision**: the step just recorded saved and its deadline cleared, the lock
+   extended (unless fresh), the catalog read, the ``Thinking…`` status posted. Dying after:
+   the redelivery of the completion finds the step recorded and decides again.
+5. **Request a step**: the decision's tokens, the state with its pending step, its deadline,
+   its call record and ``action.requested``, in that order. Dying before the request is
+   appended: the pending step is republished on the next event (a redelivered message, or the
+   previous step's completion); workers deduplicate by (cycle, step). Dying after: the
+   deadline times the step out if no completion ever comes.
+6. **Completion records**: a tool step's call and result, before the step is recorded, with
+   fixed ids: posted again, the same, if the process dies before saving.
+7. **End**: the step recorded (deadline cleared), the mark that stops workers' steps, the
+   ended state, and the cycle's usage read for the announcement. Then ``cycle.ended`` on
+   ``chat.out``; then the gate's ``release`` script, which saves the announced state in the
+   same atomic step as it hands the thread on. Dying before the release announces again on
+   the redelivery (clients replace by cycle id), never releases without having announced.
+8. **Timeouts**: a sweeper claims an overdue deadline (it moves later rather than vanishing),
+   ends the cycle as in 7, then clears it. Dying in between: it comes due again.
 """
 
 from __future__ import annotations
@@ -11,7 +41,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from opentelemetry import trace
 
@@ -23,24 +53,52 @@ from memoria_contracts.events import (
     ActionSpec,
     ChatPosted,
     CycleEnded,
-    CycleEndReason,
     CycleUsage,
     Envelope,
     Payload,
-    StepRecord,
     UserMessageReceived,
 )
 from memoria_contracts.history import HistorySummary
+from memoria_contracts.ids import new_id
 from memoria_contracts.session import SessionConfigState
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME, tool_history
 from memoria_decision.chooser import choose_action
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.fast_paths import FastPaths
-from memoria_decision.pending import PendingActions, PendingKind, Prefetched, UpdateCandidate
+from memoria_decision.pending import PendingActions, Prefetched
 from memoria_decision.persona import persona_for_cycle, record_applied
 from memoria_decision.session import default_session, read_session, recall, recalled
-from memoria_decision.state import CycleState, CycleStore, PendingStep
+from memoria_decision.state import CycleState, CycleStore
+from memoria_decision.transitions import (
+    ActionChosen,
+    AnnounceEnd,
+    AskChoice,
+    Completed,
+    Decide,
+    DecisionFailed,
+    Echo,
+    EndCycle,
+    Event,
+    FastPathEnded,
+    Ignore,
+    Limits,
+    NoWorkers,
+    PostNotice,
+    PostToolRecords,
+    PostToolResult,
+    Redelivered,
+    ReleaseThread,
+    RepublishStep,
+    RequestStep,
+    Routed,
+    RouteMessage,
+    RunFastPath,
+    Started,
+    StepOverdue,
+    Transition,
+    transition,
+)
 from memoria_llm import accounting
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LanguageModel, LLMError
@@ -61,11 +119,6 @@ tracer = trace.get_tracer("memoria.decision")
 _SWEEP_BATCH = 50  # deadlines handled per sweep
 _ENDED_MARK_TTL_S = 24 * 3600
 _WORKERS_POLL_S = 0.25  # how often a cycle without workers looks for one
-_DROPPED_NOTICES: dict[PendingKind, str] = {
-    "delete_all": "pending_dropped",
-    "choose_update": "update_choice_dropped",
-    "choose_forget": "forget_choice_dropped",
-}
 
 # Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
 ATTR_CYCLE_ID = "memoria.cycle_id"
@@ -99,6 +152,11 @@ class Opening:
     session: SessionConfigState
 
 
+def _slot(pipe: Any) -> int:
+    """Where the command just queued on ``pipe`` finds its answer among the results."""
+    return len(pipe) - 1
+
+
 @dataclass
 class CycleEngine:
     settings: Settings
@@ -120,15 +178,13 @@ class CycleEngine:
             post=self._post_record,
         )
 
-    # -- events -----------------------------------------------------------------------------
+    # -- events in --------------------------------------------------------------------------
 
     async def on_user_message(
         self, event: Envelope, payload: UserMessageReceived, framed: bytes
     ) -> None:
         """``framed`` is the stream entry as stored, to queue it again unchanged if needed."""
         cycle_id = cycle_id_for(payload.message_id)
-        # One round trip: the cycle's state if it started before, else the thread taken over
-        # (its lock fresh) and its pending action, which the route of the cycle needs.
         opening = await self.gate.open(
             event.user_id,
             event.thread_id,
@@ -137,13 +193,7 @@ class CycleEngine:
             then_read=keys.pending_action(event.user_id, event.thread_id),
         )
         if opening.started is not None:
-            state = self.store.parse(opening.started)
-            if not state.echoed:
-                # The delivery before this one died between saving the new cycle and echoing
-                # the message: echo it now, or no socket shows it and the history never
-                # stores it (a repeat of the echo has the same id, which replaces).
-                await self._echo(state)
-            await self.advance(state)
+            await self._apply(self.store.parse(opening.started), Redelivered())
             return
         if not opening.owns:
             # Only after a lock expired: another cycle runs; wait behind it.
@@ -153,9 +203,8 @@ class CycleEngine:
             )
             return
         state, catalog = await self._start(event, payload, cycle_id)
-        await self.advance(
-            state, Known(lock_fresh=True, pending=Prefetched(opening.read), catalog=catalog)
-        )
+        known = Known(lock_fresh=True, pending=Prefetched(opening.read), catalog=catalog)
+        await self._apply(state, Started(), known)
 
     async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
         if event.cycle_id is None:
@@ -165,52 +214,12 @@ class CycleEngine:
         if state is None:
             log.error("no state for cycle %s (expired?)", event.cycle_id)
             return
-        if state.status == "ended":
-            await self._finish(state)  # a late or repeated completion: make sure we released
-            return
-        pending = state.pending
-        if pending is None or pending.step != payload.step:
-            await self._on_out_of_order(state, payload)
-            return
-        if pending.tool_call:
-            await self._tool_records(state, payload)
-        state.record(payload)
-        # Saved (and its deadline cleared) with the first write of what it leads to, in the
-        # same round trip, before any wait: a crash before that records it again, the same.
-        await self._after_step(state, payload, recorded=payload.step)
-
-    async def _after_step(
-        self, state: CycleState, payload: ActionCompleted, *, recorded: int | None = None
-    ) -> None:
-        """What a recorded step leads to: the end of the cycle, or the next decision.
-        ``recorded``: the step, if recorded in ``state`` but not saved yet (nor its deadline
-        cleared)."""
-        outcome = payload.outcome
-        if outcome.ends_cycle and outcome.status == "failed":
-            notice = i18n.text(
-                "action_failed", state.language, action=payload.action, detail=outcome.error
-            )
-            await self._end(state, "action_failed", notice, recorded=recorded)
-        elif outcome.ends_cycle and outcome.choice is not None:
-            # An update that needs the user to say which memory: asked here, in fixed
-            # words, and kept as the thread's pending action for the next message.
-            candidates = [
-                UpdateCandidate(memory_id=c.memory_id, content=c.content)
-                for c in outcome.choice.candidates
-            ]
-            await self.fast_paths.ask_choice(state, candidates, outcome.choice, step=payload.step)
-            await self._end(state, "done", recorded=recorded)
-        elif outcome.ends_cycle:
-            await self._end(state, "done", recorded=recorded)
-        else:
-            await self._decide_next(state, recorded=recorded)
+        await self._apply(state, Completed(payload))
 
     async def sweep_deadlines(self) -> int:
         """End the cycles whose current step is overdue; returns how many."""
         ended = 0
         for cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
-            # Claimed, not removed: should this replica die before the cycle has ended, the
-            # deadline comes due again and another sweep ends it.
             if not await self.deadlines.claim(cycle_id, step):
                 continue  # another replica (or the completion) got there first
             if await self._time_out(cycle_id, step):
@@ -221,43 +230,79 @@ class CycleEngine:
     async def _time_out(self, cycle_id: str, step: int) -> bool:
         """End the cycle if ``step`` is still the one it waits for; True if it did."""
         state = await self.store.load(cycle_id)
-        if state is None or state.status == "ended":
+        if state is None:
             return False
-        if state.pending is None or state.pending.step != step:
+        moved = transition(state, StepOverdue(step), self._limits())
+        if any(isinstance(effect, Ignore) for effect in moved.effects):
             return False
         with attached_trace(state.trace), tracer.start_as_current_span("cycle.step_timeout"):
-            if state.pending.tool_call:
-                await self._tool_result(state, step, state.pending.action, "failed", "timed out")
-            state.steps.append(
-                StepRecord(
-                    step=step, action=state.pending.action, status="failed", summary="timed out"
-                )
-            )
-            notice = i18n.text(
-                "step_timeout",
-                state.language,
-                action=state.pending.action,
-                seconds=self.settings.step_timeout_seconds,
-            )
-            await self._end(state, "step_timeout", notice)
+            await self._carry_out(moved, Known())
         return True
 
-    # -- steps ------------------------------------------------------------------------------
+    # -- the machine ------------------------------------------------------------------------
 
-    async def advance(self, state: CycleState, known: Known | None = None) -> None:
-        """Continue a cycle from whatever its state says happened last."""
-        if state.status == "ended":
-            await self._finish(state)
-        elif state.pending is not None:
-            await self._republish_pending(state)
-        else:
-            await self._decide_next(state, known=known or Known())
+    def _limits(self) -> Limits:
+        return Limits(
+            max_steps=self.settings.cycle_max_steps,
+            step_timeout_s=self.settings.step_timeout_seconds,
+        )
+
+    async def _apply(self, state: CycleState, event: Event, known: Known | None = None) -> None:
+        await self._carry_out(transition(state, event, self._limits()), known or Known())
+
+    async def _carry_out(self, moved: Transition, known: Known) -> None:
+        """The effects in order; one that leads to an event (the last) feeds it back."""
+        state = moved.state
+        used: list[Usage] | None = None  # the cycle's usage, read with its end
+        for effect in moved.effects:
+            then: Event | None = None
+            match effect:
+                case Echo():
+                    await self._post(state, ChatPosted(message=state.original))
+                case PostNotice(name, text):
+                    await self._notice(state, name, text)
+                case PostToolRecords(completed):
+                    await self._tool_records(state, completed)
+                case PostToolResult(step, action, status, summary):
+                    record = tool_history.result_record(
+                        state.cycle_id, step, action, status, summary
+                    )
+                    await self._post_record(state, record)
+                case AskChoice(candidates, choice, step):
+                    await self.fast_paths.ask_choice(state, candidates, choice, step=step)
+                case RouteMessage():
+                    then = Routed(await self.fast_paths.route(state, known.pending))
+                case RunFastPath(route):
+                    attributes = {ATTR_CYCLE_ID: state.cycle_id, ATTR_FAST_PATH: route.kind}
+                    with tracer.start_as_current_span("cycle.fast_path", attributes=attributes):
+                        then = FastPathEnded(await self.fast_paths.run(state, route))
+                case Decide(step, recorded):
+                    then = await self._decide(state, step, recorded, known)
+                case RequestStep(spent):
+                    await self._request(state, spent)
+                case RepublishStep():
+                    await self._republish(state)
+                case EndCycle(ended, recorded):
+                    used = await self._end(ended, recorded)
+                case AnnounceEnd():
+                    await self._announce(state, used)
+                case ReleaseThread(announced):
+                    await self._release(state, announced)
+                case Ignore(why):
+                    log.info("cycle %s: ignored: %s", state.cycle_id, why)
+                case _:  # a new kind of effect must be carried out here (mypy checks)
+                    assert_never(effect)
+            if then is not None:
+                await self._carry_out(transition(state, then, self._limits()), known)
+                return
+
+    # -- batches ----------------------------------------------------------------------------
 
     async def _start(
         self, event: Envelope, payload: UserMessageReceived, cycle_id: str
     ) -> tuple[CycleState, Mapping[bytes, bytes]]:
         """The new cycle, and the action catalog (read with the new state's write, for the
-        first decision: one round trip for both)."""
+        first decision)."""
         original = payload.record(cycle_id, event.time)
         opening = await self._opening(event, cycle_id)
         # Read only when the message itself does not tell its language.
@@ -292,20 +337,13 @@ class CycleEngine:
             await self._queue_post(pipe, state, ChatPosted(message=state.original))
             created, catalog, *_ = await self.publisher.execute(pipe)
         state = await self.store.created(state, created)
-        state.echoed = True  # saved with the next state, as _echo says
+        state.echoed = True  # saved with the next state: see transitions' redelivery
         for card in recalled(state.transcript, cycle_id):  # shown before the first decision
             await self._post(state, ChatPosted(message=card))
         if opening.history_error:
             await self._notice(state, "history", i18n.text("history_unavailable", language))
         log.info("cycle %s started for %s/%s", cycle_id, event.user_id, event.thread_id)
         return state, catalog
-
-    async def _echo(self, state: CycleState) -> None:
-        """The user's message on chat.out: every socket shows it, the memory service stores
-        it in the thread's history. That it was echoed is saved with the cycle's next state,
-        not on its own: a crash before that echoes again, with the same id (a replacement)."""
-        await self._post(state, ChatPosted(message=state.original))
-        state.echoed = True
 
     async def _opening(self, event: Envelope, cycle_id: str) -> Opening:
         """The thread's earlier chat-history messages and the summary of those before them,
@@ -338,23 +376,10 @@ class CycleEngine:
         )
         return Opening(page.messages, summary, False, stored)
 
-    async def _decide_next(
-        self,
-        state: CycleState,
-        *,
-        recorded: int | None = None,
-        known: Known | None = None,
-    ) -> None:
-        """``recorded``: the step just recorded in ``state``, not saved yet (its deadline
-        still set); ``known``: what this delivery read already."""
-        known = known or Known()
-        if not state.steps and await self._took_fast_path(state, known.pending):
-            return
-        step = state.next_step
-        if step > self.settings.cycle_max_steps:
-            notice = i18n.text("max_steps", state.language, steps=self.settings.cycle_max_steps)
-            await self._end(state, "max_steps", notice, recorded=recorded)
-            return
+    async def _decide(
+        self, state: CycleState, step: int, recorded: int | None, known: Known
+    ) -> Event:
+        """The model's next action, after the batch that prepares it (:meth:`_prepare`)."""
         thinking = self._status_line(state, step, i18n.text("thinking", state.language))
         catalog, shown = await self._prepare(state, recorded=recorded, known=known, status=thinking)
         if state.persona_record is not None and not state.persona_recorded:
@@ -366,40 +391,134 @@ class CycleEngine:
         if not catalog:
             catalog = await self._workers_within(self.settings.no_workers_wait_seconds)
         if not catalog:
-            await self._end(state, "no_workers", i18n.text("no_workers", state.language))
-            return
+            return NoWorkers()
         try:
             action, spent = await self._choose(state, catalog)
         except (LLMError, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
             log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
-            await self._end(
-                state, "llm_error", i18n.text("llm_error", state.language, detail=detail)
-            )
-            return
-        request = self._envelope(
-            state, ActionRequested(step=step, action=action, context=state.context())
-        )
+            return DecisionFailed(detail)
         spec = next((spec for spec in catalog if spec.name == action), None)
-        state.pending = PendingStep(
-            step=step,
-            action=action,
-            request_event_id=request.event_id,
-            tool_call=tool_history.records_calls(spec),
+        return ActionChosen(action, tool_history.records_calls(spec), new_id("evt"), spent)
+
+    async def _prepare(
+        self, state: CycleState, *, recorded: int | None, known: Known, status: ChatPosted
+    ) -> tuple[list[ActionSpec], bool]:
+        """Before a decision, in one batch: save the step just recorded (and clear its
+        deadline, or a slow decision would time it out), extend the thread's lock unless it
+        is fresh, and read the catalog unless known (it is read at every step: enabling or
+        disabling an action needs no decision restart); ``status`` is posted after them,
+        when there is such a batch. Returns the catalog, and whether ``status`` was posted."""
+        refresh = not known.lock_fresh
+        entries = known.catalog
+        if not (recorded is not None or refresh or entries is None):
+            return await live_actions(self.redis, entries), False
+        at: dict[str, int] = {}  # where each answer read below is among the results
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if recorded is not None:
+                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+                self.store.queue_save(pipe, state)
+            if refresh:
+                self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
+                at["refresh"] = _slot(pipe)
+            if entries is None:
+                pipe.hgetall(keys.ACTION_CATALOG)
+                at["catalog"] = _slot(pipe)
+            await self._queue_post(pipe, state, status)
+            results = await self.publisher.execute(pipe, raise_on_error=False)
+        if refresh:  # first: it handles a broker that forgot the script
+            await self.gate.refreshed(
+                results[at["refresh"]], state.user_id, state.thread_id, state.message_id
+            )
+        for index, result in enumerate(results):
+            if index != at.get("refresh") and isinstance(result, Exception):
+                raise result
+        if entries is None:
+            entries = results[at["catalog"]]
+        return await live_actions(self.redis, entries), True
+
+    async def _request(self, state: CycleState, spent: dict[str, tuple[int, int]]) -> None:
+        """The decision's tokens, the state with its pending step, the step's deadline, its
+        call record and its request: one batch, run in that order."""
+        pending = state.pending
+        assert pending is not None
+        request = self._envelope(
+            state,
+            ActionRequested(step=pending.step, action=pending.action, context=state.context()),
+            event_id=pending.request_event_id,
         )
-        # The decision's tokens, the step and its deadline, then its call record and the
-        # request: one round trip, run in that order (a crash after the save and before the
-        # request is sent republishes it: _republish_pending).
         async with self.redis.pipeline(transaction=False) as pipe:
             accounting.queue_add(pipe, state.cycle_id, spent)
             self.store.queue_save(pipe, state)
-            self.deadlines.queue_set(pipe, state.cycle_id, step, self.settings.step_timeout_seconds)
-            if state.pending.tool_call:
-                call = tool_history.call_record(state.cycle_id, step, action)
+            self.deadlines.queue_set(
+                pipe, state.cycle_id, pending.step, self.settings.step_timeout_seconds
+            )
+            if pending.tool_call:
+                call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
                 await self._queue_post(pipe, state, ChatPosted(message=call))
             await self.publisher.queue(pipe, Stream.ACTIONS, request)
             await self.publisher.execute(pipe)
-        log.info("cycle %s step %d: %s", state.cycle_id, step, action)
+        log.info("cycle %s step %d: %s", state.cycle_id, pending.step, pending.action)
+
+    async def _republish(self, state: CycleState) -> None:
+        """The pending step's deadline, call record and request again."""
+        pending = state.pending
+        assert pending is not None
+        request = self._envelope(
+            state,
+            ActionRequested(step=pending.step, action=pending.action, context=state.context()),
+        )
+        await self.deadlines.set(state.cycle_id, pending.step, self.settings.step_timeout_seconds)
+        if pending.tool_call:  # the same id: replaces the call if it was published already
+            call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
+            await self._post_record(state, call)
+        await self.publisher.publish(Stream.ACTIONS, request)
+
+    async def _end(self, ended: CycleState, recorded: int | None) -> list[Usage]:
+        """The end mark, the ended state and the cycle's usage (all its steps' tokens are in
+        by now) in one batch; returns the usage."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if recorded is not None:
+                self.deadlines.queue_clear(pipe, ended.cycle_id, recorded)
+            pipe.set(keys.cycle_ended(ended.cycle_id), ended.end_reason, ex=_ENDED_MARK_TTL_S)
+            self.store.queue_save(pipe, ended)
+            pipe.hgetall(keys.cycle_usage(ended.cycle_id))
+            *_, used = await pipe.execute()
+        return accounting.parse_cycle(used)
+
+    async def _announce(self, state: CycleState, used: list[Usage] | None) -> None:
+        """``cycle.ended``; ``used``: the cycle's usage, if read already."""
+        reason = state.end_reason or "done"
+        with tracer.start_as_current_span(
+            "cycle.end", attributes={ATTR_CYCLE_ID: state.cycle_id, ATTR_END_REASON: reason}
+        ) as span:
+            cycle_usage = await self._usage(state, used)
+            if cycle_usage is not None:
+                span.set_attributes(
+                    {
+                        ATTR_COST_USD: cycle_usage.cost_usd,
+                        ATTR_INPUT_TOKENS: cycle_usage.input_tokens,
+                        ATTR_OUTPUT_TOKENS: cycle_usage.output_tokens,
+                    }
+                )
+            await self._post(
+                state, CycleEnded(actions=state.actions, reason=reason, usage=cycle_usage)
+            )
+
+    async def _release(self, state: CycleState, announced: CycleState | None) -> None:
+        saved = None if announced is None else self.store.write(announced)
+        next_id = await self.gate.release(
+            state.user_id, state.thread_id, state.message_id, save=saved
+        )
+        if saved is not None:
+            # Counted once the announcement is saved: after a crash before that, the
+            # redelivery announces the end again and counts it then (the count died with us).
+            metrics.count_cycle_end(
+                state.end_reason or "done", (utcnow() - state.started_at).total_seconds()
+            )
+            log.info("cycle %s ended (%s): %s", state.cycle_id, state.end_reason, state.actions)
+        if next_id:
+            log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
 
     async def _workers_within(self, seconds: float) -> list[ActionSpec]:
         """The live actions once a worker advertises some, within ``seconds``; none after.
@@ -414,42 +533,6 @@ class CycleEngine:
             if specs:
                 return specs
         return []
-
-    async def _prepare(
-        self, state: CycleState, *, recorded: int | None, known: Known, status: ChatPosted
-    ) -> tuple[list[ActionSpec], bool]:
-        """Before a decision, in one round trip: save the step just recorded (and clear its
-        deadline, or a slow decision would time it out), extend the thread's lock unless it
-        is fresh, and read the catalog unless known (it is read at every step: enabling or
-        disabling an action needs no decision restart); ``status`` is posted after them,
-        when there is such a round trip. Returns the catalog, and whether ``status`` was
-        posted."""
-        refresh = not known.lock_fresh
-        entries = known.catalog
-        if not (recorded is not None or refresh or entries is None):
-            return await live_actions(self.redis, entries), False
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if recorded is not None:
-                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
-                self.store.queue_save(pipe, state)
-            if refresh:
-                self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
-            if entries is None:
-                pipe.hgetall(keys.ACTION_CATALOG)
-            queued = len(pipe)
-            await self._queue_post(pipe, state, status)
-            results = await self.publisher.execute(pipe, raise_on_error=False)
-        results, posted = results[:queued], results[queued:]
-        if entries is None:
-            entries = results.pop()
-        if refresh:
-            await self.gate.refreshed(
-                results.pop(), state.user_id, state.thread_id, state.message_id
-            )
-        for result in (*results, entries, *posted):
-            if isinstance(result, Exception):
-                raise result
-        return await live_actions(self.redis, entries), True
 
     async def _choose(
         self, state: CycleState, catalog: list[ActionSpec]
@@ -468,114 +551,6 @@ class CycleEngine:
             used, service=SERVICE_NAME, prices=self.settings.llm_prices
         )
 
-    async def _took_fast_path(self, state: CycleState, pending: Prefetched | None) -> bool:
-        """Before the first decision: run the message's fast path, if it has one, and
-        end the cycle; True then. Otherwise the model decides, as always."""
-        route = await self.fast_paths.route(state, pending)
-        if route.dropped is not None:
-            notice = i18n.text(_DROPPED_NOTICES[route.dropped], state.language)
-            await self._notice(state, "pending", notice)
-        if route.kind == "model":
-            return False
-        attributes = {ATTR_CYCLE_ID: state.cycle_id, ATTR_FAST_PATH: route.kind}
-        with tracer.start_as_current_span("cycle.fast_path", attributes=attributes):
-            ending = await self.fast_paths.run(state, route)
-        state.steps.append(ending.step)
-        await self._end(state, ending.reason, ending.notice)
-        return True
-
-    async def _republish_pending(self, state: CycleState) -> None:
-        """A crash may have come between saving a step and publishing it; workers drop the
-        duplicate when both arrive."""
-        assert state.pending is not None
-        pending = state.pending
-        request = self._envelope(
-            state,
-            ActionRequested(step=pending.step, action=pending.action, context=state.context()),
-        )
-        await self.deadlines.set(state.cycle_id, pending.step, self.settings.step_timeout_seconds)
-        if pending.tool_call:  # the same id: replaces the call if it was published already
-            call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
-            await self._post_record(state, call)
-        await self.publisher.publish(Stream.ACTIONS, request)
-
-    async def _on_out_of_order(self, state: CycleState, payload: ActionCompleted) -> None:
-        pending = state.pending
-        if pending is not None and pending.step == payload.step + 1:
-            await self._republish_pending(state)
-        elif pending is None and state.steps and state.steps[-1].step == payload.step:
-            # Crashed after recording this step: carry on from its outcome, which may be the
-            # end of the cycle (deciding again there would run a second Finalize).
-            await self._after_step(state, payload)
-        else:
-            log.info("ignoring stale completion of %s step %d", state.cycle_id, payload.step)
-
-    # -- ending -----------------------------------------------------------------------------
-
-    async def _end(
-        self,
-        state: CycleState,
-        reason: CycleEndReason,
-        notice: str | None = None,
-        *,
-        recorded: int | None = None,
-    ) -> None:
-        """``recorded``: a step recorded in ``state`` but not saved, its deadline still set."""
-        if notice:
-            await self._notice(state, "end", notice)
-        state.status = "ended"
-        state.end_reason = reason
-        state.pending = None
-        # One round trip: the mark that stops workers' steps, the ended state, and the
-        # cycle's usage for its end announcement (all its steps' tokens are in by now).
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if recorded is not None:
-                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
-            pipe.set(keys.cycle_ended(state.cycle_id), reason, ex=_ENDED_MARK_TTL_S)
-            self.store.queue_save(pipe, state)
-            pipe.hgetall(keys.cycle_usage(state.cycle_id))
-            *_, used = await pipe.execute()
-        await self._finish(state, accounting.parse_cycle(used))
-
-    async def _finish(self, state: CycleState, used: list[Usage] | None = None) -> None:
-        """Announce the end (once) and release the thread. ``used``: the cycle's usage, if
-        read already."""
-        if state.end_announced:
-            saved = None
-        else:
-            reason = state.end_reason or "done"
-            with tracer.start_as_current_span(
-                "cycle.end", attributes={ATTR_CYCLE_ID: state.cycle_id, ATTR_END_REASON: reason}
-            ) as span:
-                cycle_usage = await self._usage(state, used)
-                if cycle_usage is not None:
-                    span.set_attributes(
-                        {
-                            ATTR_COST_USD: cycle_usage.cost_usd,
-                            ATTR_INPUT_TOKENS: cycle_usage.input_tokens,
-                            ATTR_OUTPUT_TOKENS: cycle_usage.output_tokens,
-                        }
-                    )
-                await self._post(
-                    state, CycleEnded(actions=state.actions, reason=reason, usage=cycle_usage)
-                )
-            state.end_announced = True
-            saved = self.store.write(state)
-        # The announcement is saved in the release's atomic step: a crash before it
-        # announces again on the redelivery, never releases without having announced.
-        next_id = await self.gate.release(
-            state.user_id, state.thread_id, state.message_id, save=saved
-        )
-        if saved is not None:
-            # Counted once the announcement is saved: after a crash before that, the
-            # redelivery announces the end again and counts it then (the count died with us).
-            metrics.count_cycle_end(
-                state.end_reason or "done", (utcnow() - state.started_at).total_seconds()
-            )
-            log.info("cycle %s ended (%s): %s", state.cycle_id, state.end_reason, state.actions)
-        if next_id:
-            log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
-
     # -- usage ------------------------------------------------------------------------------
 
     async def _usage(self, state: CycleState, used: list[Usage] | None) -> CycleUsage | None:
@@ -588,8 +563,11 @@ class CycleEngine:
 
     # -- output -----------------------------------------------------------------------------
 
-    def _envelope(self, state: CycleState, payload: Payload) -> Envelope:
+    def _envelope(
+        self, state: CycleState, payload: Payload, *, event_id: str | None = None
+    ) -> Envelope:
         return Envelope(
+            event_id=event_id or new_id("evt"),
             cycle_id=state.cycle_id,
             user_id=state.user_id,
             thread_id=state.thread_id,
@@ -615,7 +593,6 @@ class CycleEngine:
         result = tool_history.result_record(
             state.cycle_id, payload.step, payload.action, outcome.status, summary
         )
-        # Both records in one round trip, before the step is recorded (as _tool_result).
         async with self.redis.pipeline(transaction=False) as pipe:
             if outcome.arguments:
                 call = tool_history.call_record(
@@ -624,14 +601,6 @@ class CycleEngine:
                 await self._queue_post(pipe, state, ChatPosted(message=call))
             await self._queue_post(pipe, state, ChatPosted(message=result))
             await self.publisher.execute(pipe)
-
-    async def _tool_result(
-        self, state: CycleState, step: int, action: str, status: str, summary: str
-    ) -> None:
-        """The step's result in the history, before the step is recorded: a crash in
-        between publishes it again, with the same id."""
-        record = tool_history.result_record(state.cycle_id, step, action, status, summary)
-        await self._post_record(state, record)
 
     async def _notice(self, state: CycleState, name: str, text: str) -> None:
         """A visible system line that is kept in the thread but not shown to the LLM."""

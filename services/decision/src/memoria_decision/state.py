@@ -9,7 +9,6 @@ from pydantic import BaseModel, Field
 
 from memoria_contracts.chat import ChatRecord, utcnow
 from memoria_contracts.events import (
-    ActionCompleted,
     CycleContext,
     CycleEndReason,
     Language,
@@ -84,19 +83,6 @@ class CycleState(BaseModel):
             session=self.session,
             persona=self.persona,
         )
-
-    def record(self, completed: ActionCompleted) -> None:
-        outcome = completed.outcome
-        self.steps.append(
-            StepRecord(
-                step=completed.step,
-                action=completed.action,
-                status=outcome.status,
-                summary=outcome.error or outcome.summary,
-            )
-        )
-        self.transcript.extend(m for m in outcome.messages if m.chat_history)
-        self.pending = None
 
 
 class CycleStore:

@@ -1,5 +1,7 @@
-"""How many times decision waits for Redis in a cycle (see ``round_trips``). On a real
-Redis, scripted LLM."""
+"""The cycle's executor (``memoria_decision.cycle``) is the one part of decision that knows
+Redis: how many times it waits for it per event, its batches as its docstring lists them
+(see ``round_trips``). The state machine it carries out is tested without Redis
+(tests/unit/decision/test_transitions.py). On a real Redis, scripted LLM."""
 
 from __future__ import annotations
 
@@ -24,14 +26,14 @@ from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
 
 DECISION_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS)
-# open (state, lock, pending) · new state + catalog + the echo · "Thinking…" status ·
-# decision's writes + the action request
-START_ROUND_TRIPS = 4
-# the state · end mark, state, usage · the end announcement · announced state + release
-END_ROUND_TRIPS = 4
+# open (state, lock, pending) · create (new state, catalog, the echo) · "Thinking…" status ·
+# request (decision's writes, the action request)
+START_BATCHES = 4
+# the state · end (mark, state, usage) · the end announcement · announced state + release
+END_BATCHES = 4
 
 
-async def test_a_finalize_cycle_waits_for_redis_eight_times(
+async def test_a_finalize_cycle_takes_four_batches_to_start_and_four_to_end(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
@@ -54,7 +56,7 @@ async def cycle(
     event = Envelope(user_id="ana", thread_id=thread_id, payload=message)
     with round_trips(monkeypatch) as sent:
         await engine.on_user_message(event, message, b"framed")
-    assert n == 1 or sent[0] == START_ROUND_TRIPS
+    assert n == 1 or sent[0] == START_BATCHES
 
     requested = [e for s, e in publisher.sent if isinstance(e.payload, ActionRequested)][-1]
     done = ActionCompleted(
@@ -65,7 +67,7 @@ async def cycle(
     )
     with round_trips(monkeypatch) as sent:
         await engine.on_action_completed(follow(requested, done), done)
-    assert n == 1 or sent[0] == END_ROUND_TRIPS
+    assert n == 1 or sent[0] == END_BATCHES
 
     ended = [e.payload for _, e in publisher.sent if isinstance(e.payload, CycleEnded)]
     assert [e.reason for e in ended][-1:] == ["done"]
@@ -76,12 +78,12 @@ async def cycle(
 
 
 SEARCH = ActionSpec(name="MemorySearch", description="Look in the memories.", ends_cycle=False)
-# the state · the step's call and result · the step saved + "Thinking…" · the next
-# decision's writes + its request
-NEXT_STEP_ROUND_TRIPS = 4
+# the state · completion records (the step's call and result) · prepare (the step saved,
+# "Thinking…") · request (the next decision's writes, its request)
+NEXT_STEP_BATCHES = 4
 
 
-async def test_a_step_leads_to_the_next_decision_in_four_round_trips(
+async def test_a_step_leads_to_the_next_decision_in_four_batches(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [SEARCH, FINALIZE], ttl_s=60)
@@ -107,7 +109,7 @@ async def test_a_step_leads_to_the_next_decision_in_four_round_trips(
         )
         with round_trips(monkeypatch) as sent:
             await engine.on_action_completed(follow(search, done), done)
-        assert n == 1 or sent[0] == NEXT_STEP_ROUND_TRIPS
+        assert n == 1 or sent[0] == NEXT_STEP_BATCHES
 
         after = [e.payload for s, e in publisher.sent][-4:]
         assert [type(p).__name__ for p in after] == [
