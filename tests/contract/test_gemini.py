@@ -4,6 +4,7 @@ usage it records. The behaviours every provider shares are in ``test_llm.py``.""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import sys
@@ -356,7 +357,7 @@ def generation(request: RecordedRequest) -> dict[str, Any]:
     return config
 
 
-async def test_reasoning_heavy_sends_the_prompt_and_asks_for_an_enum(
+async def test_reasoning_heavy_sends_the_prompt_and_asks_for_one_of_the_names(
     gemini: GeminiModel, fake: FakeGemini
 ) -> None:
     await gemini.reasoning_heavy(conversation(), CHOICES)
@@ -367,8 +368,9 @@ async def test_reasoning_heavy_sends_the_prompt_and_asks_for_an_enum(
     assert sent.body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
     assert [content["role"] for content in sent.body["contents"]] == ["user", "model", "user"]
     assert sent.body["contents"][1]["parts"] == [{"text": "Hello Ana!"}]
-    assert generation(sent)["responseMimeType"] == "text/x.enum"
-    assert generation(sent)["responseSchema"] == {"type": "STRING", "enum": CHOICES}
+    assert generation(sent)["responseMimeType"] == "application/json"
+    action = generation(sent)["responseJsonSchema"]["properties"]["action"]
+    assert action == {"type": "string", "enum": CHOICES}
 
 
 async def test_an_answer_around_the_name_is_stripped(gemini: GeminiModel, fake: FakeGemini) -> None:
@@ -384,8 +386,8 @@ async def test_reasoning_sends_json_mode_and_the_schema(
     (sent,) = fake.requests
     assert sent.model == "gemini-2.5-flash"
     assert generation(sent)["responseMimeType"] == "application/json"
-    schema = generation(sent)["responseSchema"]
-    assert schema["type"] == "OBJECT"
+    schema = generation(sent)["responseJsonSchema"]
+    assert schema["type"] == "object"
     assert set(schema["properties"]) == {"title", "count"}
     assert sent.body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
 
@@ -645,21 +647,22 @@ async def test_tool_history_goes_as_function_call_and_response_parts(
         "model",
         "user",  # the ask
     ]
-    assert contents[1]["parts"] == [
-        {"functionCall": {"id": "call_c1_1", "name": "MemorySearch", "args": {}}}
-    ]
+    # A replayed call carries the signature Gemini documents for calls it did not just make
+    # (models that think require one on every call).
+    (call,) = contents[1]["parts"]
+    assert call["functionCall"] == {"id": "call_c1_1", "name": "MemorySearch", "args": {}}
+    assert base64.b64decode(call["thoughtSignature"]) == b"skip_thought_signature_validator"
     assert contents[2]["parts"] == [
         {
             "functionResponse": {
                 "id": "call_c1_1",
                 "name": "MemorySearch",
-                "response": {"result": "found 1 memory"},
+                "response": {"return_value": "found 1 memory"},
             }
         }
     ]
-    assert contents[7]["parts"] == [
-        {"functionCall": {"id": "call_c2_2", "name": "MemorySave", "args": {}}}
-    ]
+    (call,) = contents[7]["parts"]
+    assert call["functionCall"] == {"id": "call_c2_2", "name": "MemorySave", "args": {}}
     assert contents[-1]["parts"] == [{"text": "Where do I live?"}]
 
 

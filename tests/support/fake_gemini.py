@@ -263,7 +263,7 @@ def _generate_response(model: str, text: str, finish_reason: str | None, usage: 
         "candidates": [_candidate(text, finish_reason)],
         "usageMetadata": usage,
         "modelVersion": model,
-        "responseId": hashlib.sha1(text.encode()).hexdigest()[:16],
+        "responseId": "fake-response",  # one id for every chunk of a stream, as Gemini sends
     }
 
 
