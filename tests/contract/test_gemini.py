@@ -534,6 +534,13 @@ async def test_reasoning_heavy_reports_its_usage(gemini: GeminiModel, fake: Fake
     assert used == [llm_usage.Usage("gemini-2.5-pro", 120, 3)]
 
 
+async def test_thinking_tokens_are_billed_as_output(gemini: GeminiModel, fake: FakeGemini) -> None:
+    fake.enqueue(Reply("Finalize", usage=Usage(prompt=120, candidates=3, thoughts=40)))
+    with llm_usage.collecting() as used:
+        await gemini.reasoning_heavy(conversation(), CHOICES)
+    assert used == [llm_usage.Usage("gemini-2.5-pro", 120, 43)]
+
+
 async def test_reasoning_reports_every_attempt(gemini: GeminiModel, fake: FakeGemini) -> None:
     fake.enqueue(
         Reply("nope", usage=Usage(prompt=10, candidates=1)),
