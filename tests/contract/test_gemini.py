@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from memoria_llm import usage as llm_usage
 from memoria_llm.config import GeminiConfig
 from memoria_llm.conversation import conversation as history_conversation
-from memoria_llm.gemini import REASK, GeminiModel, _server_delay
+from memoria_llm.gemini import GeminiModel, _server_delay
 from memoria_llm.port import (
     LLMOutputError,
     LLMRequest,
@@ -34,6 +34,7 @@ from memoria_llm.port import (
     Prompt,
     PromptMessage,
 )
+from memoria_llm.remote import REASK
 from memoria_offline.selection import language_model
 from memoria_runtime.settings import Settings
 

@@ -25,16 +25,15 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import httpx
 from google import genai
 from google.genai import errors, types
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 from pydantic import ValidationError
-from pydantic_ai.direct import model_request, model_request_stream
+from pydantic_ai.direct import model_request
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelConnectionError,
@@ -43,15 +42,9 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-    UserPromptPart,
 )
-from pydantic_ai.models import ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.google import GoogleModel
 from pydantic_ai.providers.google import GoogleProvider
 from pydantic_ai.usage import RequestUsage
@@ -76,6 +69,7 @@ from memoria_llm.port import (
     Mode,
     T,
 )
+from memoria_llm.remote import TextStream, count, problem, reasked
 from memoria_llm.retrying import CallPolicy
 from memoria_llm.tracing import LLMTracer
 from memoria_llm.usage import Usage
@@ -86,15 +80,10 @@ BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
 RETRY_CLIENT_CODES = frozenset({408, 429})  # the only 4xx that asking again can fix
 EMBED_BATCH_MAX = 100  # batchEmbedContents takes at most 100 requests
-REASK_ERROR_CHARS = 600
 TASK_TYPES: dict[EmbedPurpose, str] = {
     "passage": "RETRIEVAL_DOCUMENT",
     "query": "RETRIEVAL_QUERY",
 }
-REASK = (
-    "That answer does not match the required JSON schema ({problem}). "
-    "Answer again with JSON only, matching the schema exactly."
-)
 
 log = logging.getLogger("memoria.llm.gemini")
 
@@ -131,28 +120,6 @@ def _server_delay(exc: BaseException | None) -> float:
             except ValueError:
                 return 0.0
     return 0.0
-
-
-def _problem(exc: ValidationError) -> str:
-    parts = [
-        f"{'.'.join(map(str, error['loc'])) or 'answer'}: {error['msg']}"
-        for error in exc.errors(include_input=False)
-    ]
-    return "; ".join(parts)[:REASK_ERROR_CHARS]
-
-
-def _count(span: Span, model: str, counts: Sequence[RequestUsage]) -> None:
-    """Record the sum of ``counts`` on ``span`` and report the last one. Thinking tokens are
-    billed as output, and pydantic-ai counts them in the output tokens."""
-    if not counts or not any(c.input_tokens or c.output_tokens for c in counts):
-        return
-    input_tokens = sum(c.input_tokens for c in counts)
-    output_tokens = sum(c.output_tokens for c in counts)
-    span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
-    span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
-    span.set_attribute("gen_ai.usage.total_tokens", input_tokens + output_tokens)
-    last = counts[-1]
-    usage.report(Usage(model, last.input_tokens, last.output_tokens))
 
 
 def _why_empty(response: ModelResponse) -> str:
@@ -222,7 +189,7 @@ class GeminiModel(LanguageModel):
         with self._tracing.span("llm.reasoning_heavy", model, request) as span:
             messages = model_messages(request.prompt)
             response = await self._request(model, messages, action_output(choices))
-            _count(span, model, [response.usage])
+            count(span, model, [response.usage])
             text = response_text(response)
             if not text:
                 # Callers validate and re-ask; an empty answer is just an unusable one.
@@ -233,29 +200,22 @@ class GeminiModel(LanguageModel):
         model = self._settings.model_reasoning
         output = json_output(schema.__name__, schema.model_json_schema())
         messages = model_messages(request.prompt)
-        problem = ""
+        why = ""
         with self._tracing.span("llm.reasoning", model, request) as span:
             counts: list[RequestUsage] = []
             for attempt in range(1, self._attempts + 1):
                 response = await self._request(model, messages, output)
                 counts.append(response.usage)
-                _count(span, model, counts)
+                count(span, model, counts)
                 text = response_text(response)
                 try:
                     return schema.model_validate_json(text)
                 except ValidationError as exc:
-                    problem = _problem(exc) if text else _why_empty(response)
-                log.warning(
-                    "%s: invalid %s (attempt %d): %s", model, schema.__name__, attempt, problem
-                )
-                reask = UserPromptPart(content=REASK.format(problem=problem))
-                messages = [
-                    *messages,
-                    ModelResponse(parts=[TextPart(content=text)]),
-                    ModelRequest(parts=[reask]),
-                ]
+                    why = problem(exc) if text else _why_empty(response)
+                log.warning("%s: invalid %s (attempt %d): %s", model, schema.__name__, attempt, why)
+                messages = reasked(messages, text, why)
         raise LLMOutputError(
-            f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {problem}"
+            f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {why}"
         )
 
     def chat_model(self, request: LLMRequest) -> str:
@@ -265,7 +225,7 @@ class GeminiModel(LanguageModel):
         model = self.chat_model(request)
         messages = model_messages(request.prompt)
         span = self._tracing.start_span("llm.chat", model, request)
-        stream = _Stream()
+        stream = TextStream()
         try:
             first = await self._call(model, lambda: stream.open(self._model(model), messages))
             yield first
@@ -284,7 +244,7 @@ class GeminiModel(LanguageModel):
         finally:
             # Also for a stream that failed or was left early: what it counted was spent.
             await stream.close()
-            _count(span, model, stream.counts)
+            count(span, model, stream.counts)
             span.end()
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
@@ -347,49 +307,6 @@ class GeminiModel(LanguageModel):
         if isinstance(exc, (*_UNREADABLE, ModelAPIError)):
             return LLMUnavailable(f"{model} sent an unreadable response ({tries}): {exc}")
         return None
-
-
-class _Stream:
-    """One chat stream, opened (and, until its first piece, re-opened) by the retry policy;
-    the counts of every opened attempt, since each was paid for."""
-
-    def __init__(self) -> None:
-        self._exit = AsyncExitStack()
-        self._response: StreamedResponse | None = None
-        self._events: AsyncIterator[object] | None = None
-        self.counts: list[RequestUsage] = []
-
-    async def open(self, model: GoogleModel, messages: list[ModelMessage]) -> str:
-        """Open the stream and read up to its first piece of text, so failures before
-        anything reached the caller can be retried."""
-        await self.close()
-        self._response = await self._exit.enter_async_context(model_request_stream(model, messages))
-        self._events = aiter(self._response)
-        first = await self.next_piece()
-        if first is None:
-            raise LLMOutputError(f"{model.model_name} streamed no text")
-        return first
-
-    async def next_piece(self) -> str | None:
-        """The next non-empty piece of the answer's text; None at the end."""
-        assert self._events is not None
-        async for event in self._events:
-            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-                text = event.part.content
-            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-                text = event.delta.content_delta
-            else:
-                continue
-            if text:
-                return text
-        return None
-
-    async def close(self) -> None:
-        if self._response is not None:
-            self.counts.append(self._response.usage)
-            self._response = None
-        await self._exit.aclose()
-        self._exit = AsyncExitStack()
 
 
 def _unit(values: Sequence[float], dim: int, model: str) -> list[float]:
