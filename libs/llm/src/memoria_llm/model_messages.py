@@ -64,7 +64,7 @@ def json_output(name: str, schema: dict[str, object]) -> ModelRequestParameters:
     """Ask for JSON constrained to ``schema`` in the API's own structured-output mode."""
     return ModelRequestParameters(
         output_mode="native",
-        output_object=OutputObjectDefinition(json_schema=schema, name=name),
+        output_object=OutputObjectDefinition(json_schema=schema, name=name, strict=False),
         allow_text_output=False,
     )
 
@@ -95,3 +95,20 @@ def action_name(text: str) -> str:
 def response_text(response: ModelResponse) -> str:
     """The answer's text, without the model's thinking."""
     return "".join(part.content for part in response.parts if isinstance(part, TextPart))
+
+
+def text_turns(prompt: Prompt) -> Prompt:
+    """``prompt`` with tool calls and results as assistant text (``[MemorySearch] …``), for
+    servers whose chat template has no tool roles."""
+    turns = [
+        message
+        if message.plain
+        else PromptMessage(
+            role="assistant",
+            content=f"[{message.name}] {message.content}"
+            if message.role == "tool"
+            else message.content,
+        )
+        for message in prompt.messages
+    ]
+    return Prompt(system=prompt.system, messages=turns)
