@@ -222,6 +222,14 @@ async def test_an_unreachable_server_is_unavailable_after_retries(make: Any) -> 
         await gemini.reasoning_heavy(conversation(), CHOICES)
 
 
+async def test_embedding_on_an_unreachable_server_is_unavailable_after_retries(
+    make: Any,
+) -> None:
+    gemini: GeminiModel = make(gemini_base_url=f"http://127.0.0.1:{free_port()}", llm_retries=2)
+    with pytest.raises(LLMUnavailable, match="unreachable"):
+        await gemini.embedding(["hello"], "passage")
+
+
 def test_the_wait_a_429_asks_for_is_read() -> None:
     body = rate_limited("37s").as_json()
     assert _server_delay(errors.ClientError(429, body)) == 37.0

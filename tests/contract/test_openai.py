@@ -458,6 +458,24 @@ async def test_a_bad_key_fails_at_once_with_the_server_message(make: Any, fake: 
     assert len(fake.requests) == 1
 
 
+async def test_an_embedding_refused_for_a_bad_key_fails_at_once(
+    make: Any, fake: FakeOpenAI
+) -> None:
+    llm: OpenAICompatibleModel = make(openai_api_key="not-the-key")
+    with pytest.raises(LLMUnavailable, match="Incorrect API key") as caught:
+        await llm.embedding(["hello"], "passage")
+    assert "401" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
+async def test_an_embedding_server_error_is_retried(
+    llm: OpenAICompatibleModel, fake: FakeOpenAI
+) -> None:
+    fake.enqueue(Fail(503, "overloaded"))
+    assert len(await llm.embedding(["hello"], "passage")) == 1
+    assert len(fake.requests) == 2
+
+
 async def test_a_missing_model_says_what_to_check(
     llm: OpenAICompatibleModel, fake: FakeOpenAI
 ) -> None:

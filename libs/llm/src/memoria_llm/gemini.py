@@ -74,6 +74,11 @@ from memoria_llm.retrying import CallPolicy
 from memoria_llm.tracing import LLMTracer
 from memoria_llm.usage import Usage
 
+try:
+    import httpx2
+except ImportError:  # google-genai before 3.0
+    httpx2 = None  # type: ignore[assignment]
+
 R = TypeVar("R")
 
 BACKOFF_BASE_S = 1.0
@@ -87,8 +92,17 @@ TASK_TYPES: dict[EmbedPurpose, str] = {
 
 log = logging.getLogger("memoria.llm.gemini")
 
-# Embeddings go through the SDK directly: its failures are not pydantic-ai's.
+# Embeddings go through the SDK directly: its failures are not pydantic-ai's. google-genai
+# 3.x sends through httpx2, a fork with its own exception classes; older versions through httpx.
 _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, ModelConnectionError)
+_TIMEOUT_ERRORS: tuple[type[Exception], ...] = (
+    TimeoutError,
+    ModelTimeoutError,
+    httpx.TimeoutException,
+)
+if httpx2 is not None:
+    _TRANSPORT_ERRORS += (httpx2.TransportError,)
+    _TIMEOUT_ERRORS += (httpx2.TimeoutException,)
 _UNREADABLE = (errors.UnknownApiResponseError, json.JSONDecodeError)
 
 
@@ -293,7 +307,7 @@ class GeminiModel(LanguageModel):
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-        if isinstance(exc, (TimeoutError, ModelTimeoutError, httpx.TimeoutException)):
+        if isinstance(exc, _TIMEOUT_ERRORS):
             return LLMTimeout(f"{model} did not answer within {self._timeout_s:g}s ({tries})")
         if isinstance(exc, (ModelHTTPError, errors.APIError)):
             code = exc.status_code if isinstance(exc, ModelHTTPError) else exc.code

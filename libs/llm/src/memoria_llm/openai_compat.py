@@ -448,9 +448,14 @@ class OpenAICompatibleModel(LanguageModel):
 
     async def _embed(self, model: str, batch: list[str]) -> CreateEmbeddingResponse:
         # Floats, not the SDK's default base64: not every compatible server encodes base64.
-        response = await self._client.embeddings.create(
-            model=model, input=batch, encoding_format="float"
-        )
+        try:
+            response = await self._client.embeddings.create(
+                model=model, input=batch, encoding_format="float"
+            )
+        except openai.APIStatusError as exc:
+            # The shape of pydantic-ai's errors, so embeddings are retried and worded alike.
+            headers = dict(exc.response.headers)
+            raise ModelHTTPError(exc.status_code, model, exc.body, headers=headers) from exc
         if not isinstance(response, CreateEmbeddingResponse) or not isinstance(
             getattr(response, "data", None), list
         ):
