@@ -24,14 +24,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TypeVar
 
 import httpx
 from google import genai
 from google.genai import errors, types
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
 from pydantic import ValidationError
 from pydantic_ai.direct import model_request
 from pydantic_ai.exceptions import (
@@ -60,18 +59,24 @@ from memoria_llm.model_messages import (
 )
 from memoria_llm.port import (
     EmbedPurpose,
-    LanguageModel,
     LLMError,
     LLMOutputError,
     LLMRequest,
     LLMTimeout,
     LLMUnavailable,
     Mode,
+    Prompt,
     T,
 )
-from memoria_llm.remote import TextStream, count, problem, reasked
-from memoria_llm.retrying import CallPolicy
-from memoria_llm.tracing import LLMTracer
+from memoria_llm.remote import (
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    RemoteModel,
+    TextStream,
+    count,
+    problem,
+    reasked,
+)
 from memoria_llm.usage import Usage
 
 try:
@@ -81,8 +86,6 @@ except ImportError:  # google-genai before 3.0
 
 R = TypeVar("R")
 
-BACKOFF_BASE_S = 1.0
-BACKOFF_MAX_S = 30.0
 RETRY_CLIENT_CODES = frozenset({408, 429})  # the only 4xx that asking again can fix
 EMBED_BATCH_MAX = 100  # batchEmbedContents takes at most 100 requests
 TASK_TYPES: dict[EmbedPurpose, str] = {
@@ -144,7 +147,7 @@ def _why_empty(response: ModelResponse) -> str:
     return f"finish reason {reason}" if reason else "no candidates"
 
 
-class GeminiModel(LanguageModel):
+class GeminiModel(RemoteModel):
     def __init__(
         self,
         settings: GeminiConfig,
@@ -153,18 +156,16 @@ class GeminiModel(LanguageModel):
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        self._settings = settings
-        self._timeout_s = settings.llm_timeout_seconds
-        self._attempts = max(1, settings.llm_retries)
-        self._policy = CallPolicy(
-            attempts=self._attempts,
-            timeout_s=self._timeout_s,
+        super().__init__(
+            "gemini",
+            settings,
             backoff_base_s=backoff_base_s,
             backoff_max_s=backoff_max_s,
+            tracer_provider=tracer_provider,
             is_transient=_is_transient,
             server_delay=_server_delay,
         )
-        self._tracing = LLMTracer("gemini", tracer_provider)
+        self._settings = settings
         self._client = genai.Client(
             vertexai=False,
             api_key=settings.gemini_api_key.get_secret_value(),
@@ -235,36 +236,15 @@ class GeminiModel(LanguageModel):
     def chat_model(self, request: LLMRequest) -> str:
         return request.model or self._settings.model_chat
 
-    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        model = self.chat_model(request)
-        messages = model_messages(request.prompt)
-        span = self._tracing.start_span("llm.chat", model, request)
-        stream = TextStream()
-        try:
-            first = await self._call(model, lambda: stream.open(self._model(model), messages))
-            yield first
-            while True:
-                piece = await self._policy.piece(
-                    stream.next_piece,
-                    lambda exc, attempts: self._translate(exc, model, attempts),
-                )
-                if piece is None:
-                    return
-                yield piece
-        except Exception as exc:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, str(exc)))
-            raise
-        finally:
-            # Also for a stream that failed or was left early: what it counted was spent.
-            await stream.close()
-            count(span, model, stream.counts)
-            span.end()
+    async def _open_chat(self, model: str, prompt: Prompt, stream: TextStream) -> str:
+        messages = model_messages(prompt)
+        return await self._call(model, lambda: stream.open(self._model(model), messages))
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         model = self._settings.model_embedding
-        dim = self._settings.embedding_dim
-        config = types.EmbedContentConfig(task_type=TASK_TYPES[purpose], output_dimensionality=dim)
+        config = types.EmbedContentConfig(
+            task_type=TASK_TYPES[purpose], output_dimensionality=self._dim
+        )
         vectors: list[list[float]] = []
         with self._tracing.span("llm.embedding", model, None) as span:
             span.set_attribute("memoria.llm.texts", len(texts))
@@ -285,7 +265,7 @@ class GeminiModel(LanguageModel):
                     raise LLMOutputError(
                         f"{model} returned {len(embeddings)} of {len(batch)} vectors"
                     )
-                vectors.extend(_unit(e.values or [], dim, model) for e in embeddings)
+                vectors.extend(self._unit(e.values or [], model) for e in embeddings)
         return vectors
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -296,13 +276,6 @@ class GeminiModel(LanguageModel):
         return await self._call(
             model,
             lambda: model_request(self._model(model), messages, model_request_parameters=output),
-        )
-
-    async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
-        """One API call: a timeout per attempt, retries on transient failures, and every
-        failure turned into the port's errors."""
-        return await self._policy.call(
-            send, lambda exc, attempts: self._translate(exc, model, attempts)
         )
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
@@ -321,13 +294,3 @@ class GeminiModel(LanguageModel):
         if isinstance(exc, (*_UNREADABLE, ModelAPIError)):
             return LLMUnavailable(f"{model} sent an unreadable response ({tries}): {exc}")
         return None
-
-
-def _unit(values: Sequence[float], dim: int, model: str) -> list[float]:
-    # Gemini normalises only full-size (3072) vectors; cosine search expects unit length.
-    if len(values) != dim:
-        raise LLMOutputError(f"{model} returned a vector of {len(values)} dimensions, not {dim}")
-    norm = math.sqrt(sum(value * value for value in values))
-    if norm == 0.0 or not math.isfinite(norm):
-        raise LLMOutputError(f"{model} returned a vector that cannot be normalised")
-    return [value / norm for value in values]

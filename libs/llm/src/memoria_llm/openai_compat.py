@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ import openai
 from openai import omit
 from openai.types import CreateEmbeddingResponse
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span
 from pydantic import BaseModel, ValidationError
 from pydantic_ai.direct import model_request
 from pydantic_ai.exceptions import (
@@ -58,7 +58,6 @@ from memoria_llm.model_messages import (
 )
 from memoria_llm.port import (
     EmbedPurpose,
-    LanguageModel,
     LLMError,
     LLMOutputError,
     LLMRequest,
@@ -69,14 +68,18 @@ from memoria_llm.port import (
     T,
     UnsupportedMode,
 )
-from memoria_llm.remote import TextStream, count, problem, reasked
-from memoria_llm.retrying import CallPolicy
-from memoria_llm.tracing import LLMTracer
+from memoria_llm.remote import (
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    RemoteModel,
+    TextStream,
+    count,
+    problem,
+    reasked,
+)
 
 R = TypeVar("R")
 
-BACKOFF_BASE_S = 1.0
-BACKOFF_MAX_S = 30.0
 # Texts per /embeddings request: OpenAI takes 2048, but local servers embed a request in one
 # batch of their context, so small requests keep long memories from overflowing it.
 EMBED_BATCH_MAX = 64
@@ -219,7 +222,7 @@ def _schema_instruction(schema: type[BaseModel], level: StructuredFormat) -> str
     return SCHEMA_INSTRUCTION.format(schema=json.dumps(schema.model_json_schema()))
 
 
-class OpenAICompatibleModel(LanguageModel):
+class OpenAICompatibleModel(RemoteModel):
     def __init__(
         self,
         settings: OpenAIConfig,
@@ -228,21 +231,18 @@ class OpenAICompatibleModel(LanguageModel):
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        self._models = _text_models(settings)
-        self._embedding_model = settings.openai_embedding_model
-        self._tool_messages = settings.openai_tool_messages
-        self._dim = settings.embedding_dim
-        self._timeout_s = settings.llm_timeout_seconds
-        self._attempts = max(1, settings.llm_retries)
-        self._policy = CallPolicy(
-            attempts=self._attempts,
-            timeout_s=self._timeout_s,
+        super().__init__(
+            "openai_compatible",
+            settings,
             backoff_base_s=backoff_base_s,
             backoff_max_s=backoff_max_s,
+            tracer_provider=tracer_provider,
             is_transient=_is_transient,
             server_delay=_server_delay,
         )
-        self._tracing = LLMTracer("openai_compatible", tracer_provider)
+        self._models = _text_models(settings)
+        self._embedding_model = settings.openai_embedding_model
+        self._tool_messages = settings.openai_tool_messages
         # What each model's server refused, so later calls skip it (see the module doc).
         self._formats: dict[str, StructuredFormat] = {}
         self._without_stream_options: set[str] = set()
@@ -327,30 +327,6 @@ class OpenAICompatibleModel(LanguageModel):
     def chat_model(self, request: LLMRequest) -> str:
         return request.model or self._models[Mode.CHAT]
 
-    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        model = self.chat_model(request)
-        messages = self._messages(request.prompt)
-        span = self._tracing.start_span("llm.chat", model, request)
-        stream = TextStream()
-        try:
-            yield await self._open_chat(model, messages, stream)
-            while True:
-                piece = await self._policy.piece(
-                    stream.next_piece,
-                    lambda exc, attempts: self._translate(exc, model, attempts),
-                )
-                if piece is None:
-                    return
-                yield piece
-        except Exception as exc:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, str(exc)))
-            raise
-        finally:
-            await stream.close()
-            count(span, model, stream.counts)
-            span.end()
-
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         model = self._embedding_model
         if model is None:
@@ -380,7 +356,7 @@ class OpenAICompatibleModel(LanguageModel):
                 data = sorted(response.data, key=lambda item: getattr(item, "index", 0))
                 if len(data) != len(batch):
                     raise LLMOutputError(f"{model} returned {len(data)} of {len(batch)} vectors")
-                vectors.extend(_unit(item.embedding, self._dim, model) for item in data)
+                vectors.extend(self._unit(item.embedding, model) for item in data)
         return vectors
 
     # -- structured output and streams --------------------------------------------------------
@@ -470,7 +446,8 @@ class OpenAICompatibleModel(LanguageModel):
             log.warning("%s gave no action name (%s)", model, _why_empty(response))
         return text
 
-    async def _open_chat(self, model: str, messages: list[ModelMessage], stream: TextStream) -> str:
+    async def _open_chat(self, model: str, prompt: Prompt, stream: TextStream) -> str:
+        messages = self._messages(prompt)
         usage_asked = model not in self._without_stream_options
         try:
             return await self._call(
@@ -489,13 +466,6 @@ class OpenAICompatibleModel(LanguageModel):
             return first
 
     # -- plumbing -----------------------------------------------------------------------------
-
-    async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
-        """One API call: a timeout per attempt, retries on transient failures, and every
-        failure turned into the port's errors."""
-        return await self._policy.call(
-            send, lambda exc, attempts: self._translate(exc, model, attempts)
-        )
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
@@ -536,19 +506,3 @@ def _why_empty(response: ModelResponse) -> str:
     if details.get("refusal"):
         return f"refused: {details['refusal']}"
     return f"finish reason {details.get('finish_reason') or response.finish_reason}"
-
-
-def _unit(values: object, dim: int, model: str) -> list[float]:
-    """A unit-length copy of one embedding (servers differ on normalising), checked against
-    the dimension the vector store was made for."""
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-        raise LLMOutputError(f"{model} returned an embedding that is not a list of numbers")
-    if len(values) != dim:
-        raise LLMOutputError(
-            f"{model} returns {len(values)}-dimensional embeddings but MEMORIA_EMBEDDING_DIM is "
-            f"{dim}: set MEMORIA_EMBEDDING_DIM={len(values)}"
-        )
-    norm = math.sqrt(math.fsum(value * value for value in values))
-    if norm == 0.0 or not math.isfinite(norm):
-        raise LLMOutputError(f"{model} returned an embedding that cannot be normalised")
-    return [value / norm for value in values]

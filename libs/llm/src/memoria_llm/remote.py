@@ -1,13 +1,17 @@
-"""What both remote providers do around pydantic-ai's model requests: re-asks with the
-validation problem, usage on spans and to the collector, and streams of answer text that
-can be re-opened until their first piece."""
+"""What both remote providers do around pydantic-ai's model requests: every call under one
+retry policy, re-asks with the validation problem, usage on spans and to the collector,
+chat streams that can be re-opened until their first piece, and unit-length embeddings."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import math
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from typing import TypeVar
 
-from opentelemetry.trace import Span
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import ValidationError
 from pydantic_ai.direct import model_request_stream
 from pydantic_ai.messages import (
@@ -24,7 +28,15 @@ from pydantic_ai.models import Model, StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
 from memoria_llm import usage
-from memoria_llm.port import LLMOutputError
+from memoria_llm.config import RemoteConfig
+from memoria_llm.port import LanguageModel, LLMError, LLMOutputError, LLMRequest, Prompt
+from memoria_llm.retrying import CallPolicy
+from memoria_llm.tracing import LLMTracer
+
+R = TypeVar("R")
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 30.0
 
 REASK_ERROR_CHARS = 600
 REASK = (
@@ -102,3 +114,88 @@ class TextStream:
             self._response = None
         await self._exit.aclose()
         self._exit = AsyncExitStack()
+
+
+class RemoteModel(LanguageModel):
+    """A provider that calls a remote API: ``llm_retries`` attempts per call with backoff,
+    ``llm_timeout_seconds`` per attempt (and per streamed piece), failures in the port's
+    errors. Subclasses say which failures are transient, how long a server asks to wait
+    (``is_transient``, ``server_delay``), and how a failure reads (``_translate``)."""
+
+    def __init__(
+        self,
+        system: str,
+        config: RemoteConfig,
+        *,
+        backoff_base_s: float,
+        backoff_max_s: float,
+        tracer_provider: trace.TracerProvider | None,
+        is_transient: Callable[[BaseException], bool],
+        server_delay: Callable[[BaseException | None], float],
+    ) -> None:
+        self._timeout_s = config.llm_timeout_seconds
+        self._attempts = max(1, config.llm_retries)
+        self._dim = config.embedding_dim
+        self._policy = CallPolicy(
+            attempts=self._attempts,
+            timeout_s=self._timeout_s,
+            backoff_base_s=backoff_base_s,
+            backoff_max_s=backoff_max_s,
+            is_transient=is_transient,
+            server_delay=server_delay,
+        )
+        self._tracing = LLMTracer(system, tracer_provider)
+
+    @abstractmethod
+    def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
+        """The port's error for a failure, or None to let it propagate."""
+
+    @abstractmethod
+    async def _open_chat(self, model: str, prompt: Prompt, stream: TextStream) -> str:
+        """Open ``stream`` (under :meth:`_call`) and return its first piece."""
+
+    async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
+        """One API call: a timeout per attempt, retries on transient failures, and every
+        failure turned into the port's errors."""
+        return await self._policy.call(
+            send, lambda exc, attempts: self._translate(exc, model, attempts)
+        )
+
+    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
+        model = self.chat_model(request)
+        span = self._tracing.start_span("llm.chat", model, request)
+        stream = TextStream()
+        try:
+            yield await self._open_chat(model, request.prompt, stream)
+            while True:
+                piece = await self._policy.piece(
+                    stream.next_piece,
+                    lambda exc, attempts: self._translate(exc, model, attempts),
+                )
+                if piece is None:
+                    return
+                yield piece
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, str(exc)))
+            raise
+        finally:
+            # Also for a stream that failed or was left early: what it counted was spent.
+            await stream.close()
+            count(span, model, stream.counts)
+            span.end()
+
+    def _unit(self, values: object, model: str) -> list[float]:
+        """A unit-length copy of one embedding (cosine search expects unit length; providers
+        differ on normalising), checked against the dimension the store was made for."""
+        if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
+            raise LLMOutputError(f"{model} returned an embedding that is not a list of numbers")
+        if len(values) != self._dim:
+            raise LLMOutputError(
+                f"{model} returns embeddings of {len(values)} dimensions but "
+                f"MEMORIA_EMBEDDING_DIM is {self._dim}: set MEMORIA_EMBEDDING_DIM={len(values)}"
+            )
+        norm = math.sqrt(math.fsum(value * value for value in values))
+        if norm == 0.0 or not math.isfinite(norm):
+            raise LLMOutputError(f"{model} returned an embedding that cannot be normalised")
+        return [value / norm for value in values]
