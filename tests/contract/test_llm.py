@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext
+from memoria_llm.config import GeminiConfig, OpenAIConfig
 from memoria_llm.gemini import GeminiModel
-from memoria_llm.offline import OfflineModel
 from memoria_llm.openai_compat import OpenAICompatibleModel
 from memoria_llm.port import (
     LanguageModel,
@@ -34,6 +34,7 @@ from memoria_llm.port import (
     UnsupportedMode,
 )
 from memoria_llm.scripted import Script, ScriptedModel
+from memoria_offline import OfflineModel
 from memoria_runtime.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "support"))
@@ -103,7 +104,11 @@ def openai_settings(base_url: str) -> Settings:
 def request(task: str, text: str = MESSAGE) -> LLMRequest:
     original = ChatRecord(id="m-1", chat_history=True, modal="text", role="user", content=text)
     prompt = Prompt(system=SYSTEM, messages=[PromptMessage(role="user", content=text)])
-    return LLMRequest(task=task, prompt=prompt, context=CycleContext(original_message=original))
+    return LLMRequest(
+        task=task,
+        prompt=prompt,
+        input_json=CycleContext(original_message=original).model_dump_json(),
+    )
 
 
 @dataclass
@@ -170,7 +175,9 @@ async def provider(
     elif kind == OPENAI:
         openai_fake.reset()
         compatible = OpenAICompatibleModel(
-            openai_settings(openai_fake.base_url),
+            OpenAIConfig.model_validate(
+                openai_settings(openai_fake.base_url), from_attributes=True
+            ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
         )
@@ -181,7 +188,7 @@ async def provider(
     else:
         fake.reset()
         model = GeminiModel(
-            gemini_settings(fake.base_url),
+            GeminiConfig.model_validate(gemini_settings(fake.base_url), from_attributes=True),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
         )

@@ -68,13 +68,15 @@ Json = dict[str, Any]
 class Usage:
     prompt: int
     candidates: int
+    thoughts: int = 0  # a thinking model's, counted apart from the answer's (candidates)
 
     def as_json(self) -> Json:
-        return {
+        counts = {
             "promptTokenCount": self.prompt,
             "candidatesTokenCount": self.candidates,
-            "totalTokenCount": self.prompt + self.candidates,
+            "totalTokenCount": self.prompt + self.candidates + self.thoughts,
         }
+        return counts | ({"thoughtsTokenCount": self.thoughts} if self.thoughts else {})
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,7 @@ def _generate_response(model: str, text: str, finish_reason: str | None, usage: 
         "candidates": [_candidate(text, finish_reason)],
         "usageMetadata": usage,
         "modelVersion": model,
-        "responseId": hashlib.sha1(text.encode()).hexdigest()[:16],
+        "responseId": "fake-response",  # one id for every chunk of a stream, as Gemini sends
     }
 
 

@@ -34,8 +34,8 @@ from memoria_cli.gateway_client import URL_ENV, gateway_url, is_loopback
 from memoria_cli.run import HEALTH_PATH, redact
 from memoria_client import APIError, AsyncMemoria, GatewayUnreachable, UnreadableAnswer
 from memoria_client.retry import NO_RETRY
-from memoria_llm.offline import LABEL as OFFLINE_LABEL
 from memoria_llm.port import Mode
+from memoria_offline import LABEL as OFFLINE_LABEL
 from memoria_runtime import keys
 from memoria_runtime.catalog import WorkerAdvert
 from memoria_runtime.presence import Presence

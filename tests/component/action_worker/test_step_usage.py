@@ -40,7 +40,7 @@ class Plan(ActionOutcome):
 
 
 def request_for(ctx: ActionContext, task: str) -> LLMRequest:
-    return LLMRequest(task=task, prompt=PROMPT, context=ctx.cycle)
+    return LLMRequest(task=task, prompt=PROMPT, input_json=ctx.cycle.model_dump_json())
 
 
 async def chatty(ctx: ActionContext) -> ActionOutcome:

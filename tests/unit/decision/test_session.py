@@ -12,7 +12,7 @@ from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, 
 from memoria_decision.prompt import decision_prompt
 from memoria_decision.session import read_session, recall, recalled
 from memoria_decision.state import CycleState
-from memoria_llm.offline.cycle import view
+from memoria_offline.cycle import view
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
-from memoria_llm.offline import OfflineModel
 from memoria_llm.port import LLMRequest, Prompt
+from memoria_offline import OfflineModel
 from memoria_runtime.i18n import detect_language
 
 ACTIONS = ["Finalize", "Question", "MemorySearch", "MemorySave", "MemoryUpdate", "MemoryDelete"]
@@ -54,7 +54,10 @@ def context_for(
 
 def request(task: str, context: CycleContext, metadata: dict[str, str] | None = None) -> LLMRequest:
     return LLMRequest(
-        task=task, prompt=Prompt(system="", messages=[]), context=context, metadata=metadata or {}
+        task=task,
+        prompt=Prompt(system="", messages=[]),
+        input_json=context.model_dump_json(),
+        metadata=metadata or {},
     )
 
 

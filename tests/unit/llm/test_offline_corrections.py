@@ -13,8 +13,8 @@ from memoria_action_worker.actions.memory_save import SavePlan
 from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.events import CycleContext, StepRecord
-from memoria_llm.offline import OfflineModel
-from memoria_llm.offline.intents import Intent, read
+from memoria_offline import OfflineModel
+from memoria_offline.intents import Intent, read
 
 from .cycles import ACTIONS, context_for, memory_card, request, run_cycle
 

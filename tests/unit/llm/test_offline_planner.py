@@ -16,11 +16,11 @@ from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
-from memoria_llm.offline import LABEL, OfflineModel, replies
-from memoria_llm.offline.facts import Relation, fact_of, introduces, relation
-from memoria_llm.offline.intents import Intent, Reading, read
-from memoria_llm.offline.replies import delete_all_question
 from memoria_llm.port import LLMOutputError, Mode
+from memoria_offline import LABEL, OfflineModel, replies
+from memoria_offline.facts import Relation, fact_of, introduces, relation
+from memoria_offline.intents import Intent, Reading, read
+from memoria_offline.replies import delete_all_question
 from memoria_runtime.i18n import detect_language
 
 from .cycles import context_for, memory_card, request, run_cycle

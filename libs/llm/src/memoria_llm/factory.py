@@ -1,35 +1,37 @@
-"""Pick the provider the settings ask for."""
+"""Pick the provider the config asks for."""
 
 from __future__ import annotations
 
-from memoria_llm.offline import OfflineModel
+from memoria_llm.config import LLMConfig
 from memoria_llm.port import LanguageModel
 from memoria_llm.scripted import Script, ScriptedModel
-from memoria_runtime.settings import Settings
 
 
-def create_language_model(settings: Settings) -> LanguageModel:
-    provider = settings.llm_provider
+def create_language_model(config: LLMConfig) -> LanguageModel | None:
+    """The model ``config`` names; None when it names none (``offline``, or ``auto`` with
+    neither a Gemini key nor an OpenAI-compatible server), for the caller to answer without
+    a model (the offline planner, ``memoria_offline``)."""
+    provider = config.llm_provider
     if provider == "auto":
         # A Gemini key wins: it is the provider the defaults (models, prices) are made for.
-        if settings.gemini_api_key:
+        if config.gemini is not None:
             provider = "gemini"
-        elif settings.openai_base_url:
+        elif config.openai is not None:
             provider = "openai"
         else:
             provider = "offline"
     if provider == "scripted":
-        if settings.scripted_llm_file is None:
+        if config.scripted_llm_file is None:
             raise ValueError("MEMORIA_LLM_PROVIDER=scripted needs MEMORIA_SCRIPTED_LLM_FILE")
-        return ScriptedModel(Script.load(settings.scripted_llm_file))
+        return ScriptedModel(Script.load(config.scripted_llm_file))
     if provider == "gemini":
-        if settings.gemini_api_key is None:
+        if config.gemini is None:
             raise ValueError("MEMORIA_LLM_PROVIDER=gemini needs GEMINI_API_KEY")
         from memoria_llm.gemini import GeminiModel
 
-        return GeminiModel(settings)
+        return GeminiModel(config.gemini)
     if provider == "openai":
-        if not settings.openai_base_url:
+        if config.openai is None:
             raise ValueError(
                 "MEMORIA_LLM_PROVIDER=openai needs MEMORIA_OPENAI_BASE_URL, e.g. "
                 "http://localhost:11434/v1 (Ollama)"
@@ -38,5 +40,5 @@ def create_language_model(settings: Settings) -> LanguageModel:
         from memoria_llm.openai_compat import OpenAICompatibleModel
 
         # A missing model is a ValueError from the constructor, naming the settings to set.
-        return OpenAICompatibleModel(settings)
-    return OfflineModel()
+        return OpenAICompatibleModel(config.openai)
+    return None

@@ -1,47 +1,63 @@
 """The provider for OpenAI-compatible servers (Ollama, llama.cpp, vLLM, LM Studio, OpenAI), on
-the official ``openai`` SDK (its async client, with the SDK's own retries turned off).
+pydantic-ai's chat-completions model over the official ``openai`` SDK (its retries off).
 
-Retries, timeouts and re-asks work as in the Gemini adapter (``gemini.py``): 429, 5xx,
-connection errors, timeouts and unreadable bodies are retried with exponential backoff and
-jitter, waiting at least what ``Retry-After`` asks (up to the backoff cap); other 4xx fail at
-once with the server's message; ``llm_timeout_seconds`` bounds each attempt, and for ``chat``
-each wait for the next piece; ``reasoning`` re-asks with the validation problem.
+pydantic-ai maps the prompt to chat messages (tool history as ``tool_calls`` and ``tool``
+messages, ADR 11), asks for structured output, reads answers, usage, ``Retry-After`` and
+errors. Retries, timeouts and re-asks are those of every provider (``retrying.CallPolicy``,
+see ``gemini.py``).
 
-What differs is that servers differ. Structured output is asked for as ``response_format``
+What stays here is that servers differ. Structured output is asked for as ``response_format``
 json_schema; a server that refuses it (older Ollama) gets json_object with the schema in the
 system prompt, and one that refuses that too (LM Studio) the prompt alone. The fallback is
 remembered per model, so only the first call pays for the refusal. ``reasoningHeavy`` falls
 back from a schema to asking for the bare action name. ``chat`` asks for token usage with
 ``stream_options``, and asks again without it (once per model) when that is refused.
 
-Embeddings need ``MEMORIA_OPENAI_EMBEDDING_MODEL``. The purpose (passage or query) is not
-sent: no common server takes one. Models trained with prefixes (e5's ``passage: ``/``query: ``,
-nomic's ``search_document: ``/``search_query: ``) get the texts as they are, which works but
-ranks a little worse than with the prefixes.
+Embeddings need ``MEMORIA_OPENAI_EMBEDDING_MODEL`` and go through the SDK directly. The
+purpose (passage or query) is not sent: no common server takes one.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from enum import IntEnum
 from typing import Any, TypeVar
 
 import openai
-from openai import AsyncStream
+from openai import omit
 from openai.types import CreateEmbeddingResponse
-from openai.types.chat import ChatCompletion, ChatCompletionChunk, ChatCompletionMessageParam
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
-from pydantic import ValidationError
+from opentelemetry.trace import Span
+from pydantic import BaseModel, ValidationError
+from pydantic_ai.direct import model_request
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelTimeoutError,
+    UnexpectedModelBehavior,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
+from pydantic_ai.output import OutputObjectDefinition
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.usage import RequestUsage
 
-from memoria_llm import openai_wire as wire
-from memoria_llm.openai_wire import StructuredFormat, Tokens, TokenTally
+from memoria_llm.config import OpenAIConfig
+from memoria_llm.model_messages import (
+    action_name,
+    action_output,
+    json_output,
+    model_messages,
+    response_text,
+    text_turns,
+)
 from memoria_llm.port import (
     EmbedPurpose,
-    LanguageModel,
     LLMError,
     LLMOutputError,
     LLMRequest,
@@ -49,18 +65,21 @@ from memoria_llm.port import (
     LLMUnavailable,
     Mode,
     Prompt,
-    PromptMessage,
     T,
     UnsupportedMode,
 )
-from memoria_llm.retrying import CallPolicy
-from memoria_llm.tracing import LLMTracer
-from memoria_runtime.settings import Settings
+from memoria_llm.remote import (
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    RemoteModel,
+    TextStream,
+    count,
+    problem,
+    reasked,
+)
 
 R = TypeVar("R")
 
-BACKOFF_BASE_S = 1.0
-BACKOFF_MAX_S = 30.0
 # Texts per /embeddings request: OpenAI takes 2048, but local servers embed a request in one
 # batch of their context, so small requests keep long memories from overflowing it.
 EMBED_BATCH_MAX = 64
@@ -73,11 +92,60 @@ SETTING_OF_MODE = {
     Mode.REASONING: "MEMORIA_OPENAI_MODEL_REASONING",
     Mode.CHAT: "MEMORIA_OPENAI_MODEL_CHAT",
 }
+RETRY_CLIENT_CODES = frozenset({408, 429})  # the only 4xx that asking again can fix
+REFUSAL_CODES = frozenset({400, 422})  # how servers say "I do not take that parameter"
+RESPONSE_FORMAT = "response_format"
+STREAM_OPTIONS = "stream_options"
+# Words in a refusal that blame one optional parameter. A schema the server cannot turn into
+# a grammar (llama.cpp) is blamed on response_format too: falling back is right for it.
+_BLAME: dict[str, tuple[str, ...]] = {
+    STREAM_OPTIONS: ("stream_options", "include_usage"),
+    RESPONSE_FORMAT: ("response_format", "response format", "json_schema", "json_object"),
+}
+SERVER_MESSAGE_CHARS = 500
+ACTION_INSTRUCTION = "Answer with exactly one of these action names and nothing else: {names}."
+SCHEMA_INSTRUCTION = (
+    "Answer with JSON only: one JSON object matching this JSON schema, no other text.\n{schema}"
+)
+# pydantic-ai's word for a stream that carried no answer at all.
+_NO_CONTENT = "ended without content"
 
 log = logging.getLogger("memoria.llm.openai")
 
 
-def _text_models(settings: Settings) -> dict[Mode, str]:
+class StructuredFormat(IntEnum):
+    """How strongly a server can be made to answer in JSON, best first. A model starts at
+    ``JSON_SCHEMA`` and moves down, for good, each time its server refuses a format."""
+
+    JSON_SCHEMA = 0  # constrained to the schema (OpenAI, vLLM, llama.cpp, recent Ollama)
+    JSON_OBJECT = 1  # any JSON, the schema in the prompt (older Ollama)
+    PROMPT_ONLY = 2  # nothing but the prompt asks for JSON (LM Studio refuses json_object)
+
+
+class Refused(LLMUnavailable):
+    """The server refused the request as invalid (HTTP 400/422). ``parameter`` names the
+    optional parameter its message blames, if any, so the caller can drop it and ask again."""
+
+    def __init__(self, message: str, parameter: str | None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class _ChatModel(OpenAIChatModel):
+    """pydantic-ai's chat-completions model, which can leave ``stream_options`` out for the
+    servers that refuse it: pydantic-ai always sends it, and decides so in this hook only."""
+
+    def __init__(self, name: str, provider: OpenAIProvider, *, json_object: bool, usage: bool):
+        super().__init__(
+            name, provider=provider, profile={"supports_json_object_output": json_object}
+        )
+        self._stream_usage = usage
+
+    def _get_stream_options(self, model_settings: OpenAIChatModelSettings) -> Any:
+        return super()._get_stream_options(model_settings) if self._stream_usage else omit
+
+
+def _text_models(settings: OpenAIConfig) -> dict[Mode, str]:
     overrides = {
         Mode.REASONING_HEAVY: settings.openai_model_reasoning_heavy,
         Mode.REASONING: settings.openai_model_reasoning,
@@ -94,35 +162,91 @@ def _text_models(settings: Settings) -> dict[Mode, str]:
     return {mode: model for mode, model in models.items() if model}
 
 
-class OpenAICompatibleModel(LanguageModel):
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ModelHTTPError):
+        return exc.status_code in RETRY_CLIENT_CODES or exc.status_code >= 500
+    if isinstance(exc, UnexpectedModelBehavior):
+        return _NO_CONTENT not in exc.message  # an unreadable body, not an empty answer
+    # A connection failure or timeout, or an error event in the middle of a stream.
+    return isinstance(exc, (TimeoutError, ModelAPIError, openai.APIError, json.JSONDecodeError))
+
+
+def _server_delay(exc: BaseException | None) -> float:
+    """The wait a 429 or 503 asks for: ``retry-after-ms``, else ``Retry-After`` in seconds
+    (fractions too, which pydantic-ai does not read) or as an HTTP date; else 0."""
+    delay = exc.retry_after if isinstance(exc, ModelAPIError) else None
+    if delay is None and isinstance(exc, ModelHTTPError):
+        try:
+            delay = float((exc.headers or {}).get("retry-after", ""))
+        except ValueError:
+            delay = None
+    return delay if delay is not None and math.isfinite(delay) and delay > 0 else 0.0
+
+
+def _server_message(exc: ModelHTTPError) -> str:
+    """The server's own words: ``error.message`` (OpenAI, Ollama, llama.cpp), a top-level
+    ``message`` (vLLM), or a plain-text body."""
+    body: object = exc.body
+    if isinstance(body, dict):
+        body = body.get("message") or body.get("detail") or json.dumps(body)
+    text = str(body).strip() if body else ""
+    return (text or exc.message)[:SERVER_MESSAGE_CHARS]
+
+
+def _blamed_parameter(exc: ModelHTTPError) -> str | None:
+    text = _server_message(exc).lower()
+    for parameter, words in _BLAME.items():
+        if any(word in text for word in words):
+            return parameter
+    return None
+
+
+def _schema_output(schema: type[BaseModel], level: StructuredFormat) -> ModelRequestParameters:
+    """Structured output for ``schema`` at ``level``. ``strict`` stays off: OpenAI's strict
+    mode rejects optional fields and defaults, which our schemas use."""
+    if level is StructuredFormat.JSON_SCHEMA:
+        return json_output(schema.__name__, schema.model_json_schema())
+    # Prompted: the schema is in the system prompt (_schema_instruction); json_object is asked
+    # for when the model (see _ChatModel) says its server takes it.
+    return ModelRequestParameters(
+        output_mode="prompted",
+        output_object=OutputObjectDefinition(json_schema=schema.model_json_schema()),
+        prompted_output_template=False,
+        allow_text_output=False,
+    )
+
+
+def _schema_instruction(schema: type[BaseModel], level: StructuredFormat) -> str:
+    if level is StructuredFormat.JSON_SCHEMA:
+        return ""
+    return SCHEMA_INSTRUCTION.format(schema=json.dumps(schema.model_json_schema()))
+
+
+class OpenAICompatibleModel(RemoteModel):
     def __init__(
         self,
-        settings: Settings,
+        settings: OpenAIConfig,
         *,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        if not settings.openai_base_url:
-            raise ValueError("the OpenAI-compatible provider needs MEMORIA_OPENAI_BASE_URL")
+        super().__init__(
+            "openai_compatible",
+            settings,
+            backoff_base_s=backoff_base_s,
+            backoff_max_s=backoff_max_s,
+            tracer_provider=tracer_provider,
+            is_transient=_is_transient,
+            server_delay=_server_delay,
+        )
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
         self._tool_messages = settings.openai_tool_messages
-        self._dim = settings.embedding_dim
-        self._timeout_s = settings.llm_timeout_seconds
-        self._attempts = max(1, settings.llm_retries)
-        self._policy = CallPolicy(
-            attempts=self._attempts,
-            timeout_s=self._timeout_s,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            is_transient=wire.is_transient,
-            server_delay=wire.server_delay,
-        )
-        self._tracing = LLMTracer("openai_compatible", tracer_provider)
         # What each model's server refused, so later calls skip it (see the module doc).
         self._formats: dict[str, StructuredFormat] = {}
         self._without_stream_options: set[str] = set()
+        self._chat_models: dict[tuple[str, bool, bool], _ChatModel] = {}
         key = settings.openai_api_key
         self._client = openai.AsyncOpenAI(
             base_url=settings.openai_base_url,
@@ -130,6 +254,7 @@ class OpenAICompatibleModel(LanguageModel):
             timeout=self._timeout_s,
             max_retries=0,  # retried here, with the same policy as every provider
         )
+        self._provider = OpenAIProvider(openai_client=self._client)
 
     @property
     def name(self) -> str:
@@ -143,91 +268,64 @@ class OpenAICompatibleModel(LanguageModel):
     async def aclose(self) -> None:
         await self._client.close()
 
+    def _model(self, name: str, *, json_object: bool = True, usage: bool = True) -> _ChatModel:
+        key = (name, json_object, usage)
+        if key not in self._chat_models:
+            self._chat_models[key] = _ChatModel(
+                name, self._provider, json_object=json_object, usage=usage
+            )
+        return self._chat_models[key]
+
+    def _messages(self, prompt: Prompt, instruction: str = "") -> list[ModelMessage]:
+        system = "\n\n".join(part for part in (prompt.system, instruction) if part)
+        prompt = Prompt(system=system, messages=prompt.messages)
+        return model_messages(prompt if self._tool_messages else text_turns(prompt))
+
     # -- the four modes ------------------------------------------------------------------------
 
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
         model = self._models[Mode.REASONING_HEAVY]
         with self._tracing.span("llm.reasoning_heavy", model, request) as span:
-            tally = TokenTally(span, model)
             if self._format(model) is StructuredFormat.JSON_SCHEMA:
                 try:
-                    completion = await self._complete(
-                        tally,
-                        model,
-                        wire.messages(request.prompt, tool_messages=self._tool_messages),
-                        wire.action_format(choices),
-                    )
-                    return wire.action_name(self._text(completion, model))
-                except wire.Refused as exc:
-                    if exc.parameter != wire.RESPONSE_FORMAT:
+                    messages = self._messages(request.prompt)
+                    output = action_output(choices)
+                    response = await self._request(span, model, messages, output)
+                    return action_name(self._text(response, model))
+                except Refused as exc:
+                    if exc.parameter != RESPONSE_FORMAT:
                         raise
                     self._downgrade(model, StructuredFormat.JSON_SCHEMA, exc)
             # No constrained output: ask for the bare name (callers validate it anyway).
-            instruction = wire.ACTION_INSTRUCTION.format(names=", ".join(choices))
-            messages = wire.messages(request.prompt, instruction, tool_messages=self._tool_messages)
-            completion = await self._complete(tally, model, messages, None)
-            return self._text(completion, model).strip()
+            instruction = ACTION_INSTRUCTION.format(names=", ".join(choices))
+            messages = self._messages(request.prompt, instruction)
+            response = await self._request(span, model, messages, ModelRequestParameters())
+            return self._text(response, model).strip()
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
         model = self._models[Mode.REASONING]
         prompt = request.prompt
-        problem = ""
+        reasks: list[ModelMessage] = []
+        why = ""
         with self._tracing.span("llm.reasoning", model, request) as span:
-            tally = TokenTally(span, model)
+            counts: list[RequestUsage] = []
             for attempt in range(1, self._attempts + 1):
-                completion = await self._structured(tally, model, prompt, schema)
-                text, why_empty = wire.answer(completion)
+                response = await self._structured(
+                    span, model, prompt, reasks=reasks, schema=schema, counts=counts
+                )
+                text = response_text(response)
                 try:
                     return schema.model_validate_json(text)
                 except ValidationError as exc:
-                    problem = wire.problem(exc) if text else why_empty
-                log.warning(
-                    "%s: invalid %s (attempt %d): %s", model, schema.__name__, attempt, problem
-                )
-                reask = wire.REASK.format(problem=problem)
-                prompt = Prompt(
-                    system=prompt.system,
-                    messages=[
-                        *prompt.messages,
-                        PromptMessage(role="assistant", content=text),
-                        PromptMessage(role="user", content=reask),
-                    ],
-                )
+                    why = problem(exc) if text else _why_empty(response)
+                log.warning("%s: invalid %s (attempt %d): %s", model, schema.__name__, attempt, why)
+                reasks = reasked(reasks, text, why)
         raise LLMOutputError(
-            f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {problem}"
+            f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {why}"
         )
 
     def chat_model(self, request: LLMRequest) -> str:
         return request.model or self._models[Mode.CHAT]
-
-    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
-        model = self.chat_model(request)
-        messages = wire.messages(request.prompt, tool_messages=self._tool_messages)
-        span = self._tracing.start_span("llm.chat", model, request)
-        # A stream reports usage in its last chunk (some servers: running totals in every
-        # chunk), so only the latest counts are kept, and reported once the stream ends.
-        latest = _Latest()
-        try:
-            stream, first = await self._open_chat(model, messages, latest)
-            try:
-                yield first
-                while True:
-                    piece = await self._policy.piece(
-                        functools.partial(_next_piece, stream, latest),
-                        lambda exc, attempts: self._translate(exc, model, attempts),
-                    )
-                    if piece is None:
-                        return
-                    yield piece
-            finally:
-                await stream.close()
-                TokenTally(span, model).add(latest.tokens)
-        except Exception as exc:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, str(exc)))
-            raise
-        finally:
-            span.end()
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         model = self._embedding_model
@@ -242,16 +340,23 @@ class OpenAICompatibleModel(LanguageModel):
             return vectors
         with self._tracing.span("llm.embedding", model, None) as span:
             span.set_attribute("memoria.llm.texts", len(texts))
-            tally = TokenTally(span, model)
+            counts: list[RequestUsage] = []
             for start in range(0, len(texts), EMBED_BATCH_MAX):
                 batch = list(texts[start : start + EMBED_BATCH_MAX])
-                response = await self._call(model, functools.partial(self._embed, model, batch))
-                tally.add(wire.tokens(getattr(response, "usage", None)))
+
+                async def embed(batch: list[str] = batch) -> CreateEmbeddingResponse:
+                    return await self._embed(model, batch)
+
+                response = await self._call(model, embed)
+                tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+                if isinstance(tokens, int):
+                    counts.append(RequestUsage(input_tokens=tokens))
+                    count(span, model, counts)
                 # Servers send the vectors in input order, but ``index`` is what says so.
                 data = sorted(response.data, key=lambda item: getattr(item, "index", 0))
                 if len(data) != len(batch):
                     raise LLMOutputError(f"{model} returned {len(data)} of {len(batch)} vectors")
-                vectors.extend(wire.unit(item.embedding, self._dim, model) for item in data)
+                vectors.extend(self._unit(item.embedding, model) for item in data)
         return vectors
 
     # -- structured output and streams --------------------------------------------------------
@@ -267,164 +372,137 @@ class OpenAICompatibleModel(LanguageModel):
 
     async def _structured(
         self,
-        tally: TokenTally,
+        span: Span,
         model: str,
         prompt: Prompt,
+        *,
+        reasks: list[ModelMessage],
         schema: type[T],
-    ) -> ChatCompletion:
-        """One completion in the strongest JSON format the model's server accepts."""
+        counts: list[RequestUsage],
+    ) -> ModelResponse:
+        """One completion in the strongest JSON format the model's server accepts;
+        ``reasks``: the invalid answers so far and the asks to answer again."""
         level = self._format(model)
         while True:
-            instruction = (
-                "" if level is StructuredFormat.JSON_SCHEMA else wire.schema_instruction(schema)
-            )
+            messages = self._messages(prompt, _schema_instruction(schema, level))
             try:
-                return await self._complete(
-                    tally,
+                return await self._request(
+                    span,
                     model,
-                    wire.messages(prompt, instruction, tool_messages=self._tool_messages),
-                    wire.schema_format(schema, level),
+                    [*messages, *reasks],
+                    _schema_output(schema, level),
+                    counts=counts,
+                    json_object=level is not StructuredFormat.PROMPT_ONLY,
                 )
-            except wire.Refused as exc:
-                if exc.parameter != wire.RESPONSE_FORMAT or level is StructuredFormat.PROMPT_ONLY:
+            except Refused as exc:
+                if exc.parameter != RESPONSE_FORMAT or level is StructuredFormat.PROMPT_ONLY:
                     raise
                 self._downgrade(model, level, exc)
                 # At most one request per format, whatever concurrent calls learnt meanwhile.
                 level = max(StructuredFormat(level + 1), self._format(model))
 
-    async def _complete(
+    async def _request(
         self,
-        tally: TokenTally,
+        span: Span,
         model: str,
-        messages: list[ChatCompletionMessageParam],
-        response_format: dict[str, Any] | None,
-    ) -> ChatCompletion:
-        tally.span.set_attribute(
-            "memoria.llm.response_format",
-            response_format["type"] if response_format else "none",
+        messages: list[ModelMessage],
+        output: ModelRequestParameters,
+        *,
+        counts: list[RequestUsage] | None = None,
+        json_object: bool = True,
+    ) -> ModelResponse:
+        chat_model = self._model(model, json_object=json_object)
+        span.set_attribute("memoria.llm.response_format", _format_name(output, json_object))
+        response = await self._call(
+            model,
+            lambda: model_request(chat_model, messages, model_request_parameters=output),
         )
-        options: dict[str, Any] = {}
-        if response_format is not None:
-            options["response_format"] = response_format
-        completion = await self._call(
-            model, functools.partial(self._create, model=model, messages=messages, **options)
-        )
-        tally.add(wire.tokens(getattr(completion, "usage", None)))
-        return completion
-
-    async def _create(self, **request: Any) -> ChatCompletion:
-        return wire.checked_completion(await self._client.chat.completions.create(**request))
+        counts = [] if counts is None else counts
+        counts.append(response.usage)
+        count(span, model, counts)
+        return response
 
     async def _embed(self, model: str, batch: list[str]) -> CreateEmbeddingResponse:
         # Floats, not the SDK's default base64: not every compatible server encodes base64.
-        response = await self._client.embeddings.create(
-            model=model, input=batch, encoding_format="float"
-        )
-        return wire.checked_embeddings(response)
+        try:
+            response = await self._client.embeddings.create(
+                model=model, input=batch, encoding_format="float"
+            )
+        except openai.APIStatusError as exc:
+            # The shape of pydantic-ai's errors, so embeddings are retried and worded alike.
+            headers = dict(exc.response.headers)
+            raise ModelHTTPError(exc.status_code, model, exc.body, headers=headers) from exc
+        if not isinstance(response, CreateEmbeddingResponse) or not isinstance(
+            getattr(response, "data", None), list
+        ):
+            raise UnexpectedModelBehavior(f"expected embeddings, got {str(response)[:80]!r}")
+        return response
 
     @staticmethod
-    def _text(completion: ChatCompletion, model: str) -> str:
-        text, why_empty = wire.answer(completion)
+    def _text(response: ModelResponse, model: str) -> str:
+        text = response_text(response)
         if not text:
             # Callers validate and re-ask; an empty answer is just an unusable one.
-            log.warning("%s gave no action name (%s)", model, why_empty)
+            log.warning("%s gave no action name (%s)", model, _why_empty(response))
         return text
 
-    async def _open_chat(
-        self,
-        model: str,
-        messages: list[ChatCompletionMessageParam],
-        latest: _Latest,
-    ) -> tuple[AsyncStream[ChatCompletionChunk], str]:
-        include_usage = model not in self._without_stream_options
+    async def _open_chat(self, model: str, prompt: Prompt, stream: TextStream) -> str:
+        messages = self._messages(prompt)
+        usage_asked = model not in self._without_stream_options
         try:
             return await self._call(
-                model, functools.partial(self._open_stream, model, messages, latest, include_usage)
+                model, lambda: stream.open(self._model(model, usage=usage_asked), messages)
             )
-        except wire.Refused as exc:
-            if not include_usage:
+        except Refused as exc:
+            if not usage_asked:
                 raise
             # Servers word this refusal in many ways: try once without, and remember if it
             # helped.
-            opened = await self._call(
-                model, functools.partial(self._open_stream, model, messages, latest, False)
+            first = await self._call(
+                model, lambda: stream.open(self._model(model, usage=False), messages)
             )
             log.warning("%s; streaming without usage from now on", exc)
             self._without_stream_options.add(model)
-            return opened
-
-    async def _open_stream(
-        self,
-        model: str,
-        messages: list[ChatCompletionMessageParam],
-        latest: _Latest,
-        include_usage: bool,
-    ) -> tuple[AsyncStream[ChatCompletionChunk], str]:
-        """Open the stream and read up to its first piece of text, so failures before
-        anything reached the caller can be retried."""
-        options: dict[str, Any] = {}
-        if include_usage:
-            options["stream_options"] = {"include_usage": True}
-        stream = await self._client.chat.completions.create(
-            model=model, messages=messages, stream=True, **options
-        )
-        try:
-            first = await _next_piece(stream, latest)
-        except BaseException:
-            await stream.close()
-            raise
-        if first is None:
-            await stream.close()
-            raise LLMOutputError(f"{model} streamed no text")
-        return stream, first
+            return first
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
-        """One API call: a timeout per attempt, retries on transient failures, and every
-        failure turned into the port's errors."""
-        return await self._policy.call(
-            send, lambda exc, attempts: self._translate(exc, model, attempts)
-        )
-
     def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
-        if isinstance(exc, (TimeoutError, openai.APITimeoutError)):
+        if isinstance(exc, (TimeoutError, ModelTimeoutError, openai.APITimeoutError)):
             return LLMTimeout(f"{model} did not answer within {self._timeout_s:g}s ({tries})")
-        if isinstance(exc, openai.APIStatusError):
-            detail = f"HTTP {exc.status_code}: {wire.server_message(exc)}"
-            if wire.is_transient(exc):
+        if isinstance(exc, ModelHTTPError):
+            detail = f"HTTP {exc.status_code}: {_server_message(exc)}"
+            if _is_transient(exc):
                 return LLMUnavailable(f"{model} is unavailable, {detail} ({tries})")
-            if exc.status_code in wire.REFUSAL_CODES:
+            if exc.status_code in REFUSAL_CODES:
                 message = f"{model} refused the request, {detail}"
-                return wire.Refused(message, wire.blamed_parameter(exc))
+                return Refused(message, _blamed_parameter(exc))
             hint = NOT_FOUND_HINT if exc.status_code == 404 else ""
             return LLMUnavailable(f"{model} refused the request, {detail}{hint}")
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, (ModelConnectionError, openai.APIConnectionError)):
             cause = exc.__cause__ or exc
             return LLMUnavailable(f"{model} is unreachable: {cause!r} ({tries})")
-        if isinstance(exc, openai.APIError):
-            return LLMUnavailable(f"{model} failed while answering: {exc.message} ({tries})")
-        if isinstance(exc, (wire.Unreadable, json.JSONDecodeError)):
+        if isinstance(exc, UnexpectedModelBehavior):
+            if _NO_CONTENT in exc.message:
+                return LLMOutputError(f"{model} streamed no text")
+            return LLMUnavailable(f"{model} sent an unreadable response ({tries}): {exc}")
+        if isinstance(exc, (ModelAPIError, openai.APIError)):
+            return LLMUnavailable(f"{model} failed while answering: {exc} ({tries})")
+        if isinstance(exc, json.JSONDecodeError):
             return LLMUnavailable(f"{model} sent an unreadable response ({tries}): {exc}")
         return None
 
 
-@dataclass
-class _Latest:
-    """The latest token counts a stream sent."""
+def _format_name(output: ModelRequestParameters, json_object: bool) -> str:
+    """The ``response_format`` type ``output`` is sent with, or ``none``."""
+    if output.output_mode == "native":
+        return "json_schema"
+    return "json_object" if output.output_mode == "prompted" and json_object else "none"
 
-    tokens: Tokens | None = None
 
-
-async def _next_piece(stream: AsyncStream[ChatCompletionChunk], latest: _Latest) -> str | None:
-    """The next non-empty text delta, noting usage on the way; None at the end."""
-    async for chunk in stream:
-        latest.tokens = wire.tokens(getattr(chunk, "usage", None)) or latest.tokens
-        choices = getattr(chunk, "choices", None) or []
-        # Only ``content`` is the answer; ``reasoning_content`` (thinking models on vLLM or
-        # Ollama) is the model thinking aloud, not for the user.
-        text = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
-        if isinstance(text, str) and text:
-            return text
-    return None
+def _why_empty(response: ModelResponse) -> str:
+    details = response.provider_details or {}
+    if details.get("refusal"):
+        return f"refused: {details['refusal']}"
+    return f"finish reason {details.get('finish_reason') or response.finish_reason}"

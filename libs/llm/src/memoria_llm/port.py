@@ -15,8 +15,6 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from memoria_contracts.events import CycleContext
-
 T = TypeVar("T", bound=BaseModel)
 
 EmbedPurpose = Literal["passage", "query"]
@@ -68,13 +66,15 @@ class Prompt:
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """One call. ``task`` names what is asked (``decide``, ``Finalize``, ...), ``context`` is the
-    structured cycle so rule-based providers (offline, scripted) need not parse prompt text.
-    ``attempt`` counts re-asks of the same question, starting at 0."""
+    """One call. ``task`` names what is asked (``decide``, ``Finalize``, ...). ``input_json``
+    is the caller's structured input as a JSON document, for models that answer by rules
+    (offline, scripted) and so need not parse prompt text; models that read the prompt ignore
+    it, and the port gives it no shape. ``attempt`` counts re-asks of the same question,
+    starting at 0."""
 
     task: str
     prompt: Prompt
-    context: CycleContext | None = None
+    input_json: str | None = None
     attempt: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
     model: str | None = None

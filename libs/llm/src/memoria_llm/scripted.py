@@ -12,10 +12,11 @@
 ```
 
 The first rule whose ``match`` (a case-insensitive regex) is found in the cycle's original
-message applies. ``decide[k]`` answers the k-th decision of a cycle (k = steps already
-taken; the last entry repeats); an entry may be a list indexed by the re-ask attempt, so a
-script can answer an unknown name first and a valid one next. ``chat[task]`` is streamed in
-chunks of ``chat_chunk_words`` words; ``reasoning[task]`` is validated into the asked schema.
+message applies (the cycle: the request's ``input_json``, a ``CycleContext``). ``decide[k]``
+answers the k-th decision of a cycle (k = steps already taken; the last entry repeats); an
+entry may be a list indexed by the re-ask attempt, so a script can answer an unknown name
+first and a valid one next. ``chat[task]`` is streamed in chunks of ``chat_chunk_words``
+words; ``reasoning[task]`` is validated into the asked schema.
 ``delay_seconds`` per mode simulates latency (benchmarks) or a hung model (tests).
 ``prompt_log`` (a file path) appends every prompt the model is given as one JSON line
 (``mode``, ``task``, ``model``, ``system``, ``messages``), so tests can check what a step saw.
@@ -113,7 +114,8 @@ class ScriptedModel(LanguageModel):
         return LABEL
 
     def _rule(self, request: LLMRequest) -> ScriptRule:
-        text = request.context.original_message.content if request.context else ""
+        cycle = _cycle(request)
+        text = cycle.original_message.content if cycle else ""
         for rule in self._script.rules:
             if re.search(rule.match, str(text), re.IGNORECASE):
                 return rule
@@ -141,7 +143,8 @@ class ScriptedModel(LanguageModel):
         await self._delay(Mode.REASONING_HEAVY)
         self._log_prompt(Mode.REASONING_HEAVY, request)
         rule = self._rule(request)
-        steps = len(request.context.steps) if request.context else 0
+        cycle = _cycle(request)
+        steps = len(cycle.steps) if cycle else 0
         entry = _pick(rule.decide, steps)
         # An entry that is a list answers each re-ask in turn, its last one repeating.
         answer = entry[min(request.attempt, len(entry) - 1)] if isinstance(entry, list) else entry
@@ -163,7 +166,7 @@ class ScriptedModel(LanguageModel):
 
     @staticmethod
     def _bindings(rule: ScriptRule, request: LLMRequest) -> dict[str, Any]:
-        context = request.context
+        context = _cycle(request)
         text = str(context.original_message.content) if context else ""
         match = re.search(rule.match, text, re.IGNORECASE)
         groups = match.groups() if match else ()
@@ -194,6 +197,15 @@ class ScriptedModel(LanguageModel):
         raw = [digest[i % len(digest)] - 127.5 for i in range(dim)]
         norm = math.sqrt(sum(v * v for v in raw)) or 1.0
         return [v / norm for v in raw]
+
+
+def _cycle(request: LLMRequest) -> CycleContext | None:
+    if request.input_json is None:
+        return None
+    try:
+        return CycleContext.model_validate_json(request.input_json)
+    except ValidationError as exc:
+        raise LLMOutputError(f"the scripted model reads a cycle, not this input: {exc}") from exc
 
 
 def _found_memory_ids(context: CycleContext | None) -> list[str]:

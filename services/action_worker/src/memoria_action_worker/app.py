@@ -13,8 +13,8 @@ from memoria_action_worker import SERVICE_NAME
 from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.streams import Group, Stream
-from memoria_llm.factory import create_language_model
 from memoria_llm.persona_prompt import strategy_files
+from memoria_offline.selection import language_model
 from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.health import stop_task
@@ -39,7 +39,7 @@ def build_broker(
         settings=settings,
         redis=redis_clients.connect(settings),
         publisher=publisher,
-        llm=create_language_model(settings),
+        llm=language_model(settings),
         memory=MemoryClient(broker, settings),
         actions=load_actions(extra_modules=settings.action_modules).enabled(
             settings.actions_disabled

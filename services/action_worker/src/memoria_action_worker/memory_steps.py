@@ -207,7 +207,7 @@ async def make_plan(
 ) -> P:
     """The step's structured plan, asked of the model in ``reasoning`` mode once per step
     (:meth:`ActionContext.plan`). Output that never fit ``schema`` fails the step."""
-    request = LLMRequest(task=task, prompt=prompt, context=ctx.cycle)
+    request = LLMRequest(task=task, prompt=prompt, input_json=ctx.cycle.model_dump_json())
 
     async def produce() -> P:
         try:

@@ -60,7 +60,7 @@ def agent_request(
     request = LLMRequest(
         task=task,
         prompt=prompt,
-        context=ctx.cycle,
+        input_json=ctx.cycle.model_dump_json(),
         metadata=metadata or {},
         model=ctx.session.chat_model,
     )

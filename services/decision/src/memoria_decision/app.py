@@ -14,8 +14,8 @@ from memoria_decision.cycle import CycleEngine
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.handlers import DecisionHandlers
 from memoria_decision.state import CycleStore
-from memoria_llm.factory import create_language_model
 from memoria_llm.persona_prompt import strategy_files
+from memoria_offline.selection import language_model
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
@@ -55,7 +55,7 @@ def build_broker(
         store=CycleStore(redis),
         deadlines=Deadlines(redis),
         memory=MemoryClient(broker, settings),
-        llm=create_language_model(settings),
+        llm=language_model(settings),
     )
     handlers = DecisionHandlers(engine)
     subscribe_group(

@@ -47,7 +47,7 @@ async def choose_action(
                 model=llm.label(Mode.REASONING_HEAVY),
                 provider=llm.name,
             ),
-            context=state.context(),
+            input_json=state.context().model_dump_json(),
             attempt=attempt,
         )
         answer = await llm.reasoning_heavy(request, names)

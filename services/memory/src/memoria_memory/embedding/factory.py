@@ -39,9 +39,12 @@ def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Emb
         )
     owns_llm = llm is None
     if llm is None:
+        from memoria_llm.config import LLMConfig
         from memoria_llm.factory import create_language_model
 
-        llm = create_language_model(settings)
+        llm = create_language_model(LLMConfig.of(settings))
+        if llm is None:  # _resolve_provider said offline, refused above
+            raise AssertionError("the settings name no LLM provider")
     from memoria_llm.port import Mode
     from memoria_memory.embedding.llm import LanguageModelEmbedder
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from memoria_llm.offline.cycle import CycleView
-from memoria_llm.offline.intents import Intent
+from memoria_offline.cycle import CycleView
+from memoria_offline.intents import Intent
 
 FINALIZE: Final = "Finalize"
 QUESTION: Final = "Question"

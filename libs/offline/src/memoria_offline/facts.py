@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
-from memoria_llm.offline import lexicon
-from memoria_llm.offline.text import Folded, fold, straight_apostrophes, strip_edges, tidy
+from memoria_offline import lexicon
+from memoria_offline.text import Folded, fold, straight_apostrophes, strip_edges, tidy
 
 T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]

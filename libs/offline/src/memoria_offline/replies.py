@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from memoria_contracts.text import ELLIPSIS, one_line
-from memoria_llm.offline.text import fold
+from memoria_offline.text import fold
 from memoria_runtime import i18n
 
 Language = Literal["en", "pt"]

@@ -1,0 +1,114 @@
+"""The port's prompts as pydantic-ai messages, whose models replay them in each API's native
+form: tool calls and results as Gemini function call/response parts (ADR 11), text turns
+as text. Consecutive turns of one side share a message, as the APIs want them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ModelResponsePart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.output import OutputObjectDefinition
+
+from memoria_llm.port import Prompt, PromptMessage
+
+ACTION_SCHEMA_NAME = "next_action"
+
+
+def model_messages(prompt: Prompt) -> list[ModelMessage]:
+    result: list[ModelMessage] = []
+    if prompt.system:
+        result.append(ModelRequest(parts=[SystemPromptPart(content=prompt.system)]))
+    for message in prompt.messages:
+        if message.role == "assistant":
+            answer: list[ModelResponsePart] = [
+                ToolCallPart(tool_name=call.name, args=call.arguments, tool_call_id=call.id)
+                for call in message.tool_calls
+            ] or [TextPart(content=message.content)]
+            if result and isinstance(result[-1], ModelResponse):
+                result[-1] = ModelResponse(parts=[*result[-1].parts, *answer])
+            else:
+                result.append(ModelResponse(parts=answer))
+            continue
+        asked: ModelRequestPart = _request_part(message)
+        if result and isinstance(result[-1], ModelRequest):
+            result[-1] = ModelRequest(parts=[*result[-1].parts, asked])
+        else:
+            result.append(ModelRequest(parts=[asked]))
+    return result
+
+
+def _request_part(message: PromptMessage) -> ModelRequestPart:
+    if message.role == "tool":
+        return ToolReturnPart(
+            tool_name=message.name or "action",
+            content=message.content,
+            tool_call_id=message.tool_call_id or "",
+        )
+    return UserPromptPart(content=message.content)
+
+
+def json_output(name: str, schema: dict[str, object]) -> ModelRequestParameters:
+    """Ask for JSON constrained to ``schema`` in the API's own structured-output mode."""
+    return ModelRequestParameters(
+        output_mode="native",
+        output_object=OutputObjectDefinition(json_schema=schema, name=name, strict=False),
+        allow_text_output=False,
+    )
+
+
+def action_output(choices: Sequence[str]) -> ModelRequestParameters:
+    """The next action as an object whose ``action`` is one of the names (an object, not a
+    bare string: structured output constrains objects)."""
+    schema: dict[str, object] = {
+        "type": "object",
+        "properties": {"action": {"type": "string", "enum": list(choices)}},
+        "required": ["action"],
+    }
+    return json_output(ACTION_SCHEMA_NAME, schema)
+
+
+def action_name(text: str) -> str:
+    """The name in ``{"action": ...}``; a model that ignored the format answers in plain
+    text, which is returned stripped (callers validate the name either way)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text.strip()
+    if isinstance(value, dict) and isinstance(value.get("action"), str):
+        return str(value["action"]).strip()
+    return text.strip()
+
+
+def response_text(response: ModelResponse) -> str:
+    """The answer's text, without the model's thinking."""
+    return "".join(part.content for part in response.parts if isinstance(part, TextPart))
+
+
+def text_turns(prompt: Prompt) -> Prompt:
+    """``prompt`` with tool calls and results as assistant text (``[MemorySearch] …``), for
+    servers whose chat template has no tool roles."""
+    turns = [
+        message
+        if message.plain
+        else PromptMessage(
+            role="assistant",
+            content=f"[{message.name}] {message.content}"
+            if message.role == "tool"
+            else message.content,
+        )
+        for message in prompt.messages
+    ]
+    return Prompt(system=prompt.system, messages=turns)

@@ -1,0 +1,89 @@
+"""The providers' own config, built from the service settings by field name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import CycleContext
+from memoria_llm.config import GeminiConfig, LLMConfig, OpenAIConfig
+from memoria_llm.factory import create_language_model
+from memoria_llm.port import LLMOutputError, LLMRequest, Prompt
+from memoria_offline import OfflineModel
+from memoria_offline.selection import language_model
+from memoria_runtime.settings import Settings
+
+LLM_SOURCE = Path(__file__).parents[3] / "libs" / "llm" / "src" / "memoria_llm"
+
+
+def settings(**values: object) -> Settings:
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+def test_without_a_key_or_a_base_url_no_provider_is_configured() -> None:
+    config = LLMConfig.of(settings(gemini_api_key=None, openai_base_url=None))
+    assert config.gemini is None
+    assert config.openai is None
+    assert create_language_model(config) is None
+    assert isinstance(language_model(settings(gemini_api_key=None)), OfflineModel)
+
+
+def test_the_provider_configs_carry_the_settings_values() -> None:
+    config = LLMConfig.of(
+        settings(
+            gemini_api_key="secret-key",
+            gemini_base_url="http://127.0.0.1:9",
+            model_chat="chat-model",
+            llm_retries=5,
+            llm_timeout_seconds=7.5,
+            openai_base_url="http://127.0.0.1:8/v1",
+            openai_model="local",
+            openai_tool_messages=False,
+        )
+    )
+    assert isinstance(config.gemini, GeminiConfig)
+    assert config.gemini.gemini_base_url == "http://127.0.0.1:9"
+    assert config.gemini.model_chat == "chat-model"
+    assert (config.gemini.llm_retries, config.gemini.llm_timeout_seconds) == (5, 7.5)
+    assert isinstance(config.openai, OpenAIConfig)
+    assert config.openai.openai_model == "local"
+    assert config.openai.openai_tool_messages is False
+
+
+def test_a_config_never_shows_its_key() -> None:
+    config = LLMConfig.of(settings(gemini_api_key="secret-key", openai_base_url="http://x/v1"))
+    assert "secret-key" not in repr(config)
+    assert "secret-key" not in str(config.model_dump())
+
+
+def test_the_llm_package_reads_no_service_settings() -> None:
+    for module in LLM_SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "memoria_runtime.settings", module
+                assert not (node.module or "").startswith("memoria_offline"), module
+
+
+def test_the_port_knows_no_cycle() -> None:
+    assert "memoria_contracts" not in (LLM_SOURCE / "port.py").read_text()
+
+
+async def test_the_offline_planner_reads_the_cycle_from_the_input_json() -> None:
+    original = ChatRecord(id="m-1", chat_history=True, modal="text", role="user", content="hi")
+    cycle = CycleContext(original_message=original)
+    request = LLMRequest(
+        task="decide", prompt=Prompt(system="", messages=[]), input_json=cycle.model_dump_json()
+    )
+    assert await OfflineModel().reasoning_heavy(request, ["MemorySearch", "Finalize"]) in {
+        "MemorySearch",
+        "Finalize",
+    }
+
+
+async def test_input_that_is_no_cycle_is_a_clear_error() -> None:
+    request = LLMRequest(task="decide", prompt=Prompt(system="", messages=[]), input_json="{}")
+    with pytest.raises(LLMOutputError, match="reads a cycle"):
+        await OfflineModel().reasoning_heavy(request, ["Finalize"])
