@@ -15,9 +15,9 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext
 from memoria_contracts.memory import Memory
 from memoria_llm import usage
-from memoria_llm.factory import create_language_model
 from memoria_llm.port import LLMError, LLMRequest, LLMTimeout, LLMUnavailable, Mode, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
+from memoria_offline.selection import language_model
 from memoria_runtime.settings import Settings
 
 NOW = datetime(2026, 11, 27, 15, 0, tzinfo=UTC)
@@ -179,7 +179,7 @@ def test_on_with_a_model_off_offline_or_when_turned_off() -> None:
     settings = Settings(_env_file=None)
     assert settings.memory_rerank is True
     assert enabled(settings, Recording([]))
-    offline = create_language_model(Settings(_env_file=None, llm_provider="offline"))
+    offline = language_model(Settings(_env_file=None, llm_provider="offline"))
     assert not enabled(settings, offline)
     off = Settings(_env_file=None, memory_rerank=False)
     assert not enabled(off, Recording([]))

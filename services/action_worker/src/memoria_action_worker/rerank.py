@@ -94,7 +94,11 @@ async def rerank(
     if not candidates:
         return []
     request = as_text(context.original_message.content)
-    call = LLMRequest(task=TASK, prompt=_prompt(request, queries, candidates), context=context)
+    call = LLMRequest(
+        task=TASK,
+        prompt=_prompt(request, queries, candidates),
+        input_json=context.model_dump_json(),
+    )
     try:
         # The provider's own timeout is per attempt; the step needs a bound on the whole.
         async with asyncio.timeout(timeout_seconds):
