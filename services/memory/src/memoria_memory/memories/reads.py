@@ -34,7 +34,7 @@ from memoria_contracts.memory import (
     MemoryVectors,
     Vector,
 )
-from memoria_memory.embedding import Embedder
+from memoria_memory.embedding import Calibration, Embedder
 from memoria_memory.memories import clock
 from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
@@ -71,6 +71,23 @@ def _best(hits: list[VectorHit], settled: set[str]) -> float | None:
     """The best score among the memory's settled rows (a row an interrupted write left
     behind is never evidence)."""
     return max((hit.score for hit in hits if hit.id in settled), default=None)
+
+
+def relevance_of(
+    dense: list[VectorHit],
+    lexical: list[VectorHit],
+    settled: set[str],
+    calibration: Calibration,
+    fusion: Fusion,
+) -> float | None:
+    """One memory's relevance from its hits over every query searched (the best row of
+    each kind counts); None: no settled row matched. Shared with the in-process benchmark
+    (bench/retrieval_local.py), so what is tuned there is what the service ranks by."""
+    cosine = _best(dense, settled)
+    bm25 = _best(lexical, settled)
+    if cosine is None and bm25 is None:
+        return None
+    return fusion.relevance(None if cosine is None else calibration.relevance(cosine), bm25)
 
 
 def encode_cursor(document: MemoryDocument) -> str:
@@ -154,15 +171,14 @@ class MemoryReader:
         for document in documents:
             if document.vector_collection != self.vectors.collection:
                 continue
-            settled = set(document.vector_ids)
-            cosine = _best(dense.get(document.id, []), settled)
-            bm25 = _best(lexical.get(document.id, []), settled)
-            if cosine is None and bm25 is None:
-                continue
-            relevance = self.fusion.relevance(
-                None if cosine is None else calibration.relevance(cosine), bm25
+            relevance = relevance_of(
+                dense.get(document.id, []),
+                lexical.get(document.id, []),
+                set(document.vector_ids),
+                calibration,
+                self.fusion,
             )
-            if relevance >= minimum:
+            if relevance is not None and relevance >= minimum:
                 scored.append((document, relevance))
         scored.sort(key=lambda pair: (-pair[1], pair[0].id))
         return scored[:limit]
