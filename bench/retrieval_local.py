@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
+from memoria_contracts.memory import Vector
 from memoria_memory.embedding import Embedder
 from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.lexical_index import row_text
 from memoria_memory.memories.query_variants import key_terms, statement
 from memoria_memory.memories.reads import ROWS_PER_RESULT, relevance_of
+from memoria_memory.memories.search_queries import dense_vectors, lexical_texts
 from memoria_memory.vectors import VectorHit
 from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.cached import HeldRows
@@ -56,9 +58,12 @@ def _both(query: str) -> list[str]:
     return [*_statement_only(query), *_terms_only(query)]
 
 
-# Which rewrites a stage searches beside the question.
-REWRITES: Final[dict[str, Rewrite]] = {
-    "": lambda _query: [],
+# The stages' suffixes. None: the service's way (search_queries: one blended vector and the
+# key terms per query). The others search the question as typed ("plain", the service
+# before query rewriting) and the listed rewrites as further queries of the same search
+# (each memory's best row counts, as for any search with several queries).
+EXTRA_QUERIES: Final[dict[str, Rewrite]] = {
+    "plain": lambda _query: [],
     "statement": _statement_only,
     "terms": _terms_only,
     "variants": _both,
@@ -67,27 +72,45 @@ REWRITES: Final[dict[str, Rewrite]] = {
 
 @dataclass(frozen=True)
 class LocalStage:
-    """``hybrid`` or e.g. ``hybrid+variants``: a retrieval mode and the rewrites searched."""
+    """``hybrid`` (as the service searches) or e.g. ``hybrid+plain``, ``hybrid+variants``."""
 
     name: str
     retrieval: MemoryRetrieval
-    rewrite: str
+    extra: str | None
 
     @classmethod
     def parse(cls, name: str) -> LocalStage:
-        retrieval, _, rewrite = name.partition("+")
-        if retrieval not in ("dense", "lexical", "hybrid") or rewrite not in REWRITES:
+        retrieval, _, extra = name.partition("+")
+        if retrieval not in ("dense", "lexical", "hybrid") or (
+            extra and extra not in EXTRA_QUERIES
+        ):
             raise ValueError(
                 f"unknown in-process stage {name!r}: a retrieval mode (dense, lexical, "
-                f"hybrid), optionally +{'/+'.join(r for r in REWRITES if r)}"
+                f"hybrid), optionally +{'/+'.join(EXTRA_QUERIES)}"
             )
-        return cls(name, retrieval, rewrite)  # type: ignore[arg-type]
+        return cls(name, retrieval, extra or None)  # type: ignore[arg-type]
 
     def queries(self, question: str) -> list[str]:
+        if self.extra is None:
+            return [question]
         seen: dict[str, None] = {question: None}
-        for text in REWRITES[self.rewrite](question):
+        for text in EXTRA_QUERIES[self.extra](question):
             seen.setdefault(text, None)
         return list(seen)
+
+    def texts_to_embed(self, question: str) -> list[str]:
+        if self.extra is None:
+            return [question, *_statement_only(question)]
+        return self.queries(question)
+
+    async def search_input(
+        self, question: str, cache: EmbeddingCache
+    ) -> tuple[list[Vector], list[str]]:
+        """The vectors and the texts searched for the question."""
+        queries = self.queries(question)
+        if self.extra is None:
+            return await dense_vectors(queries, cache.queries), lexical_texts(queries)
+        return await cache.queries(queries), queries
 
 
 class EmbeddingCache:
@@ -97,17 +120,25 @@ class EmbeddingCache:
     def __init__(self, embedder: Embedder, directory: Path = CACHE_DIR) -> None:
         self._embedder = embedder
         self._directory = directory
+        self._loaded: dict[str, dict[str, np.ndarray]] = {}
 
     def _path(self, kind: str) -> Path:
         name = hashlib.sha256(self._embedder.id.encode()).hexdigest()[:16]
         return self._directory / f"{kind}-{name}.npz"
 
+    def _known(self, kind: str) -> dict[str, np.ndarray]:
+        if kind not in self._loaded:
+            path = self._path(kind)
+            self._loaded[kind] = {}
+            if path.exists():
+                with np.load(path) as stored:
+                    self._loaded[kind] = dict(
+                        zip(stored["digests"].tolist(), stored["vectors"], strict=True)
+                    )
+        return self._loaded[kind]
+
     async def vectors(self, texts: Sequence[str], *, kind: str) -> np.ndarray:
-        path = self._path(kind)
-        known: dict[str, np.ndarray] = {}
-        if path.exists():
-            with np.load(path) as stored:
-                known = dict(zip(stored["digests"].tolist(), stored["vectors"], strict=True))
+        known = self._known(kind)
         digests = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
         missing = list(
             dict.fromkeys(t for t, d in zip(texts, digests, strict=True) if d not in known)
@@ -117,8 +148,17 @@ class EmbeddingCache:
             for text, vector in zip(missing, await embed(missing), strict=True):
                 known[hashlib.sha256(text.encode()).hexdigest()] = np.asarray(vector, np.float32)
             self._directory.mkdir(parents=True, exist_ok=True)
-            np.savez(path, digests=np.array(list(known)), vectors=np.stack(list(known.values())))
+            np.savez(
+                self._path(kind),
+                digests=np.array(list(known)),
+                vectors=np.stack(list(known.values())),
+            )
         return np.stack([known[digest] for digest in digests]).astype(np.float32)
+
+    async def queries(self, texts: list[str]) -> list[Vector]:
+        """The ``Embed`` of ``search_queries``, from the cache."""
+        found: list[Vector] = (await self.vectors(texts, kind="query")).tolist()
+        return found
 
 
 def _by_memory(hits_by_query: list[list[VectorHit]]) -> dict[str, list[VectorHit]]:
@@ -166,17 +206,22 @@ async def local_scores(
             ]
         )
         texts = sorted(
-            {q for s in stages for qn in conversation.questions for q in s.queries(qn.question)}
+            {
+                t
+                for s in stages
+                for q in conversation.questions
+                for t in s.texts_to_embed(q.question)
+            }
         )
-        query_vectors = dict(zip(texts, await cache.vectors(texts, kind="query"), strict=True))
+        await cache.vectors(texts, kind="query")  # one batch; the searches below read it
         settled = {turn.id for turn in conversation.turns}
         for stage in stages:
             fusion = Fusion(stage.retrieval)
             scores = results[stage.name]
             for question in conversation.questions:
-                queries = stage.queries(question.question)
+                vectors, queries = await stage.search_input(question.question, cache)
                 dense = (
-                    held.search(np.stack([query_vectors[q] for q in queries]), per_query)
+                    held.search(np.asarray(vectors, dtype=np.float32), per_query)
                     if fusion.dense
                     else []
                 )

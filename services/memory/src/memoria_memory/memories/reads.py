@@ -2,7 +2,8 @@
 
 Semantic search is dense (the embedder's vectors), lexical (BM25 over each row's binding
 and the memory's content) or both fused (``fusion.Fusion``), as ``MEMORIA_MEMORY_RETRIEVAL``
-says.
+says. Each query is searched as ``search_queries`` rewrites it (its vector blended with its
+statement form's, its key terms for BM25).
 
 Search only ever returns ``ready`` memories whose vector row that matched is one of the
 memory's settled rows: a half-written memory, or a row left by an interrupted update, is
@@ -40,6 +41,7 @@ from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.search_queries import dense_vectors, lexical_texts
 from memoria_memory.memories.window import TimeWindow
 from memoria_memory.memories.writes import not_found
 from memoria_memory.vectors import VectorHit, VectorStore
@@ -195,17 +197,17 @@ class MemoryReader:
     ) -> list[list[VectorHit]]:
         if not self.fusion.lexical:
             return []
-        return await self.vectors.lexical_search(user_id, list(request.queries), per_query)
+        return await self.vectors.lexical_search(user_id, lexical_texts(request.queries), per_query)
 
     async def _query_vectors(self, request: MemorySearch) -> list[Vector]:
         given = request.vectors
-        if (
+        if not (
             given is not None
             and request.embedder == self.embedder.id
             and all(len(v) == self.embedder.dim for v in given)
         ):
-            return given
-        return await self.embedder.queries(list(request.queries))
+            given = None
+        return await dense_vectors(request.queries, self.embedder.queries, given)
 
     async def _retrieved(
         self, user_id: str, documents: list[MemoryDocument], relevance: dict[str, float]
