@@ -177,11 +177,12 @@ async def local_scores(
     *,
     top_k: int,
     binding_of: Callable[[str], str],
+    cache_dir: Path = CACHE_DIR,
 ) -> list[StageScores]:
     from bench.retrieval_quality import Hit, StageScores
 
     stages = [LocalStage.parse(name) for name in stage_names]
-    cache = EmbeddingCache(embedder)
+    cache = EmbeddingCache(embedder, cache_dir)
     results = {stage.name: StageScores(stage.name, cutoff) for stage in stages}
     per_query = top_k * ROWS_PER_RESULT
     for conversation in conversations:
