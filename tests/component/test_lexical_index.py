@@ -181,3 +181,26 @@ async def test_hybrid_search_keeps_finding_by_meaning_and_adds_words(
         assert not hasattr(reply, "code"), reply
         assert await storage.vectors.lexical_search(user, ["Biscuit"], limit=5) == [[]]
         assert (await found(storage, user, "Pretzel"))[0] == ids[2]
+
+
+async def test_a_questions_own_words_are_no_lexical_evidence(
+    tmp_path: Path, milvus_uri: str, collections: list[str]
+) -> None:
+    """BM25 searches a question's key terms: "kind" and "many" in the question do not find
+    the memories that happen to say them."""
+    user = f"u{uuid.uuid4().hex[:12]}"
+    async with opened(settings(tmp_path, milvus_uri, "lexical")) as storage:
+        made_by(storage, collections)
+        ids = await save_all(storage, user)
+        reply = await storage.writer.save(
+            user,
+            MemorySave(
+                idempotency_key=uuid.uuid4().hex,
+                content="Be kind to the many neighbours",
+                bindings=["neighbours"],
+            ),
+            cycle_id=None,
+        )
+        assert isinstance(reply, MemorySaved), reply
+        assert await found(storage, user, "What kind of dish do I like?") == [ids[3]]
+        assert await found(storage, user, "How many times was the car inspection?") == [ids[4]]

@@ -2,7 +2,8 @@
 
 Semantic search is dense (the embedder's vectors), lexical (BM25 over each row's binding
 and the memory's content) or both fused (``fusion.Fusion``), as ``MEMORIA_MEMORY_RETRIEVAL``
-says.
+says. Each query is searched as ``search_queries`` rewrites it (its vector blended with its
+statement form's, its key terms for BM25).
 
 Search only ever returns ``ready`` memories whose vector row that matched is one of the
 memory's settled rows: a half-written memory, or a row left by an interrupted update, is
@@ -34,12 +35,13 @@ from memoria_contracts.memory import (
     MemoryVectors,
     Vector,
 )
-from memoria_memory.embedding import Embedder
+from memoria_memory.embedding import Calibration, Embedder
 from memoria_memory.memories import clock
 from memoria_memory.memories.access import AccessLog
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.search_queries import dense_vectors, lexical_texts
 from memoria_memory.memories.window import TimeWindow
 from memoria_memory.memories.writes import not_found
 from memoria_memory.vectors import VectorHit, VectorStore
@@ -71,6 +73,23 @@ def _best(hits: list[VectorHit], settled: set[str]) -> float | None:
     """The best score among the memory's settled rows (a row an interrupted write left
     behind is never evidence)."""
     return max((hit.score for hit in hits if hit.id in settled), default=None)
+
+
+def relevance_of(
+    dense: list[VectorHit],
+    lexical: list[VectorHit],
+    settled: set[str],
+    calibration: Calibration,
+    fusion: Fusion,
+) -> float | None:
+    """One memory's relevance from its hits over every query searched (the best row of
+    each kind counts); None: no settled row matched. Shared with the in-process benchmark
+    (bench/retrieval_local.py), so what is tuned there is what the service ranks by."""
+    cosine = _best(dense, settled)
+    bm25 = _best(lexical, settled)
+    if cosine is None and bm25 is None:
+        return None
+    return fusion.relevance(None if cosine is None else calibration.relevance(cosine), bm25)
 
 
 def encode_cursor(document: MemoryDocument) -> str:
@@ -154,15 +173,14 @@ class MemoryReader:
         for document in documents:
             if document.vector_collection != self.vectors.collection:
                 continue
-            settled = set(document.vector_ids)
-            cosine = _best(dense.get(document.id, []), settled)
-            bm25 = _best(lexical.get(document.id, []), settled)
-            if cosine is None and bm25 is None:
-                continue
-            relevance = self.fusion.relevance(
-                None if cosine is None else calibration.relevance(cosine), bm25
+            relevance = relevance_of(
+                dense.get(document.id, []),
+                lexical.get(document.id, []),
+                set(document.vector_ids),
+                calibration,
+                self.fusion,
             )
-            if relevance >= minimum:
+            if relevance is not None and relevance >= minimum:
                 scored.append((document, relevance))
         scored.sort(key=lambda pair: (-pair[1], pair[0].id))
         return scored[:limit]
@@ -179,17 +197,17 @@ class MemoryReader:
     ) -> list[list[VectorHit]]:
         if not self.fusion.lexical:
             return []
-        return await self.vectors.lexical_search(user_id, list(request.queries), per_query)
+        return await self.vectors.lexical_search(user_id, lexical_texts(request.queries), per_query)
 
     async def _query_vectors(self, request: MemorySearch) -> list[Vector]:
         given = request.vectors
-        if (
+        if not (
             given is not None
             and request.embedder == self.embedder.id
             and all(len(v) == self.embedder.dim for v in given)
         ):
-            return given
-        return await self.embedder.queries(list(request.queries))
+            given = None
+        return await dense_vectors(request.queries, self.embedder.queries, given)
 
     async def _retrieved(
         self, user_id: str, documents: list[MemoryDocument], relevance: dict[str, float]

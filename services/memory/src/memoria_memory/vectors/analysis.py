@@ -20,12 +20,12 @@ from typing import Final
 import Stemmer
 
 
-def _listed(words: str) -> frozenset[str]:
+def listed(words: str) -> frozenset[str]:
     return frozenset(words.split())
 
 
 # Snowball's stop word lists (snowballstem.org), accents folded like the text.
-ENGLISH_STOP_WORDS: Final = _listed(
+ENGLISH_STOP_WORDS: Final = listed(
     """
     i me my myself we our ours ourselves you your yours yourself yourselves he him his
     himself she her hers herself it its itself they them their theirs themselves what which
@@ -37,7 +37,7 @@ ENGLISH_STOP_WORDS: Final = _listed(
     very s t can will just don now d ll m o re ve y
     """
 )
-PORTUGUESE_STOP_WORDS: Final = _listed(
+PORTUGUESE_STOP_WORDS: Final = listed(
     """
     de a o que e do da em um para com nao uma os no se na por mais as dos como mas ao ele
     das a seu sua ou quando muito nos ja eu tambem so pelo pela ate isso ela entre depois sem
