@@ -17,7 +17,8 @@ from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
+from memoria_runtime.bus import MemoriaBroker, create_broker
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
@@ -72,17 +73,21 @@ def build_broker(
         settings=settings,
         broker=broker,
         redis=redis,
-        intake=Intake(settings, broker, gate, signer),
+        intake=Intake(settings, gate, signer),
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer),
         signer=signer,
         requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
-    # Declared for the AsyncAPI document; the entries are appended by the thread gate's
-    # script, atomically with the thread's lock and queue.
-    EventPublisher(broker, settings, signer).declare(
-        Stream.CHAT_IN, "A user message whose thread is free (later ones wait in its queue)."
+    # The thread gate's script appends these, atomically with the thread's lock and queue.
+    broker.declare(
+        Channel(
+            Stream.CHAT_IN.value,
+            "publish",
+            "xadd",
+            "A user message whose thread is free (later ones wait in its queue).",
+        )
     )
 
     ChatOutFanOut(broker, signer, gateway.hub)  # starts and stops with the broker

@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from faststream.redis import StreamSub
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from redis.exceptions import BusyLoadingError, RedisError, ResponseError
@@ -48,7 +47,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime import metrics
-from memoria_runtime.bus.broker import MemoriaBroker, ReaderDocs
+from memoria_runtime.bus.broker import MemoriaBroker
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.deadletter import dead_letter
 from memoria_runtime.bus.entries import Entry, opened, read_entry
 from memoria_runtime.bus.signing import reply_channel, signer_for
@@ -482,10 +482,5 @@ def subscribe_group(
         description=description,
         slots=slots,
     )
-    docs = ReaderDocs(
-        stream=StreamSub(stream.value, group=group.value, consumer=settings.consumer),
-        title=f"{stream.value}:{group.value}",
-        description=description,
-    )
-    broker.add_reader(consumer, docs)
+    broker.add_reader(consumer, Channel(stream.value, group.value, "xreadgroup", description))
     return consumer
