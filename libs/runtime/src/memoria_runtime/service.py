@@ -23,13 +23,13 @@ from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.refresh import keep_refreshed
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings, Settings
 from memoria_runtime.telemetry import setup_tracing
 
 ServiceFactory = Callable[[Settings, TracerProvider], Lifecycle]
 
 
-def _health_steps(lifecycle: Lifecycle, settings: Settings, health: Health) -> None:
+def _health_steps(lifecycle: Lifecycle, settings: BusSettings, health: Health) -> None:
     """Report ``health``: serving once every other start-up step has run, stopping once
     shutdown begins, and a heartbeat that pings the broker in between."""
     redis = redis_clients.connect(settings)
@@ -48,7 +48,7 @@ def _health_steps(lifecycle: Lifecycle, settings: Settings, health: Health) -> N
     lifecycle.add(report_serving, report_stopping)  # the last step: stopping is said first
 
 
-def _presence_steps(lifecycle: Lifecycle, settings: Settings, service: str) -> None:
+def _presence_steps(lifecycle: Lifecycle, settings: BusSettings, service: str) -> None:
     """Announce in the broker (presence.py) that this process serves, and which Memoria it
     serves (instance.py), from when every start-up step has run until shutdown: `memoria
     run` waits for the memory service's announcement, `memoria doctor` checks every
@@ -87,7 +87,7 @@ def _presence_steps(lifecycle: Lifecycle, settings: Settings, service: str) -> N
 
 def service_lifecycle(
     service: str,
-    settings: Settings,
+    settings: BusSettings,
     own: Lifecycle,
     health: Health,
     *,

@@ -28,13 +28,13 @@ from memoria_runtime.health import Health
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import load_personas
 from memoria_runtime.service import service_lifecycle
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
 
 
 def create_app(
-    settings: Settings,
+    settings: GatewayProcessSettings,
     provider: TracerProvider | None = None,
     health: Health | None = None,
     *,

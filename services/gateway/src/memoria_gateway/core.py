@@ -22,7 +22,7 @@ from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
 
@@ -38,7 +38,7 @@ class Gateway:
     """Everything the routes need; the token issuer is set at start-up (it may create the
     secret file)."""
 
-    settings: Settings
+    settings: GatewayProcessSettings
     broker: MemoriaBroker
     redis: Any
     intake: Intake
@@ -59,7 +59,7 @@ class Gateway:
 
 
 def build_broker(
-    settings: Settings, provider: TracerProvider | None = None
+    settings: GatewayProcessSettings, provider: TracerProvider | None = None
 ) -> tuple[MemoriaBroker, Gateway]:
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect_bounded(

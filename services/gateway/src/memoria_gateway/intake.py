@@ -21,7 +21,7 @@ from memoria_contracts.streams import Stream
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewaySettings
 from memoria_runtime.telemetry import current_trace_carrier
 
 log = logging.getLogger("memoria.gateway.intake")
@@ -39,7 +39,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 class Intake:
-    def __init__(self, settings: Settings, gate: ThreadGate, signer: Signer) -> None:
+    def __init__(self, settings: GatewaySettings, gate: ThreadGate, signer: Signer) -> None:
         self._settings = settings
         self._gate = gate
         self._signer = signer

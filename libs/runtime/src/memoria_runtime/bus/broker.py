@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from memoria_runtime import redis_clients
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.replies import ReplyInbox
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 __all__ = [
     "MESSAGE_FORMAT",
@@ -50,7 +50,7 @@ class MemoriaBroker:
 
     message_format: type[MessageFormat] = MESSAGE_FORMAT
 
-    def __init__(self, settings: Settings, *, service: str, tracer: Tracer) -> None:
+    def __init__(self, settings: BusSettings, *, service: str, tracer: Tracer) -> None:
         self.service = service
         self.tracer = tracer
         self._settings = settings
@@ -95,7 +95,7 @@ class MemoriaBroker:
 
 
 def create_broker(
-    settings: Settings,
+    settings: BusSettings,
     *,
     tracer_provider: TracerProvider | None = None,
     service: str | None = None,

@@ -54,7 +54,7 @@ from memoria_runtime.bus.entries import Entry, opened, read_entry
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.health import STOP_WAIT_S, stop_task, waiting_at
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.bus")
 
@@ -131,7 +131,7 @@ class GroupConsumer:
     def __init__(
         self,
         broker: MemoriaBroker,
-        settings: Settings,
+        settings: BusSettings,
         *,
         stream: Stream,
         group: Group,
@@ -463,7 +463,7 @@ class GroupConsumer:
 
 def subscribe_group(
     broker: MemoriaBroker,
-    settings: Settings,
+    settings: BusSettings,
     *,
     stream: Stream,
     group: Group,

@@ -20,7 +20,7 @@ from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.bus.topology import append, groups_of
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class EventPublisher:
     (ADR 0013). The entry is framed exactly as FastStream frames it."""
 
     def __init__(
-        self, broker: MemoriaBroker, settings: Settings, signer: Signer | None = None
+        self, broker: MemoriaBroker, settings: BusSettings, signer: Signer | None = None
     ) -> None:
         self._broker = broker
         self._maxlen = settings.stream_maxlen
