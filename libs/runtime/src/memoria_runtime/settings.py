@@ -549,7 +549,12 @@ class GatewayProcessSettings(
     to the other services through the bus only)."""
 
 
-class Settings(GatewayProcessSettings, MemorySettings, LlmSettings, StorageSettings):
+class SessionSettings(CycleSettings, MemorySettings):
+    """What a thread's session config defaults to (session_defaults.py) and the personas it
+    may switch to."""
+
+
+class Settings(GatewayProcessSettings, SessionSettings, LlmSettings, StorageSettings):
     """Every component's settings: what the other service processes and the CLI read."""
 
 
