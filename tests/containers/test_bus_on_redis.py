@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING, Literal, cast
 import pytest
 import redis.exceptions
 from containers import RedisServer, redis_container, redis_container_url, require_docker
-from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from memoria_contracts.events import Envelope, UserMessageReceived
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus import Delivery, EventPublisher, create_broker, subscribe_group
+from memoria_runtime.bus import (
+    Delivery,
+    EventPublisher,
+    MemoriaBroker,
+    create_broker,
+    subscribe_group,
+)
 from memoria_runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -127,8 +132,8 @@ async def admin(bus_url: str) -> AsyncIterator[Redis]:
 
 
 @pytest.fixture
-async def brokers() -> AsyncIterator[list[RedisBroker]]:
-    started: list[RedisBroker] = []
+async def brokers() -> AsyncIterator[list[MemoriaBroker]]:
+    started: list[MemoriaBroker] = []
     try:
         yield started
     finally:
@@ -137,7 +142,7 @@ async def brokers() -> AsyncIterator[list[RedisBroker]]:
 
 
 async def start_consumer(
-    brokers: list[RedisBroker],
+    brokers: list[MemoriaBroker],
     settings: Settings,
     handler: Callable[[Envelope, Delivery], Awaitable[None]],
 ) -> None:
@@ -151,7 +156,7 @@ async def start_consumer(
     brokers.append(broker)
 
 
-async def start_publisher(brokers: list[RedisBroker], settings: Settings) -> EventPublisher:
+async def start_publisher(brokers: list[MemoriaBroker], settings: Settings) -> EventPublisher:
     broker = create_broker(settings)
     publisher = EventPublisher(broker, settings)
     publisher.declare(STREAM, "test")
@@ -164,7 +169,7 @@ async def start_publisher(brokers: list[RedisBroker], settings: Settings) -> Eve
 
 
 async def test_published_events_are_handled_once_and_acknowledged(
-    bus_url: str, admin: Redis, brokers: list[RedisBroker]
+    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
 ) -> None:
     handled: Handled = []
 
@@ -211,7 +216,7 @@ async def next_line(process: asyncio.subprocess.Process, expected: str, seen: li
 
 @pytest.mark.integration
 async def test_an_event_held_by_a_killed_consumer_is_handled_by_another(
-    bus_url: str, admin: Redis, brokers: list[RedisBroker]
+    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORIA_")}
     env.pop("REDIS_URL", None)
@@ -264,7 +269,7 @@ async def test_an_event_held_by_a_killed_consumer_is_handled_by_another(
 
 
 async def test_an_event_failing_every_time_is_dead_lettered_and_the_rest_flows(
-    bus_url: str, admin: Redis, brokers: list[RedisBroker]
+    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
 ) -> None:
     poison_attempts: list[bool] = []
     handled: list[str] = []
@@ -358,7 +363,7 @@ async def written_out(admin: Redis) -> None:
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
 async def test_streams_and_pending_entries_survive_redis_going_down(
-    own_redis: RedisContainer, brokers: list[RedisBroker], how: Literal["restart", "kill"]
+    own_redis: RedisContainer, brokers: list[MemoriaBroker], how: Literal["restart", "kill"]
 ) -> None:
     url = redis_container_url(own_redis)
     admin = Redis.from_url(url)

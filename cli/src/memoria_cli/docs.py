@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from faststream.specification import AsyncAPI
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus.asyncapi import asyncapi_document
 from memoria_runtime.settings import Settings, env_names
 
 VERSION = "0.1.0"
@@ -44,7 +43,8 @@ def _factories() -> dict[str, BrokerFactory]:
 
 
 def asyncapi_documents() -> dict[str, str]:
-    """Service name -> AsyncAPI 3.0 YAML, built from the service's real subscriptions."""
+    """Service name -> AsyncAPI 3.0 YAML, built from the channels the service's bus declares
+    as it is wired (its readers and publishers)."""
     # Defaults only, no environment: the documents must not depend on who generates them.
     settings = Settings.model_construct(
         redis_url=DOCUMENTED_REDIS_URL, consumer_name="<consumer>", llm_provider="offline"
@@ -52,17 +52,14 @@ def asyncapi_documents() -> dict[str, str]:
     documents: dict[str, str] = {}
     for name, build in _factories().items():
         broker, _ = build(settings)
-        broker.document_readers()
-        spec = AsyncAPI(
-            broker,
+        document = asyncapi_document(
             title=f"Memoria {name}",
             version=VERSION,
             description=f"Streams the {name} service reads and writes. See docs/architecture.md.",
+            redis_url=DOCUMENTED_REDIS_URL,
+            channels=broker.channels,
         )
-        # FastStream keeps subscribers in sets; sorted keys make the output reproducible.
-        documents[name] = yaml.safe_dump(
-            spec.to_specification().to_jsonable(), sort_keys=True, allow_unicode=True
-        )
+        documents[name] = yaml.safe_dump(document, sort_keys=True, allow_unicode=True)
     return documents
 
 
@@ -72,7 +69,7 @@ def _default(field: FieldInfo) -> str:
         return str(extra["shown_default"])
     if field.default_factory is not None:
         return "(empty)"
-    if field.default is None or field.default is PydanticUndefined:
+    if field.default is None or field.is_required():
         return "(unset)"
     value = field.default
     if isinstance(value, bool):

@@ -60,7 +60,7 @@ from memoria_cli.doctor_checks import (
 from memoria_cli.gateway_client import gateway_url
 from memoria_cli.run import data_dir
 from memoria_runtime.instance import instance_id
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import LlmSettings, Settings
 
 if TYPE_CHECKING:
     from memoria_memory.embedding.port import Embedder
@@ -133,7 +133,7 @@ class Report:
 # -- configuration -------------------------------------------------------------------------------
 
 
-def llm_choice(settings: Settings) -> tuple[str, str]:
+def llm_choice(settings: LlmSettings) -> tuple[str, str]:
     """The provider the settings select (MEMORIA_LLM_PROVIDER's documented rule), and why."""
     if settings.llm_provider != "auto":
         return settings.llm_provider, f"MEMORIA_LLM_PROVIDER={settings.llm_provider}"

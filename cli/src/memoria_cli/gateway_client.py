@@ -20,7 +20,7 @@ from memoria_client import (
     RetryPolicy,
 )
 from memoria_client.errors import describe
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewaySettings
 
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
 URL_ENV: Final = "MEMORIA_URL"
@@ -44,7 +44,7 @@ class GatewayError(Exception):
 def gateway_url(
     url: str | None = None,
     *,
-    settings: Settings | None = None,
+    settings: GatewaySettings | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str:
     """Where every command finds the gateway: ``--url``, else ``$MEMORIA_URL``, else this
@@ -54,7 +54,7 @@ def gateway_url(
     chosen = url or (os.environ if environ is None else environ).get(URL_ENV)
     if chosen:
         return chosen
-    port = (Settings() if settings is None else settings).gateway_port
+    port = (GatewaySettings() if settings is None else settings).gateway_port
     return f"http://{LOOPBACK}:{port}"
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import AuthSettings, Settings
 
 if TYPE_CHECKING:
     from memoria_cli.gateway_client import Connection
@@ -154,15 +154,13 @@ def token(
 
     from memoria_contracts.events import UserId
     from memoria_runtime.auth import TokenIssuer
-    from memoria_runtime.settings import Settings
 
     try:
         valid = TypeAdapter(UserId).validate_python(user_id)
     except ValidationError as exc:
         typer.echo(f"not a valid user id: {exc.errors()[0]['msg']}", err=True)
         raise typer.Exit(2) from exc
-    settings = Settings()
-    issuer = TokenIssuer.from_settings(settings, ttl)
+    issuer = TokenIssuer.from_settings(AuthSettings(), ttl)
     typer.echo(issuer.issue(valid))
 
 

@@ -23,7 +23,7 @@ from memoria_cli.supervisor import (
     Supervisor,
 )
 from memoria_runtime import presence
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DataSettings, GatewaySettings, Settings
 
 LABEL = "memoria"
 # (process name, module run with `python -m`, prefix color), in start order. The memory
@@ -42,7 +42,7 @@ _WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
 LOCK_FILE = "memoria-run.lock"
 
 
-def data_dir(settings: Settings) -> Path:
+def data_dir(settings: DataSettings) -> Path:
     return settings.data_dir.expanduser().resolve()
 
 
@@ -57,7 +57,7 @@ def service_env(settings: Settings) -> dict[str, str]:
     }
 
 
-def gateway_url(settings: Settings) -> str:
+def gateway_url(settings: GatewaySettings) -> str:
     """Where a browser on this machine reaches the gateway."""
     host = settings.gateway_host
     if host in _WILDCARD_HOSTS:  # listening everywhere: loopback works and is clickable

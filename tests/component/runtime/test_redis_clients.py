@@ -12,7 +12,6 @@ import pytest
 from redis.asyncio import Redis
 
 from memoria_runtime import redis_clients
-from memoria_runtime.bus import create_broker
 from memoria_runtime.settings import Settings
 
 
@@ -31,24 +30,15 @@ async def _socket_of(client: Redis) -> socket.socket:
 async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
     if kind == "own pool":
         client = redis_clients.connect(settings)
-    elif kind == "bounded pool":
+    else:
         client = redis_clients.connect_bounded(settings, max_connections=2, wait_s=1.0)
-    else:  # FastStream's own, which it opens when the broker connects
-        broker = create_broker(settings)
-        await broker.connect()
-        try:
-            assert broker._connection is not None
-            yield broker._connection
-        finally:
-            await broker.stop()
-        return
     try:
         yield client
     finally:
         await client.aclose()
 
 
-@pytest.mark.parametrize("kind", ["own pool", "bounded pool", "the broker's FastStream pool"])
+@pytest.mark.parametrize("kind", ["own pool", "bounded pool"])
 async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
     redis_url: str, kind: str
 ) -> None:

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from memoria_contracts.events import UserId
 from memoria_runtime.local_secrets import load_or_create_secret as load_or_create
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import AuthSettings
 
 _ALGORITHM = "HS256"
 _ISSUER = "memoria"
@@ -24,7 +24,7 @@ class AuthError(Exception):
     """Missing, malformed, forged or expired token."""
 
 
-def load_or_create_secret(settings: Settings) -> str:
+def load_or_create_secret(settings: AuthSettings) -> str:
     """The configured secret, else one generated once and kept (0600) in the data directory,
     so tokens survive restarts and every local gateway replica accepts them."""
     return load_or_create(settings, settings.auth_secret, _SECRET_FILE)
@@ -40,7 +40,7 @@ class TokenIssuer:
         self._keys = [secret, *(key for key in accepted if key)]
 
     @classmethod
-    def from_settings(cls, settings: Settings, ttl_seconds: int | None = None) -> TokenIssuer:
+    def from_settings(cls, settings: AuthSettings, ttl_seconds: int | None = None) -> TokenIssuer:
         """MEMORIA_AUTH_SECRET (or the one kept in the data directory) and the rotation's."""
         accepted = [
             secret.get_secret_value()

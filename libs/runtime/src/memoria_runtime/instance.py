@@ -13,12 +13,12 @@ import hashlib
 from pathlib import Path
 from typing import Final
 
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DataSettings
 
 ID_CHARS: Final = 16
 
 
-def resolved_data_dir(settings: Settings) -> Path:
+def resolved_data_dir(settings: DataSettings) -> Path:
     return settings.data_dir.expanduser().resolve()
 
 
@@ -26,5 +26,5 @@ def instance_id(data_dir: Path) -> str:
     return hashlib.sha256(str(data_dir).encode()).hexdigest()[:ID_CHARS]
 
 
-def instance_of(settings: Settings) -> str:
+def instance_of(settings: DataSettings) -> str:
     return instance_id(resolved_data_dir(settings))

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DataSettings
 
 _SECRET_BYTES = 32
 
 
-def load_or_create_secret(settings: Settings, configured: SecretStr | None, file_name: str) -> str:
+def load_or_create_secret(
+    settings: DataSettings, configured: SecretStr | None, file_name: str
+) -> str:
     """``configured`` when set; else the secret in ``data_dir/file_name``, created (0600) by
     whichever process gets there first. The file appears complete or not at all (written
     aside, then hard-linked into place), so processes starting together agree on one value."""

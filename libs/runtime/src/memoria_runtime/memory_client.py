@@ -48,7 +48,7 @@ from memoria_contracts.threads import (
 )
 from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.rpc import RpcClient, RpcError
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 from memoria_runtime.telemetry import current_trace_carrier
 
 NO_THREAD = "api"
@@ -58,7 +58,7 @@ R = TypeVar("R")
 
 
 class MemoryClient:
-    def __init__(self, broker: MemoriaBroker, settings: Settings) -> None:
+    def __init__(self, broker: MemoriaBroker, settings: BusSettings) -> None:
         self._rpc = RpcClient(broker, settings, Stream.MEMORY_RPC)
 
     async def _call(

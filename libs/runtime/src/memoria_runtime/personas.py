@@ -17,7 +17,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memoria_contracts.personas import DEFAULT_PERSONA_ID, Persona
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import CycleSettings
 
 EXAMPLES: Final = Path(__file__).parent / "data" / "personas.json"
 MAX_PERSONAS: Final = 100
@@ -112,7 +112,7 @@ def _catalog(personas_file: Path | None, default_id: str) -> PersonaCatalog:
     return PersonaCatalog([*([] if redefined else [BUILT_IN]), *configured], default_id)
 
 
-def load_personas(settings: Settings) -> PersonaCatalog:
+def load_personas(settings: CycleSettings) -> PersonaCatalog:
     """The catalog the settings name (read once per file); :class:`PersonaConfigError` when
     the file cannot be used."""
     return _catalog(settings.personas_file, settings.default_persona)

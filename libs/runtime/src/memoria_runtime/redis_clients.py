@@ -29,7 +29,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError, TimeoutError
 
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 RETRIES = 3
 BACKOFF_BASE_S = 0.05
@@ -69,12 +69,12 @@ def reconnecting() -> Retry:
     )
 
 
-def connect(settings: Settings) -> Redis:
+def connect(settings: BusSettings) -> Redis:
     """A client with its own pool (redis-py's default size)."""
     return Redis.from_url(settings.effective_redis_url, **connection_options())
 
 
-def connect_bounded(settings: Settings, *, max_connections: int, wait_s: float) -> Redis:
+def connect_bounded(settings: BusSettings, *, max_connections: int, wait_s: float) -> Redis:
     """A client whose pool holds at most ``max_connections``; a command beyond them waits up
     to ``wait_s`` for a free one instead of failing at once ("Too many connections")."""
     pool = BlockingConnectionPool.from_url(

@@ -10,7 +10,7 @@ from memoria_contracts.events import Envelope, RpcFailure
 from memoria_contracts.streams import Stream
 from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.bus.signing import reply_channel, signer_for
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 from memoria_runtime.telemetry import current_trace_carrier
 
 _ATTEMPTS = 2  # one retry: covers a reply lost while the serving replica restarted
@@ -23,7 +23,7 @@ class RpcError(Exception):
 
 
 class RpcClient:
-    def __init__(self, broker: MemoriaBroker, settings: Settings, stream: Stream) -> None:
+    def __init__(self, broker: MemoriaBroker, settings: BusSettings, stream: Stream) -> None:
         self._broker = broker
         self._stream = stream
         self._timeout = settings.rpc_timeout_seconds

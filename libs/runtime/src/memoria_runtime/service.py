@@ -1,5 +1,6 @@
-"""Start a FastStream-based service process: logging, tracing, the ops port (metrics and
-probes), signals, clean shutdown."""
+"""The one lifecycle of every service process, the gateway's included: logging, tracing,
+the ops port (metrics and probes), the shared bus key, health, presence, signals, clean
+shutdown (ADR 0025)."""
 
 from __future__ import annotations
 
@@ -7,55 +8,54 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable
 
-from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_runtime import ops, presence, redis_clients
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
-from memoria_runtime.health import Health, heartbeat, stop_task
+from memoria_runtime.health import Health, heartbeat
 from memoria_runtime.heap import freeze_startup_objects
 from memoria_runtime.instance import instance_of, resolved_data_dir
+from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.refresh import keep_refreshed
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings, Settings
 from memoria_runtime.telemetry import setup_tracing
 
-AppFactory = Callable[[Settings, TracerProvider], FastStream]
+ServiceFactory = Callable[[Settings, TracerProvider], Lifecycle]
 
 
-def watch_health(app: FastStream, settings: Settings, health: Health) -> None:
-    """Report ``health`` from ``app``'s lifecycle: serving once every startup hook has run
-    (hooks registered later run later, so the service's own come first), stopping once
+def _health_steps(lifecycle: Lifecycle, settings: BusSettings, health: Health) -> None:
+    """Report ``health``: serving once every other start-up step has run, stopping once
     shutdown begins, and a heartbeat that pings the broker in between."""
-    beat: list[asyncio.Task[None]] = []
     redis = redis_clients.connect(settings)
 
-    @app.after_startup
-    async def report_serving() -> None:
-        health.serving()
-        beat.append(asyncio.create_task(heartbeat(health, redis.ping)))
-
-    @app.on_shutdown
-    async def report_stopping() -> None:
-        health.stopping()
-        for task in beat:
-            await stop_task(task)
+    async def close() -> None:
         await redis.aclose()
 
+    async def report_serving() -> None:
+        health.serving()
 
-def announce_presence(app: FastStream, settings: Settings, service: str) -> None:
+    async def report_stopping() -> None:
+        health.stopping()
+
+    lifecycle.add(stop=close)
+    lifecycle.add_task(lambda: heartbeat(health, redis.ping))
+    lifecycle.add(report_serving, report_stopping)  # the last step: stopping is said first
+
+
+def _presence_steps(lifecycle: Lifecycle, settings: BusSettings, service: str) -> None:
     """Announce in the broker (presence.py) that this process serves, and which Memoria it
-    serves (instance.py), from when every startup hook has run until shutdown: `memoria run`
-    waits for the memory service's announcement, `memoria doctor` checks every service's."""
+    serves (instance.py), from when every start-up step has run until shutdown: `memoria
+    run` waits for the memory service's announcement, `memoria doctor` checks every
+    service's."""
     redis = redis_clients.connect(settings)
-    refreshing: list[asyncio.Task[None]] = []
 
-    @app.after_startup
-    async def announce_serving() -> None:
+    async def announce_forever() -> None:
         serving_since = time.time()
         data_dir = resolved_data_dir(settings)
 
@@ -74,41 +74,72 @@ def announce_presence(app: FastStream, settings: Settings, service: str) -> None
             )
 
         what = f"the {service} service's presence"
-        refresh = keep_refreshed(announce, ttl_s=settings.catalog_ttl_seconds, what=what)
-        refreshing.append(asyncio.create_task(refresh))
+        await keep_refreshed(announce, ttl_s=settings.catalog_ttl_seconds, what=what)
 
-    @app.on_shutdown
-    async def withdraw_presence() -> None:
-        for task in refreshing:
-            await stop_task(task)
+    async def withdraw_and_close() -> None:
         with contextlib.suppress(Exception):  # it expires anyway
             await presence.withdraw(redis, settings.consumer)
         await redis.aclose()
 
+    lifecycle.add(stop=withdraw_and_close)
+    lifecycle.add_task(announce_forever)
 
-def check_bus_key(app: FastStream, settings: Settings) -> None:
-    """Refuse to serve with another bus secret than the running services' (signing.py)."""
 
-    @app.on_startup
+def service_lifecycle(
+    service: str,
+    settings: BusSettings,
+    own: Lifecycle,
+    health: Health,
+    *,
+    freeze_heap: bool = True,
+) -> Lifecycle:
+    """``own`` (the service's parts: its bus, storage, background loops) wrapped in what
+    every service does around them. ``freeze_heap``: the process is the service's own, so
+    what start-up made can leave the garbage collector's reach (heap.py); not in a process
+    that hosts it among other things, such as a test's."""
+    lifecycle = Lifecycle()
+
     async def same_bus_key_as_the_others() -> None:
+        """Refuse to serve with another bus secret than the running services' (signing.py)."""
         redis = redis_clients.connect(settings)
         try:
             await ensure_shared_key(redis, signer_for(settings))
         finally:
             await redis.aclose()
 
+    lifecycle.add(same_bus_key_as_the_others)
+    lifecycle.include(own)
+    if freeze_heap:
 
-def freeze_heap_when_up(app: FastStream) -> None:
-    """Take what start-up made out of the garbage collector's reach (heap.py), once the
-    service's own start-up hooks (registered earlier, so run earlier) are done."""
+        async def freeze_startup_heap() -> None:
+            freeze_startup_objects()
 
-    @app.after_startup
-    async def freeze_startup_heap() -> None:
-        freeze_startup_objects()
+        lifecycle.add(freeze_startup_heap)
+    _presence_steps(lifecycle, settings, service)
+    _health_steps(lifecycle, settings, health)
+    return lifecycle
 
 
-def run_service(name: str, build_app: AppFactory) -> None:
-    """Run until SIGINT/SIGTERM (FastStream handles both and lets handlers finish)."""
+async def serve_until_stopped(lifecycle: Lifecycle) -> None:
+    """Start, serve until SIGINT or SIGTERM, then stop (readers let what they run finish
+    for MEMORIA_SHUTDOWN_GRACE_SECONDS)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await lifecycle.start()
+        try:
+            await stop.wait()
+        finally:
+            await lifecycle.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def run_service(name: str, build: ServiceFactory) -> None:
+    """Run until SIGINT/SIGTERM."""
     settings = Settings()
     configure_logging(settings.log_level)
     provider = setup_tracing(name, settings)
@@ -119,14 +150,10 @@ def run_service(name: str, build_app: AppFactory) -> None:
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
     try:
         try:
-            app = build_app(settings, provider)
+            own = build(settings, provider)
         except PersonaConfigError as exc:
             raise SystemExit(f"memoria {name}: {exc}") from None  # the message, no traceback
-        check_bus_key(app, settings)
-        freeze_heap_when_up(app)
-        watch_health(app, settings, health)
-        announce_presence(app, settings, name)
-        asyncio.run(app.run())
+        asyncio.run(serve_until_stopped(service_lifecycle(name, settings, own, health)))
     finally:
         if stop_ops is not None:
             stop_ops()

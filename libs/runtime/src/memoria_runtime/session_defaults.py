@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from memoria_contracts.session import SessionConfig
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 
-def session_defaults(settings: Settings, thread_id: str) -> SessionConfig:
+def session_defaults(settings: SessionSettings, thread_id: str) -> SessionConfig:
     """``chat_model`` is null: the provider's configured chat model answers."""
     return SessionConfig(
         thread_id=thread_id,

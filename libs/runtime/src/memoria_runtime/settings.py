@@ -1,7 +1,9 @@
 """All settings, read from ``MEMORIA_*`` environment variables (and a ``.env`` file).
 
-Every field here appears in the table of docs/configuration.md; ``memoria docs`` writes it and
-a test keeps the two in sync.
+One class per component (the bus, auth, the gateway, storage, the LLM, memories, the thought
+cycle, telemetry), so that a part takes only the settings it uses; ``Settings`` composes
+them all and is what a service process reads. Every field appears in the table of
+docs/configuration.md; ``memoria docs`` writes it and a test keeps the two in sync.
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ def _default_data_dir() -> Path:
     return Path(base) / "memoria"
 
 
-class Settings(BaseSettings):
+def _comma_separated(value: object) -> object:
+    if isinstance(value, str):
+        return [name.strip() for name in value.split(",") if name.strip()]
+    return value
+
+
+class _Env(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MEMORIA_",
         env_file=".env",
@@ -51,12 +59,20 @@ class Settings(BaseSettings):
         populate_by_name=True,
     )
 
-    # -- where things live ------------------------------------------------------------------
+
+class DataSettings(_Env):
+    """Where local data lives."""
+
     data_dir: Path = Field(
         default_factory=_default_data_dir,
         description="Directory for all local data (embedded broker, documents, secrets).",
         json_schema_extra={"shown_default": "$XDG_DATA_HOME/memoria or ~/.local/share/memoria"},
     )
+
+
+class BusSettings(DataSettings):
+    """The broker and how every service uses it: streams, groups, signing, requests, presence."""
+
     redis_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("MEMORIA_REDIS_URL", "REDIS_URL"),
@@ -65,58 +81,6 @@ class Settings(BaseSettings):
     )
     embedded_redis_port: int = Field(
         default=6390, description="Port of the embedded Valkey started by `memoria run`."
-    )
-    docstore_url: str | None = Field(
-        default=None,
-        description="Document store: `sqlite:///path.db` or `mongodb://...`. "
-        "Unset: SQLite file in the data directory.",
-    )
-
-    milvus_uri: str | None = Field(
-        default=None,
-        description="Milvus URI (e.g. http://milvus:19530). Unset: `memoria run` starts an "
-        "embedded milvus-lite server on 127.0.0.1.",
-    )
-    embedded_milvus_port: int = Field(
-        default=19540,
-        description="Port of the embedded milvus-lite server started by `memoria run`.",
-    )
-    milvus_token: SecretStr | None = Field(
-        default=None, description="Milvus token (`user:password` or an API key), if it needs one."
-    )
-    vector_isolation: VectorIsolation = Field(
-        default="partition",
-        description="How vectors are kept apart per user, besides a user filter on every "
-        "query: `partition` = one partition per user (fast on milvus-lite, bounded by "
-        "Milvus' partition limit), `partition_key` = Milvus partition key on user_id (for "
-        "many users on Milvus standalone/distributed).",
-    )
-    vector_cache_mb: float = Field(
-        default=256.0,
-        ge=0.0,
-        description="Memory (MB) the memory service may spend holding recently searched "
-        "users' vectors in process, so a search is a matrix product instead of a Milvus "
-        "request; kept in step with writes from any replica. 0 turns it off.",
-    )
-
-    # -- gateway ----------------------------------------------------------------------------
-    gateway_host: str = Field(default="127.0.0.1", description="Gateway bind address.")
-    gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
-    auth_secret: SecretStr | None = Field(
-        default=None,
-        description="Secret that signs session tokens (HS256). Unset: one is generated once "
-        "and kept in the data directory.",
-    )
-    auth_secret_next: SecretStr | None = Field(
-        default=None,
-        description="Rotating MEMORIA_AUTH_SECRET: the secret that will replace it. Tokens "
-        "signed with it are accepted; none is signed with it (step 1 of 3, "
-        "docs/adr/0008-bus-trust-boundary.md).",
-    )
-    auth_secret_previous: SecretStr | None = Field(
-        default=None,
-        description="Rotating MEMORIA_AUTH_SECRET: the secret it replaced. Tokens signed with "
-        "it are accepted until they expire; none is signed with it (step 2 of 3).",
     )
     bus_secret: SecretStr | None = Field(
         default=None,
@@ -136,12 +100,83 @@ class Settings(BaseSettings):
         description="Rotating MEMORIA_BUS_SECRET: the secret it replaced. Events signed with "
         "it (written before the switch) are accepted; none is signed with it (step 2 of 3).",
     )
+    stream_maxlen: int = Field(
+        default=100_000, description="Approximate MAXLEN each stream is trimmed to."
+    )
+    reclaim_idle_ms: int = Field(
+        default=30_000,
+        description="Pending entries idle this long are reclaimed from dead consumers.",
+    )
+    max_deliveries: int = Field(
+        default=5, description="Deliveries before an entry goes to the dead-letter stream."
+    )
+    consumer_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="Entries a service handles at once per stream. Unset: 64 in decision "
+        "(its handlers mostly wait on the LLM), 16 in the others (one action worker runs 16 "
+        "steps; more come from more replicas).",
+    )
+    rpc_timeout_seconds: float = Field(default=10.0, description="Timeout of a memory request.")
+    shutdown_grace_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="On SIGTERM a service stops reading and lets what it runs finish for this "
+        "long; what is cut short is reclaimed by another replica. Keep it below the "
+        "orchestrator's grace period (compose `stop_grace_period`, Kubernetes "
+        "`terminationGracePeriodSeconds`).",
+    )
+    consumer_name: str | None = Field(
+        default=None,
+        description="Consumer name in the groups; must be unique per replica. "
+        "Unset: host name + process id.",
+    )
+    catalog_ttl_seconds: float = Field(
+        default=15.0,
+        description="A worker (or service) that stops announcing itself is forgotten after this.",
+    )
+
+    @cached_property
+    def consumer(self) -> str:
+        return self.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
+    def effective_redis_url(self) -> str:
+        return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"
+
+
+class AuthSettings(DataSettings):
+    """Session tokens: who signs them and for how long they hold."""
+
+    auth_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret that signs session tokens (HS256). Unset: one is generated once "
+        "and kept in the data directory.",
+    )
+    auth_secret_next: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_AUTH_SECRET: the secret that will replace it. Tokens "
+        "signed with it are accepted; none is signed with it (step 1 of 3, "
+        "docs/adr/0008-bus-trust-boundary.md).",
+    )
+    auth_secret_previous: SecretStr | None = Field(
+        default=None,
+        description="Rotating MEMORIA_AUTH_SECRET: the secret it replaced. Tokens signed with "
+        "it are accepted until they expire; none is signed with it (step 2 of 3).",
+    )
     dev_login: bool = Field(
         default=True,
         description="Enable `POST /api/token` (log in by user id, no password). "
         "Turn off wherever real users connect.",
     )
     token_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Session token lifetime.")
+
+
+class GatewaySettings(_Env):
+    """The gateway's address and what it accepts from clients."""
+
+    gateway_host: str = Field(default="127.0.0.1", description="Gateway bind address.")
+    gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
     max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
     max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
     ws_messages_per_minute: int = Field(
@@ -177,7 +212,54 @@ class Settings(BaseSettings):
         "`Retry-After`. 0: no limit (a proxy in front limits instead).",
     )
 
-    # -- LLM --------------------------------------------------------------------------------
+
+class StorageSettings(DataSettings):
+    """Where the memory service keeps documents and vectors."""
+
+    docstore_url: str | None = Field(
+        default=None,
+        description="Document store: `sqlite:///path.db` or `mongodb://...`. "
+        "Unset: SQLite file in the data directory.",
+    )
+    milvus_uri: str | None = Field(
+        default=None,
+        description="Milvus URI (e.g. http://milvus:19530). Unset: `memoria run` starts an "
+        "embedded milvus-lite server on 127.0.0.1.",
+    )
+    embedded_milvus_port: int = Field(
+        default=19540,
+        description="Port of the embedded milvus-lite server started by `memoria run`.",
+    )
+    milvus_token: SecretStr | None = Field(
+        default=None, description="Milvus token (`user:password` or an API key), if it needs one."
+    )
+    vector_isolation: VectorIsolation = Field(
+        default="partition",
+        description="How vectors are kept apart per user, besides a user filter on every "
+        "query: `partition` = one partition per user (fast on milvus-lite, bounded by "
+        "Milvus' partition limit), `partition_key` = Milvus partition key on user_id (for "
+        "many users on Milvus standalone/distributed).",
+    )
+    vector_cache_mb: float = Field(
+        default=256.0,
+        ge=0.0,
+        description="Memory (MB) the memory service may spend holding recently searched "
+        "users' vectors in process, so a search is a matrix product instead of a Milvus "
+        "request; kept in step with writes from any replica. 0 turns it off.",
+    )
+
+    @property
+    def effective_docstore_url(self) -> str:
+        return self.docstore_url or f"sqlite:///{self.data_dir / 'memoria.db'}"
+
+    @property
+    def effective_milvus_uri(self) -> str:
+        return self.milvus_uri or f"http://127.0.0.1:{self.embedded_milvus_port}"
+
+
+class LlmSettings(_Env):
+    """Which language model answers, and how it is called."""
+
     llm_provider: LlmProvider = Field(
         default="auto",
         description="`auto` = Gemini when a key is set, else an OpenAI-compatible server "
@@ -260,7 +342,17 @@ class Settings(BaseSettings):
         default=None, description="JSON script for the `scripted` provider."
     )
 
-    # -- memories --------------------------------------------------------------------------
+    @field_validator("llm_prices", mode="after")
+    @classmethod
+    def _complete_prices(
+        cls, value: dict[str, tuple[float, float]]
+    ) -> dict[str, tuple[float, float]]:
+        return {**DEFAULT_LLM_PRICES, **value}
+
+
+class MemorySettings(_Env):
+    """How memories are embedded, found and kept."""
+
     embedder: EmbedderChoice = Field(
         default="auto",
         description="`auto` = the LLM provider's embeddings with Gemini (or an "
@@ -339,7 +431,20 @@ class Settings(BaseSettings):
         "itself (e.g. `save.after_document`). Never set in production.",
     )
 
-    # -- thought cycle ----------------------------------------------------------------------
+    @field_validator("memory_type_descriptions", mode="after")
+    @classmethod
+    def _complete_descriptions(cls, value: dict[MemoryType, str]) -> dict[MemoryType, str]:
+        return {**DEFAULT_MEMORY_TYPE_DESCRIPTIONS, **value}
+
+    @field_validator("fault_injection", mode="before")
+    @classmethod
+    def _split_fault_points(cls, value: object) -> object:
+        return _comma_separated(value)
+
+
+class CycleSettings(_Env):
+    """The thought cycle: prompts, personas, steps, history, actions."""
+
     system_prompt: str = Field(
         default=DEFAULT_SYSTEM_PROMPT,
         pattern=r"\S",  # not only blanks
@@ -407,51 +512,27 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated action names to turn off, e.g. `Question,MemoryDelete`.",
     )
-
     action_modules: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated importable modules with extra actions (besides the "
         "built-in ones and `memoria.actions` entry points).",
     )
 
-    # -- broker -----------------------------------------------------------------------------
-    stream_maxlen: int = Field(
-        default=100_000, description="Approximate MAXLEN each stream is trimmed to."
-    )
-    reclaim_idle_ms: int = Field(
-        default=30_000,
-        description="Pending entries idle this long are reclaimed from dead consumers.",
-    )
-    max_deliveries: int = Field(
-        default=5, description="Deliveries before an entry goes to the dead-letter stream."
-    )
-    consumer_concurrency: int | None = Field(
-        default=None,
-        ge=1,
-        description="Entries a service handles at once per stream. Unset: 64 in decision "
-        "(its handlers mostly wait on the LLM), 16 in the others (one action worker runs 16 "
-        "steps; more come from more replicas).",
-    )
-    rpc_timeout_seconds: float = Field(default=10.0, description="Timeout of a memory request.")
-    shutdown_grace_seconds: float = Field(
-        default=10.0,
-        ge=0,
-        description="On SIGTERM a service stops reading and lets what it runs finish for this "
-        "long; what is cut short is reclaimed by another replica. Keep it below the "
-        "orchestrator's grace period (compose `stop_grace_period`, Kubernetes "
-        "`terminationGracePeriodSeconds`).",
-    )
-    consumer_name: str | None = Field(
-        default=None,
-        description="Consumer name in the groups; must be unique per replica. "
-        "Unset: host name + process id.",
-    )
-    catalog_ttl_seconds: float = Field(
-        default=15.0,
-        description="A worker (or service) that stops announcing itself is forgotten after this.",
-    )
+    @field_validator("actions_disabled", "action_modules", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        return _comma_separated(value)
 
-    # -- observability ----------------------------------------------------------------------
+    @property
+    def thread_lock_ttl_s(self) -> int:
+        """A thread's lock outlives the longest possible cycle, so only a dead cycle's lock
+        ever expires."""
+        return int(self.cycle_max_steps * self.step_timeout_seconds) + _LOCK_SLACK_S
+
+
+class TelemetrySettings(_Env):
+    """Traces, logs and the ops port."""
+
     otel_exporter: OtelExporter = Field(
         default="none",
         description="Trace exporter: `none`, `console` or `otlp`. With `none` spans are not "
@@ -473,46 +554,21 @@ class Settings(BaseSettings):
         "three on its own port anyway). Processes on one host each need their own port.",
     )
 
-    @field_validator("llm_prices", mode="after")
-    @classmethod
-    def _complete_prices(
-        cls, value: dict[str, tuple[float, float]]
-    ) -> dict[str, tuple[float, float]]:
-        return {**DEFAULT_LLM_PRICES, **value}
 
-    @field_validator("memory_type_descriptions", mode="after")
-    @classmethod
-    def _complete_descriptions(cls, value: dict[MemoryType, str]) -> dict[MemoryType, str]:
-        return {**DEFAULT_MEMORY_TYPE_DESCRIPTIONS, **value}
+class GatewayProcessSettings(
+    TelemetrySettings, CycleSettings, GatewaySettings, AuthSettings, BusSettings
+):
+    """What the gateway process reads: no LLM key and no storage address reach it (it talks
+    to the other services through the bus only)."""
 
-    @field_validator("actions_disabled", "action_modules", "fault_injection", mode="before")
-    @classmethod
-    def _split_names(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [name.strip() for name in value.split(",") if name.strip()]
-        return value
 
-    @cached_property
-    def consumer(self) -> str:
-        return self.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+class SessionSettings(CycleSettings, MemorySettings):
+    """What a thread's session config defaults to (session_defaults.py) and the personas it
+    may switch to."""
 
-    @property
-    def effective_docstore_url(self) -> str:
-        return self.docstore_url or f"sqlite:///{self.data_dir / 'memoria.db'}"
 
-    @property
-    def thread_lock_ttl_s(self) -> int:
-        """A thread's lock outlives the longest possible cycle, so only a dead cycle's lock
-        ever expires."""
-        return int(self.cycle_max_steps * self.step_timeout_seconds) + _LOCK_SLACK_S
-
-    @property
-    def effective_milvus_uri(self) -> str:
-        return self.milvus_uri or f"http://127.0.0.1:{self.embedded_milvus_port}"
-
-    @property
-    def effective_redis_url(self) -> str:
-        return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"
+class Settings(GatewayProcessSettings, SessionSettings, LlmSettings, StorageSettings):
+    """Every component's settings: what the other service processes and the CLI read."""
 
 
 def env_names() -> dict[str, str]:

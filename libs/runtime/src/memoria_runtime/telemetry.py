@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
 from memoria_runtime.redaction import RedactingSpanExporter
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import TelemetrySettings
 
 _EXPORT_DELAY_MS = 500  # short, so spans of a finished cycle show up while you look
 
@@ -61,14 +61,14 @@ def _with_text_attributes(span: ReadableSpan) -> ReadableSpan:
     )
 
 
-def _exporter(settings: Settings) -> SpanExporter | None:
+def _exporter(settings: TelemetrySettings) -> SpanExporter | None:
     """The exporter ``settings`` ask for, behind redaction: spans leave the process without
     credentials (redaction.py)."""
     exporter = _plain_exporter(settings)
     return RedactingSpanExporter(exporter) if exporter is not None else None
 
 
-def _plain_exporter(settings: Settings) -> SpanExporter | None:
+def _plain_exporter(settings: TelemetrySettings) -> SpanExporter | None:
     if settings.otel_exporter == "console":
         out: IO[str] = (
             open(settings.otel_console_path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
@@ -82,14 +82,14 @@ def _plain_exporter(settings: Settings) -> SpanExporter | None:
     return None
 
 
-def setup_tracing(service: str, settings: Settings) -> TracerProvider:
+def setup_tracing(service: str, settings: TelemetrySettings) -> TracerProvider:
     """Install the process-wide tracer provider (:func:`tracer_provider`)."""
     provider = tracer_provider(service, settings)
     trace.set_tracer_provider(provider)
     return provider
 
 
-def tracer_provider(service: str, settings: Settings) -> TracerProvider:
+def tracer_provider(service: str, settings: TelemetrySettings) -> TracerProvider:
     """The tracer provider ``settings`` ask for.
 
     With no exporter, spans are not recorded (nothing would read them, and a recorded span

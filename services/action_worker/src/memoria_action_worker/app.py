@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
-from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_action_worker import SERVICE_NAME
@@ -17,7 +15,7 @@ from memoria_llm.persona_prompt import strategy_files
 from memoria_offline.selection import language_model
 from memoria_runtime import catalog, redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
-from memoria_runtime.health import stop_task
+from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.refresh import keep_refreshed
@@ -67,23 +65,24 @@ async def _advertise_forever(runner: StepRunner, settings: Settings) -> None:
     )
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
+def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, runner = build_broker(settings, provider)
-    app = FastStream(broker)
-    tasks: list[asyncio.Task[None]] = []
+    lifecycle = Lifecycle()
 
-    @app.after_startup
-    async def start_advertising() -> None:
-        tasks.append(asyncio.create_task(_advertise_forever(runner, settings)))
-        log.info("action worker ready: %s (LLM: %s)", ", ".join(runner.actions), runner.llm.name)
-
-    @app.on_shutdown
-    async def stop() -> None:
-        for task in tasks:
-            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
-        with contextlib.suppress(Exception):
-            await catalog.withdraw(runner.redis, settings.consumer)
+    async def close_clients() -> None:
         await runner.llm.aclose()
         await runner.redis.aclose()
 
-    return app
+    async def withdraw_advert() -> None:
+        with contextlib.suppress(Exception):  # it expires anyway
+            await catalog.withdraw(runner.redis, settings.consumer)
+
+    async def say_ready() -> None:
+        log.info("action worker ready: %s (LLM: %s)", ", ".join(runner.actions), runner.llm.name)
+
+    lifecycle.add(stop=close_clients)
+    lifecycle.add(broker.start, broker.stop)
+    lifecycle.add(stop=withdraw_advert)
+    lifecycle.add_task(lambda: _advertise_forever(runner, settings))
+    lifecycle.add(say_ready)
+    return lifecycle

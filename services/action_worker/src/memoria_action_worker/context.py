@@ -29,7 +29,7 @@ from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 P = TypeVar("P", bound=BaseModel)
 _PLAN_TTL_S = 24 * 3600  # longer than any redelivery of the step can come
@@ -184,7 +184,7 @@ class ActionContext:
     request: ActionRequested
     llm: LanguageModel
     chat: ChatSink
-    settings: Settings
+    settings: SessionSettings
     memory: MemoryClient
     redis: Any
     stored_plan: StoredPlan | None = None  # None: not read yet, ask the broker

@@ -22,7 +22,7 @@ from memoria_contracts.events import CycleContext
 from memoria_contracts.memory import Memory
 from memoria_contracts.text import as_text
 from memoria_llm.port import LanguageModel, LLMError, LLMRequest, Prompt, PromptMessage
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemorySettings
 
 log = logging.getLogger("memoria.action_worker.rerank")
 
@@ -51,7 +51,7 @@ class RerankAnswer(BaseModel):
         return bare_list_as(data, "relevant")  # a model may answer with the bare list of ids
 
 
-def enabled(settings: Settings, llm: LanguageModel) -> bool:
+def enabled(settings: MemorySettings, llm: LanguageModel) -> bool:
     """Rerank when the setting allows it and a model (not the offline planner) answers."""
     return settings.memory_rerank and llm.name != OFFLINE_PROVIDER
 

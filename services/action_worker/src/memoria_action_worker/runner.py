@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import i18n, keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.envelopes import follow
+from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import Settings
 
@@ -107,9 +107,7 @@ class StepRunner:
                     raise CycleEnded
         finally:
             if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                await stop_task(task)
 
     async def _done_or_lease(
         self, done_key: str, cycle_id: str, step: int, entry_id: str

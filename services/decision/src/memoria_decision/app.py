@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_contracts.streams import Group, Stream
@@ -19,7 +18,7 @@ from memoria_offline.selection import language_model
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.health import stop_task
+from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
@@ -88,21 +87,19 @@ async def _sweep_forever(engine: CycleEngine) -> None:
         await asyncio.sleep(SWEEP_INTERVAL_S)
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
+def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, engine = build_broker(settings, provider)
-    app = FastStream(broker)
-    tasks: list[asyncio.Task[None]] = []
+    lifecycle = Lifecycle()
 
-    @app.after_startup
-    async def start_sweeper() -> None:
-        tasks.append(asyncio.create_task(_sweep_forever(engine)))
-        log.info("decision ready (LLM: %s)", engine.llm.name)
-
-    @app.on_shutdown
-    async def stop() -> None:
-        for task in tasks:
-            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
+    async def close_clients() -> None:
         await engine.llm.aclose()
         await engine.redis.aclose()
 
-    return app
+    async def say_ready() -> None:
+        log.info("decision ready (LLM: %s)", engine.llm.name)
+
+    lifecycle.add(stop=close_clients)
+    lifecycle.add(broker.start, broker.stop)
+    lifecycle.add_task(lambda: _sweep_forever(engine))
+    lifecycle.add(say_ready)
+    return lifecycle

@@ -13,7 +13,7 @@ from memoria_runtime import ops
 from memoria_runtime.health import Health
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings
 from memoria_runtime.telemetry import setup_tracing
 
 # uvicorn closes a socket whose frame exceeds ws_max_size; keep that hard cap well above
@@ -35,7 +35,7 @@ def exit_zero_after_a_stop_signal() -> None:
 
 def main() -> None:
     exit_zero_after_a_stop_signal()
-    settings = Settings()
+    settings = GatewayProcessSettings()
     configure_logging(settings.log_level)
     provider = setup_tracing(SERVICE_NAME, settings)
     # The same ops port as every other service, so one image health check fits all four.

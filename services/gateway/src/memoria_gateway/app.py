@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ from fastapi_offline import FastAPIOffline
 from opentelemetry.sdk.trace import TracerProvider
 from redis.exceptions import RedisError
 
-from memoria_gateway import validation_errors
+from memoria_gateway import SERVICE_NAME, validation_errors
 from memoria_gateway.core import build_broker
 from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
@@ -25,49 +24,52 @@ from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.user_rate_limit import per_user
 from memoria_gateway.ws import ws_router
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.bus.signing import ensure_shared_key
-from memoria_runtime.health import Health, heartbeat, stop_task
-from memoria_runtime.heap import freeze_startup_objects
+from memoria_runtime.health import Health
+from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import load_personas
-from memoria_runtime.settings import Settings
+from memoria_runtime.service import service_lifecycle
+from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
 
 
 def create_app(
-    settings: Settings,
+    settings: GatewayProcessSettings,
     provider: TracerProvider | None = None,
     health: Health | None = None,
     *,
     freeze_heap: bool = False,
 ) -> FastAPI:
     """``health`` (when given) is kept up to date for the ops port; the gateway's own
-    ``/livez`` and ``/readyz`` answer from the request itself. ``freeze_heap``: the process
-    is the gateway's own, so what start-up made can leave the garbage collector's reach
-    (heap.py); not in a process that hosts it among other things, such as a test's."""
+    ``/livez`` and ``/readyz`` answer from the request itself. ``freeze_heap``: as in
+    service_lifecycle. Starts and stops with the lifecycle every service has (service.py)."""
     personas = load_personas(settings)  # a bad personas file stops the gateway here
     broker, gateway = build_broker(settings, provider)
+    own = Lifecycle()
+
+    async def issue_tokens() -> None:
+        gateway.issuer = TokenIssuer.from_settings(settings)  # may create the secret file
+
+    async def close_redis() -> None:
+        await gateway.redis.aclose()
+
+    async def say_ready() -> None:
+        log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
+
+    own.add(issue_tokens, close_redis)
+    own.add(broker.start, broker.stop)
+    own.add(say_ready)
+    lifecycle = service_lifecycle(
+        SERVICE_NAME, settings, own, health or Health(), freeze_heap=freeze_heap
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        gateway.issuer = TokenIssuer.from_settings(settings)
-        await ensure_shared_key(gateway.redis, gateway.signer)
-        await broker.start()
-        log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
-        if freeze_heap:
-            freeze_startup_objects()
-        beat = None
-        if health is not None:
-            health.serving()
-            beat = asyncio.create_task(heartbeat(health, gateway.redis.ping))
+        await lifecycle.start()
         try:
             yield
         finally:
-            if health is not None and beat is not None:
-                health.stopping()
-                await stop_task(beat)
-            await broker.stop()
-            await gateway.redis.aclose()
+            await lifecycle.stop()
 
     # /docs and /redoc with their Swagger UI and ReDoc files served by the gateway itself
     # (from the fastapi-offline wheel): the stock pages load them from a CDN, and are blank

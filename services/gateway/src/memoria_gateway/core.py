@@ -17,11 +17,12 @@ from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
+from memoria_runtime.bus import MemoriaBroker, create_broker
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
 
@@ -37,7 +38,7 @@ class Gateway:
     """Everything the routes need; the token issuer is set at start-up (it may create the
     secret file)."""
 
-    settings: Settings
+    settings: GatewayProcessSettings
     broker: MemoriaBroker
     redis: Any
     intake: Intake
@@ -58,7 +59,7 @@ class Gateway:
 
 
 def build_broker(
-    settings: Settings, provider: TracerProvider | None = None
+    settings: GatewayProcessSettings, provider: TracerProvider | None = None
 ) -> tuple[MemoriaBroker, Gateway]:
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect_bounded(
@@ -72,17 +73,21 @@ def build_broker(
         settings=settings,
         broker=broker,
         redis=redis,
-        intake=Intake(settings, broker, gate, signer),
+        intake=Intake(settings, gate, signer),
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer),
         signer=signer,
         requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
-    # Declared for the AsyncAPI document; the entries are appended by the thread gate's
-    # script, atomically with the thread's lock and queue.
-    EventPublisher(broker, settings, signer).declare(
-        Stream.CHAT_IN, "A user message whose thread is free (later ones wait in its queue)."
+    # The thread gate's script appends these, atomically with the thread's lock and queue.
+    broker.declare(
+        Channel(
+            Stream.CHAT_IN.value,
+            "publish",
+            "xadd",
+            "A user message whose thread is free (later ones wait in its queue).",
+        )
     )
 
     ChatOutFanOut(broker, signer, gateway.hub)  # starts and stops with the broker

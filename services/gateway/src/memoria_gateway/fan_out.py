@@ -12,7 +12,6 @@ import asyncio
 import logging
 from typing import Any
 
-from faststream.redis import StreamSub
 from redis.exceptions import RedisError
 
 from memoria_contracts.streams import Stream
@@ -21,7 +20,7 @@ from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.resume import EntryId
 from memoria_runtime import metrics
 from memoria_runtime.bus import MemoriaBroker
-from memoria_runtime.bus.broker import ReaderDocs
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.health import stop_task
@@ -46,10 +45,11 @@ class ChatOutFanOut:
         self._task: asyncio.Task[None] | None = None
         broker.add_reader(
             self,
-            ReaderDocs(
-                stream=StreamSub(Stream.CHAT_OUT.value),
-                title=f"{Stream.CHAT_OUT.value}:gateway-fanout",
-                description="Deliver messages, deltas and cycle ends to the user's sockets.",
+            Channel(
+                Stream.CHAT_OUT.value,
+                "gateway-fanout",
+                "xread",
+                "Deliver messages, deltas and cycle ends to the user's sockets.",
             ),
         )
 

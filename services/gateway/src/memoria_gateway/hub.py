@@ -18,6 +18,7 @@ from starlette.websockets import WebSocket
 
 from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.resume import EntryId, LiveGate
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.gateway.hub")
 
@@ -114,9 +115,7 @@ class Connection:
     async def stop(self) -> None:
         self.closed = True
         if self._writer is not None:
-            self._writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer
+            await stop_task(self._writer)
 
 
 class FrameListener:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 
-from faststream.redis import RedisBroker
 from opentelemetry import trace
 from pydantic import ValidationError
 from redis.exceptions import RedisError
@@ -22,7 +21,7 @@ from memoria_contracts.streams import Stream
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewaySettings
 from memoria_runtime.telemetry import current_trace_carrier
 
 log = logging.getLogger("memoria.gateway.intake")
@@ -40,11 +39,8 @@ def _describe(exc: ValidationError) -> str:
 
 
 class Intake:
-    def __init__(
-        self, settings: Settings, broker: RedisBroker, gate: ThreadGate, signer: Signer
-    ) -> None:
+    def __init__(self, settings: GatewaySettings, gate: ThreadGate, signer: Signer) -> None:
         self._settings = settings
-        self._broker = broker
         self._gate = gate
         self._signer = signer
 
@@ -90,7 +86,7 @@ class Intake:
                 payload=UserMessageReceived(message_id=message_id, content=frame.content),
             )
             try:
-                framed = await frame_for_stream(self._broker, self._signer, Stream.CHAT_IN, event)
+                framed = await frame_for_stream(self._signer, Stream.CHAT_IN, event)
                 result = await self._gate.admit(
                     user_id, frame.thread_id, message_id, framed, frame.id
                 )

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
 
-from faststream.redis.parser.message import MessageFormat
 from redis.exceptions import RedisError, ResponseError
 
 from memoria_contracts.events import Envelope
@@ -19,6 +18,7 @@ from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
 from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.broker import MessageFormat
 from memoria_runtime.bus.entries import DATA_FIELD, opened, read_entry
 from memoria_runtime.bus.signing import Signer
 

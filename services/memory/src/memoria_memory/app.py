@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from faststream import FastStream
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_contracts.streams import Group, Stream
@@ -21,7 +20,7 @@ from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors import VectorStore
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
-from memoria_runtime.health import stop_task
+from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
@@ -89,12 +88,10 @@ async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None
             log.exception("periodic reconcile failed")
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> FastStream:
+def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, handlers = build_broker(settings, provider)
-    app = FastStream(broker)
-    tasks: list[asyncio.Task[None]] = []
+    lifecycle = Lifecycle()
 
-    @app.on_startup
     async def open_storage() -> None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         storage = await MemoryStorage.open(settings)
@@ -108,23 +105,18 @@ def build_app(settings: Settings, provider: TracerProvider | None = None) -> Fas
         await storage.reconciler.run_once(grace_seconds=None)
         log.info("documents in %s", settings.effective_docstore_url.rpartition("@")[2])
 
-    @app.after_startup
-    async def start_serving() -> None:
-        tasks.append(asyncio.create_task(_reconcile_forever(handlers.storage.reconciler, settings)))
-        retention = settings.cycle_trace_retention_days
-        tasks.append(asyncio.create_task(purge_forever(handlers.cycles, retention)))
-        # In the background: a store of many old memories must not hold the service back.
-        tasks.append(asyncio.create_task(_backfill_content_keys(handlers.storage.writer.repo)))
-        tasks.append(
-            asyncio.create_task(
-                _backfill_lexical_index(handlers.storage.writer.repo, handlers.storage.vectors)
-            )
-        )
-
-    @app.on_shutdown
     async def close_storage() -> None:
-        for task in tasks:
-            await stop_task(task)  # bounded: a loop that ignores its cancel cannot hang the stop
         await handlers.storage.close()
 
-    return app
+    lifecycle.add(open_storage, close_storage)
+    # Readers start once storage is open and stop (letting their handlers finish) before it
+    # closes.
+    lifecycle.add(broker.start, broker.stop)
+    lifecycle.add_task(lambda: _reconcile_forever(handlers.storage.reconciler, settings))
+    lifecycle.add_task(lambda: purge_forever(handlers.cycles, settings.cycle_trace_retention_days))
+    # In the background: a store of many old memories must not hold the service back.
+    lifecycle.add_task(lambda: _backfill_content_keys(handlers.storage.writer.repo))
+    lifecycle.add_task(
+        lambda: _backfill_lexical_index(handlers.storage.writer.repo, handlers.storage.vectors)
+    )
+    return lifecycle

@@ -51,7 +51,7 @@ from memoria_memory.summarizer import StoredSummary
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.bus import Delivery
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.memory")
 
@@ -59,8 +59,8 @@ log = logging.getLogger("memoria.memory")
 class MemoryHandlers:
     """Storage is opened at start-up, after the subscriptions were declared."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self._settings = settings or Settings()  # the session configs' defaults
+    def __init__(self, settings: SessionSettings | None = None) -> None:
+        self._settings = settings or SessionSettings()  # the session configs' defaults
         self._storage: MemoryStorage | None = None
         self._threads: ThreadRepository | None = None
         self._cycles: CycleLog | None = None

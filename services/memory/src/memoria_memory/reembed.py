@@ -35,7 +35,7 @@ from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
 from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
 from memoria_memory.vectors.port import COLLECTION_PREFIX
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import StorageSettings
 
 log = logging.getLogger("memoria.memory.reembed")
 
@@ -154,7 +154,7 @@ async def reembed(
     return report
 
 
-def milvus_dropper(settings: Settings) -> DropCollection:
+def milvus_dropper(settings: StorageSettings) -> DropCollection:
     """Drops collections on the Milvus the settings name. The vector store port has no
     such operation on purpose (the service never drops anything), so this talks to Milvus
     directly with its own short-lived client."""

@@ -16,12 +16,12 @@ from memoria_contracts.threads import ThreadFailure
 from memoria_memory.threads import StoredSession, ThreadRepository
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 
 async def answer_session(
     threads: ThreadRepository,
-    settings: Settings,
+    settings: SessionSettings,
     user_id: str,
     request: SessionConfigGet | SessionConfigUpdate | SessionPersonaApplied,
 ) -> SessionConfigState | ThreadFailure:

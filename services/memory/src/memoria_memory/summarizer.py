@@ -20,6 +20,7 @@ from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_memory import summaries
 from memoria_memory.docstore import Collection
 from memoria_memory.history import HistoryRepository
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.memory.summaries")
 
@@ -114,10 +115,7 @@ class HistorySummarizer:
                 del self._scheduled[key]
 
     async def aclose(self) -> None:
-        tasks = list(self._scheduled.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(stop_task(task) for task in list(self._scheduled.values())))
         self._scheduled.clear()
 
     async def update(self, user_id: str, thread_id: str) -> None:

@@ -1,4 +1,5 @@
-"""Redis Streams plumbing on FastStream: broker, publishers, group consumers, dead letters."""
+"""Redis Streams plumbing: broker, publishers, group consumers, dead letters (ADR 0013,
+ADR 0025)."""
 
 from memoria_runtime.bus.broker import MemoriaBroker, create_broker
 from memoria_runtime.bus.consumer import Delivery, EventHandler, subscribe_group

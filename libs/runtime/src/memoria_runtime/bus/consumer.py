@@ -38,7 +38,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from faststream.redis import StreamSub
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from redis.exceptions import BusyLoadingError, RedisError, ResponseError
@@ -48,13 +47,14 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime import metrics
-from memoria_runtime.bus.broker import MemoriaBroker, ReaderDocs
+from memoria_runtime.bus.broker import MemoriaBroker
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.deadletter import dead_letter
 from memoria_runtime.bus.entries import Entry, opened, read_entry
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.health import STOP_WAIT_S, stop_task, waiting_at
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.bus")
 
@@ -131,7 +131,7 @@ class GroupConsumer:
     def __init__(
         self,
         broker: MemoriaBroker,
-        settings: Settings,
+        settings: BusSettings,
         *,
         stream: Stream,
         group: Group,
@@ -463,7 +463,7 @@ class GroupConsumer:
 
 def subscribe_group(
     broker: MemoriaBroker,
-    settings: Settings,
+    settings: BusSettings,
     *,
     stream: Stream,
     group: Group,
@@ -482,10 +482,5 @@ def subscribe_group(
         description=description,
         slots=slots,
     )
-    docs = ReaderDocs(
-        stream=StreamSub(stream.value, group=group.value, consumer=settings.consumer),
-        title=f"{stream.value}:{group.value}",
-        description=description,
-    )
-    broker.add_reader(consumer, docs)
+    broker.add_reader(consumer, Channel(stream.value, group.value, "xreadgroup", description))
     return consumer

@@ -8,19 +8,16 @@ consumer checks (signing.py).
 
 from __future__ import annotations
 
-from faststream.redis import RedisBroker
-
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
+from memoria_runtime.bus.broker import MESSAGE_FORMAT
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.telemetry import current_trace_carrier
 
 
-async def frame_for_stream(
-    broker: RedisBroker, signer: Signer, stream: Stream, event: Envelope
-) -> bytes:
+async def frame_for_stream(signer: Signer, stream: Stream, event: Envelope) -> bytes:
     body = event.model_dump_json().encode()
-    return await broker.message_format.encode(
+    return await MESSAGE_FORMAT.encode(
         message=body,
         reply_to=None,
         headers={**current_trace_carrier(), **signer.headers(stream.value, body)},

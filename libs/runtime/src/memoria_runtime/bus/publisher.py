@@ -1,5 +1,5 @@
-"""Publishing envelopes: signed, framed entries with approximate MAXLEN trimming, and the
-AsyncAPI description of each published stream."""
+"""Publishing envelopes: signed, framed entries with approximate MAXLEN trimming, each
+published stream declared on the service's bus (its AsyncAPI document)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from faststream.redis import StreamSub
 from prometheus_client import Counter
 from redis.asyncio.client import Pipeline
 
@@ -16,11 +15,12 @@ from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_runtime import metrics
 from memoria_runtime.bus.broker import MemoriaBroker
+from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.bus.topology import append, groups_of
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,15 +34,15 @@ class _Queued:
 
 
 class EventPublisher:
-    """Declares a FastStream publisher per stream a service writes, so the stream appears in
-    the service's AsyncAPI document, and appends envelopes to those streams.
+    """Appends envelopes to the streams a service declares it writes (each declaration is a
+    channel of the service's AsyncAPI document).
 
-    The append itself is one XADD on the bus' client rather than FastStream's ``publish``:
-    that runs the telemetry and Prometheus middlewares per entry, and a cycle publishes
-    about ten (ADR 0013). The entry is framed exactly as FastStream frames it."""
+    The append is one XADD on the bus' client rather than FastStream's ``publish``: that
+    runs the telemetry and Prometheus middlewares per entry, and a cycle publishes about ten
+    (ADR 0013). The entry is framed exactly as FastStream frames it."""
 
     def __init__(
-        self, broker: MemoriaBroker, settings: Settings, signer: Signer | None = None
+        self, broker: MemoriaBroker, settings: BusSettings, signer: Signer | None = None
     ) -> None:
         self._broker = broker
         self._maxlen = settings.stream_maxlen
@@ -51,12 +51,7 @@ class EventPublisher:
         self._queued: WeakKeyDictionary[Pipeline, list[_Queued]] = WeakKeyDictionary()
 
     def declare(self, stream: Stream, description: str) -> None:
-        self._broker.publisher(
-            stream=StreamSub(stream.value, maxlen=self._maxlen),
-            title=f"{stream.value}:publish",
-            description=description,
-            schema=Envelope,
-        )
+        self._broker.declare(Channel(stream.value, "publish", "xadd", description))
         self._published[stream] = metrics.published_counter(self._broker.service, stream.value)
 
     async def publish(self, stream: Stream, event: Envelope) -> None:
@@ -107,4 +102,4 @@ class EventPublisher:
     async def _framed(self, stream: Stream, event: Envelope) -> bytes:
         if stream not in self._published:
             raise KeyError(f"stream {stream.value} was not declared by this service")
-        return await frame_for_stream(self._broker, self._signer, stream, event)
+        return await frame_for_stream(self._signer, stream, event)

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from memoria_runtime.local_secrets import load_or_create_secret
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.bus")
 
@@ -106,7 +106,7 @@ class Signer:
         return _fingerprint(self._previous) if self._previous else None
 
 
-def signer_for(settings: Settings) -> Signer:
+def signer_for(settings: BusSettings) -> Signer:
     """The configured secret, else one generated once in the data directory (what the
     processes of `memoria run`, which share it, use); with the rotation's secrets, if set."""
     return Signer(

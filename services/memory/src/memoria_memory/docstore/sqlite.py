@@ -23,7 +23,6 @@ would hold every operation behind it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import sqlite3
@@ -52,6 +51,7 @@ from memoria_memory.docstore.sqlite_query import (
     order_by,
     quote,
 )
+from memoria_runtime.health import stop_task
 
 # Another process (a backup, the CLI) may hold the write lock for a moment.
 _BUSY_TIMEOUT_MS = 5_000
@@ -365,9 +365,7 @@ class SqliteDocumentStore(DocumentStore):
         await self._run(None, lambda db: db.execute("SELECT 1").fetchall(), inline=True)
 
     async def close(self) -> None:
-        self._checkpoints.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._checkpoints
+        await stop_task(self._checkpoints)
         try:
             await self._checkpointer.close()
         except sqlite3.Error as exc:

@@ -12,13 +12,13 @@ lose at most that interval of access times, never a memory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Final
 
 from memoria_memory.memories.repository import MemoryRepository
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.memory.access")
 
@@ -51,9 +51,7 @@ class AccessLog:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop_task(self._task)
         await self.flush()
 
     async def _flush_forever(self) -> None:

@@ -49,6 +49,7 @@ from memoria_memory.vectors.port import (
     valid_user_id,
 )
 from memoria_memory.vectors.versions import VectorVersions, new_token
+from memoria_runtime.health import stop_task
 from memoria_runtime.metrics import vector_cache_metrics
 
 log = logging.getLogger("memoria.memory.vectors")
@@ -292,10 +293,7 @@ class CachedVectorStore(VectorStore):
         await self._inner.open()
 
     async def close(self) -> None:
-        loads = list(self._loads.values())
-        for task in loads:
-            task.cancel()
-        await asyncio.gather(*loads, return_exceptions=True)
+        await asyncio.gather(*(stop_task(task) for task in list(self._loads.values())))
         for user_id in list(self._held):
             self._drop(user_id)
         await self._inner.close()

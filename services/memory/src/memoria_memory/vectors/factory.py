@@ -8,7 +8,7 @@ from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.milvus import MilvusVectorStore
 from memoria_memory.vectors.port import VectorStore, collection_name
 from memoria_memory.vectors.versions import VectorVersions
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import StorageSettings
 
 MB = 1024 * 1024
 
@@ -19,7 +19,7 @@ EMBEDDED_FLUSH_AFTER_ROWS = 64
 
 
 async def open_vector_store(
-    settings: Settings, embedder_id: str, dim: int, broker: Redis | None = None
+    settings: StorageSettings, embedder_id: str, dim: int, broker: Redis | None = None
 ) -> VectorStore:
     """The opened collection of ``embedder_id``'s ``dim``-dimensional vectors, on the Milvus
     of ``MEMORIA_MILVUS_URI`` or else the embedded milvus-lite server of `memoria run`.

