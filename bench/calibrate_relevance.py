@@ -366,11 +366,7 @@ async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
             rankings.append(ranked)
             print("\n".join(cut_off_table([card_stats(ranked, cut) for cut in CUTOFFS])))
             old = card_stats(before, CUTOFF_RELEVANCE)
-            print(
-                f"    before (evidence as the relevance, cut-off {CUTOFF_RELEVANCE}): "
-                f"{old.cards_per_question:.2f} cards/q, precision {old.precision or 0:.3f}, "
-                f"recall {old.recall:.3f}, questions with a relevant card {old.answered:.3f}"
-            )
+            print(f"    before (the evidence as the relevance): {old}")
         chosen = default_cutoff(facts=rankings[1], chats=rankings[0])
         best_f1 = best_f1_cutoff(rankings)
         print(

@@ -124,6 +124,14 @@ class CardStats:
     recall: float  # share of a question's relevant memories shown as cards, averaged
     answered: float  # share of questions with at least one relevant card
 
+    def __str__(self) -> str:
+        precision = "-" if self.precision is None else f"{self.precision:.3f}"
+        return (
+            f"cut-off {self.cutoff}: {self.cards_per_question:.2f} cards/q, precision "
+            f"{precision}, recall {self.recall:.3f}, questions with a relevant card "
+            f"{self.answered:.3f}"
+        )
+
 
 def ranked_by_question(
     candidates: Sequence[Candidate], score: Callable[[Candidate], float]
