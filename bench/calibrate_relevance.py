@@ -374,7 +374,7 @@ async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
             f"{FACTS_ANSWERED:.0%} of the {sets[1].name} questions a right card); "
             f"best mean card F1 would be {best_f1}"
         )
-        for cutoff in (chosen, best_f1):
+        for cutoff in (best_f1,) if chosen is None else (chosen, best_f1):
             for labelled, ranked in zip(sets, rankings, strict=True):
                 print(f"    {labelled.name}: {card_stats(ranked, cutoff)}")
         if mode == "hybrid":
