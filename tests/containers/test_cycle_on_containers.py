@@ -39,6 +39,7 @@ from memoria_memory.vectors.milvus import (
 )
 from memoria_memory.vectors.port import collection_name
 from memoria_runtime import keys
+from memoria_runtime.settings import Settings
 
 pytestmark = [pytest.mark.containers, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -76,7 +77,7 @@ SCRIPT: dict[str, Any] = {
 }
 CYCLE_TIMEOUT_S = 90.0
 SERVE_TIMEOUT_S = 90.0
-MIN_RELEVANCE = 0.6  # the service's default memory_min_relevance
+MIN_RELEVANCE = Settings(_env_file=None).memory_min_relevance  # the service's default
 NORM_TOLERANCE = 1e-3
 
 

@@ -25,7 +25,7 @@ import pytest
 from redis.asyncio import Redis
 
 from memoria_memory.vectors.analysis import analyzed
-from memoria_memory.vectors.cached import CachedVectorStore
+from memoria_memory.vectors.cached import CachedVectorStore, HeldTexts
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_memory.vectors.milvus import MilvusVectorStore, async_client, partition_name
 from memoria_memory.vectors.port import (
@@ -438,6 +438,33 @@ async def test_analyzed_texts_of_gives_every_text_of_the_user_as_indexed(
         TextRow("r1", "mem_r1", analyzed("Running shoes")),
         TextRow("r2", "mem_r2", ""),  # stop words only
     ]
+
+
+async def test_every_adapter_gives_one_users_rows_the_same_bm25_scores(
+    store: VectorStore,
+) -> None:
+    """A memory's relevance is a function of its cosine and its BM25 score, so both must
+    be the same whichever adapter answers: here every adapter scores as the held copy does
+    (Milvus' BM25 parameters, the user's rows as the corpus)."""
+    rows = [
+        text_row("allergy", "peanut allergy\nI am allergic to peanuts"),
+        text_row("food", "food I dislike\nI dislike mushrooms and peanuts in salads"),
+        text_row("job", "my job\nI work as a nurse at the city hospital"),
+        text_row("sister", "sister\nMy sister is called Ana"),
+    ]
+    await store.upsert(ALICE, rows)
+    reference = HeldTexts()
+    for each in rows:
+        reference.put(each.id, each.memory_id, analyzed(each.text or ""))
+
+    queries = ["am I allergic to peanuts?", "which food do I dislike", "Ana"]
+    found = await store.lexical_search(ALICE, queries, limit=4)
+
+    for query, hits in zip(queries, found, strict=True):
+        expected = reference.search(analyzed(query), 4)
+        assert ids(hits) == ids(expected), query
+        for hit, wanted in zip(hits, expected, strict=True):
+            assert hit.score == pytest.approx(wanted.score, rel=1e-3), (query, hit.id)
 
 
 async def test_lexical_search_respects_the_limit(store: VectorStore) -> None:

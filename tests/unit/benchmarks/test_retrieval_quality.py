@@ -119,7 +119,7 @@ def test_load_split_refuses_evidence_naming_no_turn(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    not (DATA_DIR / "realtalk_dev.jsonl").exists(),
+    not all((DATA_DIR / f"realtalk_{split}.jsonl").exists() for split in ("dev", "test")),
     reason="the REALTALK splits are built locally from upstream (bench/data/README.md)",
 )
 def test_the_built_splits_load_and_share_no_conversation() -> None:

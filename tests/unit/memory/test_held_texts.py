@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from memoria_memory.vectors.cached import BM25_B, BM25_K1, HeldTexts
+from memoria_memory.vectors.cached import HeldTexts
+from memoria_memory.vectors.port import BM25_B, BM25_K1
 
 
 def held(**texts: str) -> HeldTexts:

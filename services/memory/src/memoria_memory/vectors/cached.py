@@ -40,6 +40,8 @@ from redis.exceptions import RedisError
 
 from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.port import (
+    BM25_B,
+    BM25_K1,
     TextRow,
     VectorHit,
     VectorRow,
@@ -60,9 +62,6 @@ ROW_OVERHEAD_BYTES = 300
 WRITE_LOCKS = 64  # striped by user: bounded, and two users rarely share one
 # What a held text costs per term it holds (a posting: dict entries and a short string).
 TERM_OVERHEAD_BYTES = 150
-# Milvus' BM25 defaults, so held and Milvus searches rank alike.
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 
 @dataclass

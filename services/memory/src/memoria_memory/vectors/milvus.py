@@ -43,6 +43,8 @@ from pymilvus import (
 
 from memoria_memory.vectors.analysis import analyzed
 from memoria_memory.vectors.port import (
+    BM25_B,
+    BM25_K1,
     USER_ID_MAX_CHARS,
     TextRow,
     VectorHit,
@@ -547,6 +549,9 @@ class MilvusVectorStore(VectorStore):
                 field_name=SPARSE_FIELD,
                 index_type=LEXICAL_INDEX_TYPE,
                 metric_type=LEXICAL_METRIC_TYPE,
+                # Explicit (milvus-lite's own default k1 is 1.5, standalone's 1.2), as one
+                # JSON "params" entry: the form both read (milvus-lite ignores flat keys).
+                params={"params": {"bm25_k1": BM25_K1, "bm25_b": BM25_B}},
             )
         else:
             params.add_index(

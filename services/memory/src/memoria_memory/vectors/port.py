@@ -30,6 +30,10 @@ USER_ID_MAX_CHARS = 64
 USER_ID_PATTERN = re.compile(rf"^[A-Za-z0-9._@-]{{1,{USER_ID_MAX_CHARS}}}$")
 # Milvus' limit on a search's topk and a query's result window; the port's for every adapter.
 MAX_SEARCH_LIMIT = 16_384
+# BM25 parameters every adapter scores with (Milvus standalone's defaults): a memory's
+# relevance is computed from its BM25 score, so it must not depend on who answered.
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 def valid_user_id(user_id: str) -> str:
