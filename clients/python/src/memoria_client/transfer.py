@@ -210,9 +210,8 @@ def _within_item(detail: Any) -> Any:
     located = []
     for error in detail:
         loc = error.get("loc") if isinstance(error, dict) else None
-        if isinstance(loc, list) and loc[:2] == ["body", "memories"]:
-            error = {**error, "loc": ["body", *loc[3:]]}
-        located.append(error)
+        within = isinstance(loc, list) and loc[:2] == ["body", "memories"]
+        located.append({**error, "loc": ["body", *loc[3:]]} if within else error)
     return located
 
 
