@@ -210,8 +210,10 @@ def _within_item(detail: Any) -> Any:
     located = []
     for error in detail:
         loc = error.get("loc") if isinstance(error, dict) else None
-        within = isinstance(loc, list) and loc[:2] == ["body", "memories"]
-        located.append({**error, "loc": ["body", *loc[3:]]} if within else error)
+        if isinstance(loc, list) and loc[:2] == ["body", "memories"]:
+            located.append({**error, "loc": ["body", *loc[3:]]})
+        else:
+            located.append(error)
     return located
 
 
