@@ -75,6 +75,8 @@ DEFAULT_PER_USER: Final = 1000
 DEFAULT_SCALE_SAMPLES: Final = 200
 EMBED_SAMPLE: Final = 512
 HTTP_TIMEOUT_S: Final = 60.0
+BATCH_TIMEOUT_S: Final = 600.0
+"""A batch of BATCH memories on a busy machine, the first one loading the model too."""
 NS_PER_MS: Final = 1_000_000
 SCRIPT: Final[dict[str, Any]] = {"rules": [{"match": "", "decide": ["Finalize"]}]}
 """The scripted LLM; no cycle runs in this bench, the services only need one to start."""
@@ -297,6 +299,7 @@ class Api:
             "/api/memories/batch",
             json={"memories": list(bodies)},
             headers=await self._headers(user_id),
+            timeout=BATCH_TIMEOUT_S,
         )
         if response.status_code != 200:
             raise RuntimeError(f"POST /api/memories/batch: {response.status_code} {response.text}")
