@@ -76,6 +76,7 @@ DEFAULT_SCALE_SAMPLES: Final = 200
 EMBED_SAMPLE: Final = 512
 HTTP_TIMEOUT_S: Final = 60.0
 BATCH_TIMEOUT_S: Final = 600.0
+BATCH_TRIES: Final = 5
 """A batch of BATCH memories on a busy machine, the first one loading the model too."""
 NS_PER_MS: Final = 1_000_000
 SCRIPT: Final[dict[str, Any]] = {"rules": [{"match": "", "decide": ["Finalize"]}]}
@@ -295,19 +296,29 @@ class Api:
         return {"Authorization": f"Bearer {self._tokens[user_id]}"}
 
     async def create_batch(self, user_id: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
-        response = await self._client.post(
-            "/api/memories/batch",
-            json={"memories": list(bodies)},
-            headers=await self._headers(user_id),
-            timeout=BATCH_TIMEOUT_S,
-        )
-        if response.status_code != 200:
-            raise RuntimeError(f"POST /api/memories/batch: {response.status_code} {response.text}")
-        results = response.json()["results"]
-        refused = [r for r in results if r["status"] not in (200, 201)]
-        if refused:
-            raise RuntimeError(f"POST /api/memories/batch refused {len(refused)}: {refused[0]}")
-        return [str(r["memory"]["memory_id"]) for r in results]
+        """Every body saved, each with its own idempotency key: items the memory service
+        could not take in time (503) are sent again, as the route asks."""
+        ids: dict[int, str] = {}
+        for _ in range(BATCH_TRIES):
+            todo = [index for index in range(len(bodies)) if index not in ids]
+            if not todo:
+                break
+            response = await self._client.post(
+                "/api/memories/batch",
+                json={"memories": [bodies[index] for index in todo]},
+                headers=await self._headers(user_id),
+                timeout=BATCH_TIMEOUT_S,
+            )
+            if response.status_code != 200:
+                raise RuntimeError(f"POST /api/memories/batch: {response.status_code}")
+            for index, result in zip(todo, response.json()["results"], strict=True):
+                if result["status"] in (200, 201):
+                    ids[index] = str(result["memory"]["memory_id"])
+                elif result["status"] != 503:
+                    raise RuntimeError(f"POST /api/memories/batch refused: {result}")
+        if len(ids) < len(bodies):
+            raise RuntimeError(f"{len(bodies) - len(ids)} memories unsaved after {BATCH_TRIES}")
+        return [ids[index] for index in range(len(bodies))]
 
     async def search(self, user_id: str, query: str) -> tuple[list[dict[str, Any]], int]:
         """The protocol's search, and its wall time in ns (the request to the parsed answer)."""
@@ -342,7 +353,10 @@ async def import_memories(
         while not queue.empty():
             batch = queue.get_nowait()
             user_id = items[batch[0]][0]
-            created = await api.create_batch(user_id, [memory_body(items[i][1]) for i in batch])
+            bodies = [
+                {**memory_body(items[i][1]), "idempotency_key": f"{user_id}:{i}"} for i in batch
+            ]
+            created = await api.create_batch(user_id, bodies)
             for index, memory_id in zip(batch, created, strict=True):
                 ids[index] = memory_id
 

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -171,3 +172,18 @@ def test_openapi_describes_the_items(client: TestClient) -> None:
     item_schema = spec["components"]["schemas"][items["items"]["$ref"].rsplit("/", 1)[1]]
     assert {"content", "bindings", "idempotency_key"} <= set(item_schema["properties"])
     assert "200" in operation["responses"]
+
+
+async def test_batches_served_at_once_share_the_saves_in_flight(memory: SavingMemory) -> None:
+    issuer = TokenIssuer(SECRET, TTL_S)
+    app = FastAPI()
+    app.include_router(memory_router(memory, lambda: issuer))  # type: ignore[arg-type]
+    headers = {"Authorization": f"Bearer {issuer.issue(USER)}"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://gw", headers=headers
+    ) as http:
+        bodies = [{"memories": [item(f"{b}-{n}") for n in range(40)]} for b in range(3)]
+        answers = await asyncio.gather(*(http.post(URL, json=body) for body in bodies))
+    assert [answer.json()["created"] for answer in answers] == [40, 40, 40]
+    assert memory.most_in_flight == BATCH_SAVES_IN_FLIGHT

@@ -74,8 +74,9 @@ UNAVAILABLE: Final = "the memory service is unavailable"
 BAD_REPLY: Final = "the memory service gave an unexpected answer"
 
 BATCH_SAVES_IN_FLIGHT: Final = 16
-"""Saves of one batch sent at once: as many as the memory service handles at once, so that
-its embedder gets them together and batches their bindings."""
+"""Saves of batches sent at once, whatever the number of batches being served: as many as
+the memory service handles at once, so that its embedder gets them together, and no save
+waits in the stream for a free handler while its timeout runs."""
 
 _MEMORY_IDS: Final = TypeAdapter(MemoryId)
 
@@ -253,6 +254,7 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
     """The routes; ``tokens`` is called per request because the issuer exists only once the
     gateway has started."""
     router = APIRouter(prefix="/api/memories", tags=["memories"], responses=COMMON_ERRORS)
+    batch_slots = asyncio.Semaphore(BATCH_SAVES_IN_FLIGHT)
     User = Annotated[str, Depends(bearer_user(tokens))]
     MemoryPath = Annotated[str, Path(description="The memory's id (mem_…).")]
 
@@ -301,10 +303,8 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
         "create at a time.",
     )
     async def create_memories(body: MemoryBatchCreate, user_id: User) -> MemoryBatchCreated:
-        slots = asyncio.Semaphore(BATCH_SAVES_IN_FLIGHT)
-
         async def one(index: int, item: MemoryBatchItem | RefusedItem) -> MemoryBatchResult:
-            async with slots:
+            async with batch_slots:
                 return await batch_result(memory, user_id, index, item)
 
         entries: list[MemoryBatchItem | RefusedItem] = list(body.memories)
