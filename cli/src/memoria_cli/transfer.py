@@ -28,7 +28,14 @@ from memoria_client import (
 )
 from memoria_client import transfer as client_transfer
 from memoria_client.errors import describe
-from memoria_client.transfer import EXPORT_FIELDS, PendingImport, export_line, import_item
+from memoria_client.transfer import (
+    BATCH_TRIES,
+    EXPORT_FIELDS,
+    RESEND_DELAY_S,
+    PendingImport,
+    export_line,
+    import_item,
+)
 from memoria_runtime.progress import Tracker, is_terminal, track
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXPORT_FIELDS", "run_export", "run_import"]
@@ -110,15 +117,22 @@ async def _send(
 ) -> None:
     summary.last_line = pending.lines[0]  # a stop now leaves this line and the next unsent
     noted = len(summary.failures)
-    try:
-        pending.count(summary, await client.run(pending.call()))
-    except AuthenticationError:
-        raise
-    except APIError as exc:
-        pending.fail(summary, refused(exc))
-    except UnreadableAnswer:
-        # Sent, but what was created cannot be told: a repeat import settles it.
-        pending.fail(summary, "the gateway's answer could not be read")
+    for attempt in range(1, BATCH_TRIES + 1):
+        try:
+            answer = await client.run(pending.call())
+        except AuthenticationError:
+            raise
+        except APIError as exc:
+            pending.fail(summary, refused(exc))
+            break
+        except UnreadableAnswer:
+            # Sent, but what was created cannot be told: a repeat import settles it.
+            pending.fail(summary, "the gateway's answer could not be read")
+            break
+        pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+        if not pending.items:
+            break
+        await asyncio.sleep(RESEND_DELAY_S * attempt)
     _note_failures(tracker, summary, noted)
 
 

@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from memoria_client import AsyncMemoria, Memoria
+from memoria_client import client as client_module
 from memoria_client.transfer import IMPORT_BATCH
 from tests.unit.client.test_http import memory
 
@@ -102,3 +104,33 @@ def test_export_writes_every_page() -> None:
         "mem_1",
         "mem_2",
     ]
+
+
+def test_lines_the_memory_service_could_not_take_are_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "RESEND_DELAY_S", 0.0)
+    sent: list[list[str]] = []
+
+    def gateway(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"memories": [], "next_cursor": None})
+        items = json.loads(request.content)["memories"]
+        sent.append([item["content"] for item in items])
+        results = [
+            {"status": 503, "memory": None, "detail": "the memory service is not answering"}
+            if item["content"] == "busy" or (item["content"] == "late" and len(sent) == 1)
+            else {"status": 201, "memory": memory(n, created=True)}
+            for n, item in enumerate(items)
+        ]
+        return httpx.Response(
+            200, json={"results": results, "created": 0, "present": 0, "failed": 0}
+        )
+
+    lines = [json.dumps({"content": c}) for c in ("a", "late", "busy", "b")]
+    with Memoria("http://gw", "tok", transport=httpx.MockTransport(gateway)) as client:
+        summary = client.import_lines(lines)
+    # "late" got in on the second try; "busy" never did, and only it is reported.
+    assert sent == [["a", "late", "busy", "b"], ["late", "busy"], ["busy"]]
+    assert (summary.created, summary.failed) == (3, 1)
+    assert summary.failures == [(3, "refused (503): the memory service is not answering")]

@@ -36,7 +36,14 @@ from memoria_client.models import (
     Token,
 )
 from memoria_client.retry import RetryPolicy
-from memoria_client.transfer import ImportSummary, PendingImport, export_line, import_item
+from memoria_client.transfer import (
+    BATCH_TRIES,
+    RESEND_DELAY_S,
+    ImportSummary,
+    PendingImport,
+    export_line,
+    import_item,
+)
 
 T = TypeVar("T")
 
@@ -340,10 +347,16 @@ class Memoria:
         pending = PendingImport()
 
         def send() -> None:
-            try:
-                pending.count(summary, self.run(pending.call()))
-            except APIError as exc:
-                pending.fail(summary, _import_failure(exc))
+            for attempt in range(1, BATCH_TRIES + 1):
+                try:
+                    answer = self.run(pending.call())
+                except APIError as exc:
+                    pending.fail(summary, _import_failure(exc))
+                    return
+                pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+                if not pending.items:
+                    return
+                time.sleep(RESEND_DELAY_S * attempt)
 
         for number, line in enumerate(lines, start=1):
             item = import_item(number, line, mine, summary)
@@ -599,10 +612,16 @@ class AsyncMemoria:
         pending = PendingImport()
 
         async def send() -> None:
-            try:
-                pending.count(summary, await self.run(pending.call()))
-            except APIError as exc:
-                pending.fail(summary, _import_failure(exc))
+            for attempt in range(1, BATCH_TRIES + 1):
+                try:
+                    answer = await self.run(pending.call())
+                except APIError as exc:
+                    pending.fail(summary, _import_failure(exc))
+                    return
+                pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+                if not pending.items:
+                    return
+                await asyncio.sleep(RESEND_DELAY_S * attempt)
 
         number = 0
         async for line in _aiter(lines):

@@ -47,6 +47,10 @@ MAX_BINDINGS: Final = 16
 MAX_BINDING_CHARS: Final = 300
 IMPORT_BATCH: Final = 200
 """Lines per ``POST /api/memories/batch`` (the gateway takes up to 256)."""
+BATCH_TRIES: Final = 3
+"""Sends of a batch's items the memory service could not take in time (503): safe, as each
+carries its key; the wait grows by RESEND_DELAY_S each time."""
+RESEND_DELAY_S: Final = 1.0
 
 
 def export_line(memory: Memory) -> str:
@@ -178,19 +182,24 @@ class PendingImport:
     def call(self) -> Call[BatchCreated]:
         return calls.add_memories(self.items)
 
-    def count(self, summary: ImportSummary, answer: BatchCreated) -> None:
-        """Count each line by its own result; a batch answered short fails its rest."""
-        for number, result in zip(self.lines, answer.results, strict=False):
+    def count(self, summary: ImportSummary, answer: BatchCreated, *, last_try: bool) -> None:
+        """Count each line by its own result; a batch answered short fails its rest. Lines
+        refused as unavailable stay pending to be sent again, unless this was the last try."""
+        lines, items = [], []
+        for number, item, result in zip(self.lines, self.items, answer.results, strict=False):
             if result.status == CREATED:
                 summary.created += 1
             elif result.status == PRESENT:
                 summary.present += 1
+            elif result.status == UNAVAILABLE and not last_try:
+                lines.append(number)
+                items.append(item)
             else:
                 reason = describe(_within_item(result.detail))
                 summary.fail(number, f"refused ({result.status}): {reason}")
         for number in self.lines[len(answer.results) :]:
             summary.fail(number, "the gateway's answer left this line out")
-        self.clear()
+        self.lines, self.items = lines, items
 
     def fail(self, summary: ImportSummary, reason: str) -> None:
         for number in self.lines:
@@ -219,3 +228,4 @@ def _within_item(detail: Any) -> Any:
 
 CREATED: Final = 201
 PRESENT: Final = 200
+UNAVAILABLE: Final = 503
