@@ -494,6 +494,11 @@ async def scale_sizes(
                 _, latency = await api.search("rq-filler-0000", question)
                 latencies.append(latency)
             ordered = sorted(latencies)
+            print(
+                f"  {size}: search p50 {nearest_rank(ordered, 50) / NS_PER_MS:.1f} ms, "
+                f"p95 {nearest_rank(ordered, 95) / NS_PER_MS:.1f} ms; load {loadavg()}",
+                flush=True,
+            )
             rows.append(
                 [
                     str(size),

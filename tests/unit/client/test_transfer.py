@@ -24,7 +24,7 @@ def test_import_counts_created_present_and_failed_lines() -> None:
         assert request.url.path == "/api/memories/batch"
         items = json.loads(request.content)["memories"]
         batches.append(items)
-        results = []
+        results: list[dict[str, Any]] = []
         for item in items:
             if item["content"] == "refused":
                 detail = [{"loc": ["body", "memories", 0, "content"], "msg": "no"}]
