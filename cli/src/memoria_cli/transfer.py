@@ -2,10 +2,11 @@
 through a running gateway, with memoria-client (the format, its parsing and the import keys
 are the client's: ``memoria_client.transfer``).
 
-Import is safe to repeat: each line is created with an ``Idempotency-Key`` derived from its
+Import is safe to repeat: each line is created with an idempotency key derived from its
 ``memory_id`` (or, without one, from the line itself), so importing the same file again
-finds the memories the first import created instead of copying them. What is the CLI's own:
-the ``.part`` file, progress, the summary and exit codes.
+finds the memories the first import created instead of copying them. Lines go to the
+gateway a batch at a time (``POST /api/memories/batch``), each refused or saved on its own.
+What is the CLI's own: the ``.part`` file, progress, the summary and exit codes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from memoria_client import (
 )
 from memoria_client import transfer as client_transfer
 from memoria_client.errors import describe
-from memoria_client.transfer import EXPORT_FIELDS, export_line, import_call
+from memoria_client.transfer import (
+    BATCH_TRIES,
+    EXPORT_FIELDS,
+    RESEND_DELAY_S,
+    PendingImport,
+    export_line,
+    import_item,
+)
 from memoria_runtime.progress import Tracker, is_terminal, track
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXPORT_FIELDS", "run_export", "run_import"]
@@ -91,23 +99,46 @@ async def import_memories(
     token stops the import. The loop is the CLI's own, not ``import_lines``, for the
     progress and the line a stop happened at."""
     mine = {memory.memory_id async for memory in _every_memory(client, EXPORT_PAGE_SIZE)}
+    pending = PendingImport()
     for number, line in enumerate(lines, start=1):
         summary.last_line = number
-        failed = summary.failed
-        call = import_call(number, line, mine, summary)
-        if call is not None:
-            try:
-                client_transfer.count_created(summary, await client.run(call))
-            except AuthenticationError:
-                raise
-            except APIError as exc:
-                summary.fail(number, refused(exc))
-            except UnreadableAnswer:
-                # Sent, but whether it was created cannot be told: a repeat import settles it.
-                summary.fail(number, "the gateway's answer could not be read")
-        if summary.failed > failed:
-            tracker.note(f"line {number}: {summary.failures[-1][1]}")
+        noted = len(summary.failures)
+        item = import_item(number, line, mine, summary)
+        _note_failures(tracker, summary, noted)
         tracker.advance()
+        if item is not None and pending.add(number, item):
+            await _send(client, pending, tracker, summary)
+    if pending.items:
+        await _send(client, pending, tracker, summary)
+
+
+async def _send(
+    client: AsyncMemoria, pending: PendingImport, tracker: Tracker, summary: ImportSummary
+) -> None:
+    summary.last_line = pending.lines[0]  # a stop now leaves this line and the next unsent
+    noted = len(summary.failures)
+    for attempt in range(1, BATCH_TRIES + 1):
+        try:
+            answer = await client.run(pending.call())
+        except AuthenticationError:
+            raise
+        except APIError as exc:
+            pending.fail(summary, refused(exc))
+            break
+        except UnreadableAnswer:
+            # Sent, but what was created cannot be told: a repeat import settles it.
+            pending.fail(summary, "the gateway's answer could not be read")
+            break
+        pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+        if not pending.items:
+            break
+        await asyncio.sleep(RESEND_DELAY_S * attempt)
+    _note_failures(tracker, summary, noted)
+
+
+def _note_failures(tracker: Tracker, summary: ImportSummary, since: int) -> None:
+    for number, reason in summary.failures[since:]:
+        tracker.note(f"line {number}: {reason}")
 
 
 # -- commands ----------------------------------------------------------------------------------

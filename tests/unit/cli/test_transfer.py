@@ -418,8 +418,10 @@ def test_a_limit_that_never_lifts_fails_the_line_with_the_gateways_reason(
     code, summary, errors = import_throttled(store, two_lines(tmp_path), refusals=3)
 
     assert code == EXIT_FAILED
-    assert summary.strip() == "created 1, already present 0, failed 1"
+    # Both lines went in one batch, refused as a whole: both are reported.
+    assert summary.strip() == "created 0, already present 0, failed 2"
     assert errors.startswith("line 1: refused (429): too many requests")
+    assert "line 2: refused (429)" in errors
 
 
 # -- credentials ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from memoria_cli.gateway_client import Connection
 from memoria_cli.transfer import EXIT_FAILED, EXIT_OK, run_export, run_import
+from memoria_client.transfer import IMPORT_BATCH
 from memoria_runtime import progress
 from memoria_runtime.progress import PlainTracker, track
 from tests.unit.cli.test_transfer import ISSUER, T0, URL, USER, StoredMemory, connection, gateway
@@ -25,7 +26,8 @@ class Terminal(io.StringIO):
 
 
 class StopsAnswering(httpx.AsyncBaseTransport):
-    """The gateway, until ``posts`` memories were created; then nothing answers."""
+    """The gateway, until ``posts`` creates (single or batch) were answered; then nothing
+    answers."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport, posts: int) -> None:
         self.inner, self.posts = inner, posts
@@ -111,12 +113,14 @@ def test_an_invalid_gateway_address_is_one_line(tmp_path: Path) -> None:
 
 def test_a_gateway_lost_midway_says_where_and_what_got_in(tmp_path: Path) -> None:
     store = StoredMemory()
-    conn = Connection(URL, token=ISSUER.issue(USER), transport=StopsAnswering(gateway(store), 2))
-    code, out, err = import_with(conn, str(memory_lines(tmp_path / "m.jsonl", 5)))
+    conn = Connection(URL, token=ISSUER.issue(USER), transport=StopsAnswering(gateway(store), 1))
+    lines = memory_lines(tmp_path / "m.jsonl", IMPORT_BATCH + 5)
+    code, out, err = import_with(conn, str(lines))
     assert code == EXIT_FAILED
-    assert err.startswith("import stopped at line 3: cannot reach the gateway")
-    assert out == "created 2, already present 0, failed 0\n"
-    assert len(store.memories) == 2
+    # The first batch got in; the second, from the line after it, did not.
+    assert err.startswith(f"import stopped at line {IMPORT_BATCH + 1}: cannot reach the gateway")
+    assert out == f"created {IMPORT_BATCH}, already present 0, failed 0\n"
+    assert len(store.memories) == IMPORT_BATCH
 
 
 def test_an_export_into_a_missing_directory_is_one_line(tmp_path: Path) -> None:

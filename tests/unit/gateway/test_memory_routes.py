@@ -184,6 +184,7 @@ def client(memory: ScriptedMemory, issuer: TokenIssuer) -> Iterator[TestClient]:
 # Every route once, with a body that would be valid.
 ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("POST", "/api/memories", {"content": "x", "bindings": ["x"]}),
+    ("POST", "/api/memories/batch", {"memories": [{"content": "x", "bindings": ["x"]}]}),
     ("GET", "/api/memories", None),
     ("GET", "/api/memories/search?q=tea", None),
     ("GET", f"/api/memories/{MEMORY_ID}", None),
@@ -517,6 +518,7 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     }
     assert documented == {
         ("POST", "/api/memories"),
+        ("POST", "/api/memories/batch"),
         ("GET", "/api/memories"),
         ("GET", "/api/memories/search"),
         ("GET", "/api/memories/{memory_id}"),

@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from memoria_client.errors import UnreadableAnswer, error_for
 from memoria_client.models import (
     MESSAGES,
+    BatchCreated,
     ContentKind,
     CreatedMemory,
     CycleTrace,
@@ -100,7 +101,7 @@ def login(user_id: str) -> Call[Token]:
     return Call("POST", "/api/token", _model(Token), json={"user_id": user_id}, authenticated=False)
 
 
-def add_memory(
+def memory_body(
     content: Any,
     bindings: Sequence[str] | None,
     *,
@@ -108,8 +109,8 @@ def add_memory(
     content_kind: ContentKind | None,
     creation_datetime: datetime | None,
     imported: bool,
-    idempotency_key: str | None,
-) -> Call[CreatedMemory]:
+) -> dict[str, Any]:
+    """The body of a create (and, with its ``idempotency_key``, an item of a batch)."""
     if bindings is None:
         if not isinstance(content, str):
             raise ValueError("a JSON memory needs its bindings: the phrases it is found by")
@@ -128,12 +129,43 @@ def add_memory(
     body["content"] = content  # null is the gateway's to refuse, not ours to drop
     if imported:
         body["imported"] = True
+    return body
+
+
+def add_memory(
+    content: Any,
+    bindings: Sequence[str] | None,
+    *,
+    memory_type: MemoryType | None,
+    content_kind: ContentKind | None,
+    creation_datetime: datetime | None,
+    imported: bool,
+    idempotency_key: str | None,
+) -> Call[CreatedMemory]:
+    body = memory_body(
+        content,
+        bindings,
+        memory_type=memory_type,
+        content_kind=content_kind,
+        creation_datetime=creation_datetime,
+        imported=imported,
+    )
     # Always a key: a retry after a 503 (the memory service may have saved it before the
     # gateway stopped waiting) then finds the memory instead of making a second one.
     key = idempotency_key or f"client:{uuid.uuid4().hex}"
     return Call(
         "POST", MEMORIES, _model(CreatedMemory), json=body, headers={IDEMPOTENCY_HEADER: key}
     )
+
+
+def add_memories(items: Sequence[Mapping[str, Any]]) -> Call[BatchCreated]:
+    """``POST /api/memories/batch``. Safe to retry after a 503 only because every item
+    carries an ``idempotency_key``; one without gets a random key here for that reason."""
+    keyed = [
+        {**item, "idempotency_key": item.get("idempotency_key") or f"client:{uuid.uuid4().hex}"}
+        for item in items
+    ]
+    return Call("POST", f"{MEMORIES}/batch", _model(BatchCreated), json={"memories": keyed})
 
 
 def get_memory(memory_id: str) -> Call[Memory]:

@@ -37,7 +37,14 @@ from memoria_client.models import (
     Token,
 )
 from memoria_client.retry import RetryPolicy
-from memoria_client.transfer import ImportSummary, count_created, export_line, import_call
+from memoria_client.transfer import (
+    BATCH_TRIES,
+    RESEND_DELAY_S,
+    ImportSummary,
+    PendingImport,
+    export_line,
+    import_item,
+)
 
 T = TypeVar("T")
 
@@ -340,14 +347,26 @@ class Memoria:
         lines are counted and listed in ``failures``, the others still imported."""
         summary = ImportSummary()
         mine = {memory.memory_id for memory in self.list_memories(page_size=EXPORT_PAGE_SIZE)}
+        pending = PendingImport()
+
+        def send() -> None:
+            for attempt in range(1, BATCH_TRIES + 1):
+                try:
+                    answer = self.run(pending.call())
+                except APIError as exc:
+                    pending.fail(summary, _import_failure(exc))
+                    return
+                pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+                if not pending.items:
+                    return
+                time.sleep(RESEND_DELAY_S * attempt)
+
         for number, line in enumerate(lines, start=1):
-            call = import_call(number, line, mine, summary)
-            if call is None:
-                continue
-            try:
-                count_created(summary, self.run(call))
-            except APIError as exc:
-                summary.fail(number, _import_failure(exc))
+            item = import_item(number, line, mine, summary)
+            if item is not None and pending.add(number, item):
+                send()
+        if pending.items:
+            send()
         return summary
 
 
@@ -614,16 +633,28 @@ class AsyncMemoria:
     async def import_lines(self, lines: Iterable[str] | AsyncIterable[str]) -> ImportSummary:
         summary = ImportSummary()
         mine = {memory.memory_id async for memory in self.list_memories(page_size=EXPORT_PAGE_SIZE)}
+        pending = PendingImport()
+
+        async def send() -> None:
+            for attempt in range(1, BATCH_TRIES + 1):
+                try:
+                    answer = await self.run(pending.call())
+                except APIError as exc:
+                    pending.fail(summary, _import_failure(exc))
+                    return
+                pending.count(summary, answer, last_try=attempt == BATCH_TRIES)
+                if not pending.items:
+                    return
+                await asyncio.sleep(RESEND_DELAY_S * attempt)
+
         number = 0
         async for line in _aiter(lines):
             number += 1
-            call = import_call(number, line, mine, summary)
-            if call is None:
-                continue
-            try:
-                count_created(summary, await self.run(call))
-            except APIError as exc:
-                summary.fail(number, _import_failure(exc))
+            item = import_item(number, line, mine, summary)
+            if item is not None and pending.add(number, item):
+                await send()
+        if pending.items:
+            await send()
         return summary
 
 

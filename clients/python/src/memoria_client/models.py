@@ -45,6 +45,23 @@ class CreatedMemory(Memory):
     created: bool
 
 
+class BatchResult(_Model):
+    """One memory of ``POST /api/memories/batch``: what a single create would have answered
+    (201 created, 200 already there, else refused with ``detail``)."""
+
+    status: int
+    memory: CreatedMemory | None = None
+    detail: Any = None
+
+
+class BatchCreated(_Model):
+    results: list[BatchResult]
+    """One per memory sent, in order."""
+    created: int
+    present: int
+    failed: int
+
+
 class MemoryPage(_Model):
     memories: list[Memory]
     next_cursor: str | None = None

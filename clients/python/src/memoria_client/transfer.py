@@ -1,9 +1,11 @@
 """Export and import as JSON Lines, the format of ``memoria export`` and ``memoria import``:
 one memory a line. Files written by either tool are read by the other.
 
-Import is safe to repeat: each line is created with ``Idempotency-Key: import:<memory_id>``
-(without an id: ``import:<sha256 of the line's JSON, keys sorted>``), the keys the CLI uses,
-so a file imported again (by either tool) creates nothing twice.
+Import is safe to repeat: each line is created with the idempotency key
+``import:<memory_id>`` (without an id: ``import:<sha256 of the line's JSON, keys sorted>``),
+the keys the CLI uses, so a file imported again (by either tool) creates nothing twice.
+Lines go :data:`IMPORT_BATCH` at a time through ``POST /api/memories/batch``, whose bindings
+the memory service embeds together.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pydantic import (
 
 from memoria_client import calls
 from memoria_client.calls import Call
-from memoria_client.models import ContentKind, CreatedMemory, Memory, MemoryType
+from memoria_client.errors import describe
+from memoria_client.models import BatchCreated, ContentKind, Memory, MemoryType
 
 EXPORT_FIELDS: Final = (
     "memory_id",
@@ -42,6 +45,12 @@ EXPORT_FIELDS: Final = (
 IMPORT_KEY_PREFIX: Final = "import:"
 MAX_BINDINGS: Final = 16
 MAX_BINDING_CHARS: Final = 300
+IMPORT_BATCH: Final = 200
+"""Lines per ``POST /api/memories/batch`` (the gateway takes up to 256)."""
+BATCH_TRIES: Final = 3
+"""Sends of a batch's items the memory service could not take in time (503): safe, as each
+carries its key; the wait grows by RESEND_DELAY_S each time."""
+RESEND_DELAY_S: Final = 1.0
 
 
 def export_line(memory: Memory) -> str:
@@ -128,11 +137,11 @@ class ImportSummary:
         return f"created {self.created}, already present {self.present}, failed {self.failed}"
 
 
-def import_call(
+def import_item(
     number: int, line: str, mine: set[str], summary: ImportSummary
-) -> Call[CreatedMemory] | None:
-    """The create for line ``number``, or None when the line is settled without one (blank,
-    unreadable: counted failed; one of the user's own memories already: present)."""
+) -> dict[str, Any] | None:
+    """The batch item for line ``number``, or None when the line is settled without one
+    (blank; unreadable: counted failed; one of the user's own memories already: present)."""
     if not line.strip():
         return None  # blank lines carry nothing but still count for the numbering
     try:
@@ -146,19 +155,77 @@ def import_call(
         # last_accessed).
         summary.present += 1
         return None
-    return calls.add_memory(
+    body = calls.memory_body(
         record.content,
         record.bindings,
         memory_type=record.memory_type,
         content_kind=record.content_kind,
         creation_datetime=record.creation_datetime,
         imported=True,
-        idempotency_key=key,
     )
+    return {**body, "idempotency_key": key}
 
 
-def count_created(summary: ImportSummary, memory: CreatedMemory) -> None:
-    if memory.created:
-        summary.created += 1
-    else:
-        summary.present += 1
+@dataclass
+class PendingImport:
+    """Lines read but not sent yet, by line number."""
+
+    lines: list[int] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, number: int, item: dict[str, Any]) -> bool:
+        """Keep the item; whether a batch is full now."""
+        self.lines.append(number)
+        self.items.append(item)
+        return len(self.items) >= IMPORT_BATCH
+
+    def call(self) -> Call[BatchCreated]:
+        return calls.add_memories(self.items)
+
+    def count(self, summary: ImportSummary, answer: BatchCreated, *, last_try: bool) -> None:
+        """Count each line by its own result; a batch answered short fails its rest. Lines
+        refused as unavailable stay pending to be sent again, unless this was the last try."""
+        lines, items = [], []
+        for number, item, result in zip(self.lines, self.items, answer.results, strict=False):
+            if result.status == CREATED:
+                summary.created += 1
+            elif result.status == PRESENT:
+                summary.present += 1
+            elif result.status == UNAVAILABLE and not last_try:
+                lines.append(number)
+                items.append(item)
+            else:
+                reason = describe(_within_item(result.detail))
+                summary.fail(number, f"refused ({result.status}): {reason}")
+        for number in self.lines[len(answer.results) :]:
+            summary.fail(number, "the gateway's answer left this line out")
+        self.lines, self.items = lines, items
+
+    def fail(self, summary: ImportSummary, reason: str) -> None:
+        for number in self.lines:
+            summary.fail(number, reason)
+        self.clear()
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.items.clear()
+
+
+def _within_item(detail: Any) -> Any:
+    """A batch item's field errors located as a single create's (``body.<field>``): the
+    line number already says which item."""
+    if not isinstance(detail, list):
+        return detail
+    located = []
+    for error in detail:
+        loc = error.get("loc") if isinstance(error, dict) else None
+        if isinstance(loc, list) and loc[:2] == ["body", "memories"]:
+            located.append({**error, "loc": ["body", *loc[3:]]})
+        else:
+            located.append(error)
+    return located
+
+
+CREATED: Final = 201
+PRESENT: Final = 200
+UNAVAILABLE: Final = 503

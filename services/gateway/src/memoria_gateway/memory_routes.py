@@ -7,12 +7,14 @@ its default thread (``NO_THREAD``), and writes are recorded with the source ``ap
 
 # No `from __future__ import annotations`: FastAPI reads the routes' annotations when they
 # are declared, and the user dependency they name is local to memory_router.
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response, status
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
@@ -42,8 +44,13 @@ from memoria_contracts.memory import (
 from memoria_gateway.bearer import bearer_user
 from memoria_gateway.memory_schemas import (
     IDEMPOTENCY_PREFIX,
+    MAX_BATCH_MEMORIES,
     ClientIdempotencyKey,
     ErrorBody,
+    MemoryBatchCreate,
+    MemoryBatchCreated,
+    MemoryBatchItem,
+    MemoryBatchResult,
     MemoryChanged,
     MemoryChanges,
     MemoryCreate,
@@ -52,6 +59,7 @@ from memoria_gateway.memory_schemas import (
     MemoryPatch,
     MemoryRemoved,
     MemorySearchResult,
+    RefusedItem,
 )
 from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.rpc import RpcError
@@ -64,6 +72,11 @@ NOT_FOUND: Final = "memory not found"
 NOT_ANSWERING: Final = "the memory service is not answering"
 UNAVAILABLE: Final = "the memory service is unavailable"
 BAD_REPLY: Final = "the memory service gave an unexpected answer"
+
+BATCH_SAVES_IN_FLIGHT: Final = 16
+"""Saves of batches sent at once, whatever the number of batches being served: as many as
+the memory service handles at once, so that its embedder gets them together, and no save
+waits in the stream for a free handler while its timeout runs."""
 
 _MEMORY_IDS: Final = TypeAdapter(MemoryId)
 
@@ -186,10 +199,62 @@ def checked_id(memory_id: str) -> str:
         raise not_found() from exc
 
 
+def save_request(body: MemoryCreate, idempotency_key: str | None, location: str) -> MemorySave:
+    """The save a create body asks for; without a key, a random one (every call creates)."""
+    key = IDEMPOTENCY_PREFIX + (idempotency_key or uuid.uuid4().hex)
+    kind = body.content_kind or ("text" if isinstance(body.content, str) else "json")
+    return contract(
+        lambda: MemorySave(
+            idempotency_key=key,
+            memory_type=body.memory_type,
+            content_kind=kind,
+            content=body.content,
+            bindings=body.bindings,
+            source="import" if body.imported else SOURCE,
+            creation_datetime=body.creation_datetime,
+        ),
+        location,
+    )
+
+
+def created(saved: MemorySaved) -> MemoryCreated:
+    return MemoryCreated.model_validate({**saved.memory.model_dump(), "created": saved.created})
+
+
+async def batch_result(
+    memory: MemoryBackend, user_id: str, index: int, item: MemoryBatchItem | RefusedItem
+) -> MemoryBatchResult:
+    """One item's save, or its refusal as the single create route would have answered it
+    (a 422's fields located under ``body.memories.<index>``)."""
+    try:
+        if isinstance(item, RefusedItem):
+            raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in item.errors])
+        request = save_request(item, item.idempotency_key, "body")
+        saved = await answer(memory.save(user_id, request))
+    except RequestValidationError as exc:
+        errors = [
+            {**error, "loc": ("body", "memories", index, *_within_body(error.get("loc", ())))}
+            for error in exc.errors()
+        ]
+        return MemoryBatchResult(
+            status=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=jsonable_encoder(errors)
+        )
+    except HTTPException as exc:
+        return MemoryBatchResult(status=exc.status_code, detail=exc.detail)
+    code = status.HTTP_201_CREATED if saved.created else status.HTTP_200_OK
+    return MemoryBatchResult(status=code, memory=created(saved))
+
+
+def _within_body(loc: Any) -> tuple[Any, ...]:
+    parts = tuple(loc)
+    return parts[1:] if parts[:1] == ("body",) else parts
+
+
 def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> APIRouter:
     """The routes; ``tokens`` is called per request because the issuer exists only once the
     gateway has started."""
     router = APIRouter(prefix="/api/memories", tags=["memories"], responses=COMMON_ERRORS)
+    batch_slots = asyncio.Semaphore(BATCH_SAVES_IN_FLIGHT)
     User = Annotated[str, Depends(bearer_user(tokens))]
     MemoryPath = Annotated[str, Path(description="The memory's id (mem_…).")]
 
@@ -221,24 +286,36 @@ def memory_router(memory: MemoryBackend, tokens: Callable[[], TokenIssuer]) -> A
         """Save a memory for the token's user. Its bindings are embedded so that semantic
         search finds it. With an `Idempotency-Key`, a retry (or a second import of the same
         file) answers 200 with the memory the key created, unchanged, instead of a copy."""
-        key = IDEMPOTENCY_PREFIX + (idempotency_key or uuid.uuid4().hex)
-        kind = body.content_kind or ("text" if isinstance(body.content, str) else "json")
-        request = contract(
-            lambda: MemorySave(
-                idempotency_key=key,
-                memory_type=body.memory_type,
-                content_kind=kind,
-                content=body.content,
-                bindings=body.bindings,
-                source="import" if body.imported else SOURCE,
-                creation_datetime=body.creation_datetime,
-            ),
-            "body",
-        )
-        saved = await answer(memory.save(user_id, request))
+        saved = await answer(memory.save(user_id, save_request(body, idempotency_key, "body")))
         if not saved.created:
             response.status_code = status.HTTP_200_OK
-        return MemoryCreated.model_validate({**saved.memory.model_dump(), "created": saved.created})
+        return created(saved)
+
+    @router.post(
+        "/batch",
+        summary="Create many memories",
+        description=f"Save up to {MAX_BATCH_MEMORIES} memories at once, each as `POST "
+        "/api/memories` would (an item is that route's body plus its `idempotency_key`). The "
+        "answer is 200 with one result per item, in order: its status and memory, or why it "
+        "was refused. A refused item (invalid, or the memory service unavailable) loses "
+        "nothing of the others; send it again with the same `idempotency_key` and nothing is "
+        "created twice. Their bindings are embedded together, many times faster than one "
+        "create at a time.",
+    )
+    async def create_memories(body: MemoryBatchCreate, user_id: User) -> MemoryBatchCreated:
+        async def one(index: int, item: MemoryBatchItem | RefusedItem) -> MemoryBatchResult:
+            async with batch_slots:
+                return await batch_result(memory, user_id, index, item)
+
+        entries: list[MemoryBatchItem | RefusedItem] = list(body.memories)
+        results = await asyncio.gather(*(one(i, item) for i, item in enumerate(entries)))
+        done = [result.status for result in results]
+        return MemoryBatchCreated(
+            results=results,
+            created=done.count(status.HTTP_201_CREATED),
+            present=done.count(status.HTTP_200_OK),
+            failed=len(done) - done.count(status.HTTP_201_CREATED) - done.count(status.HTTP_200_OK),
+        )
 
     @router.get("", summary="List memories")
     async def list_memories(

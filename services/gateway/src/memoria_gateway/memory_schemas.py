@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 
 from memoria_contracts.memory import (
     DEFAULT_MEMORY_TYPE,
@@ -121,3 +130,71 @@ class ErrorBody(BaseModel):
     """What every refusal but a 422 carries (422 has FastAPI's list of field errors)."""
 
     detail: str
+
+
+MAX_BATCH_MEMORIES: Final = 256
+"""Memories in one ``POST /api/memories/batch``: a few seconds of embedding, well within a
+client's timeout, and a body of a few MB at most."""
+
+
+class MemoryBatchItem(MemoryCreate):
+    """One memory of a batch: the body of ``POST /api/memories`` plus its idempotency key."""
+
+    idempotency_key: ClientIdempotencyKey | None = Field(
+        default=None,
+        description="As the Idempotency-Key header of POST /api/memories (the same key, in a "
+        "batch or alone, never creates twice). Unset: a random key (every call creates).",
+    )
+
+
+class RefusedItem(BaseModel):
+    """An item of a batch that is not a memory; only its own result says so."""
+
+    errors: list[dict[str, Any]]
+
+
+def _item_or_refusal(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # One malformed item must not turn the whole batch into a 422: the others are saved.
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        return RefusedItem(
+            errors=exc.errors(include_url=False, include_context=False, include_input=False)
+        )
+
+
+BatchEntry = Annotated[MemoryBatchItem, WrapValidator(_item_or_refusal)]
+"""A :class:`MemoryBatchItem` in the schema; a :class:`RefusedItem` when it is not one."""
+
+
+class MemoryBatchCreate(_Body):
+    """Up to ``MAX_BATCH_MEMORIES`` new memories, saved as one ``POST /api/memories`` each."""
+
+    memories: list[BatchEntry] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_MEMORIES,
+        description=f"1 to {MAX_BATCH_MEMORIES} memories; each is saved or refused on its own.",
+    )
+
+
+class MemoryBatchResult(BaseModel):
+    """What ``POST /api/memories`` would have answered for this item."""
+
+    status: int = Field(
+        description="201 created, 200 already created by this idempotency_key, 422 not a "
+        "valid memory, 503 the memory service is unavailable (retry it with its key), 502 an "
+        "unexpected answer."
+    )
+    memory: MemoryCreated | None = Field(default=None, description="With 200 and 201.")
+    detail: Any = Field(
+        default=None,
+        description="Otherwise: why, as that route's error body says it (422: a list of "
+        "field errors, located under body.memories.<index>).",
+    )
+
+
+class MemoryBatchCreated(BaseModel):
+    results: list[MemoryBatchResult] = Field(description="One per memory sent, in its order.")
+    created: int = Field(description="Results with status 201.")
+    present: int = Field(description="Results with status 200.")
+    failed: int = Field(description="The other results.")

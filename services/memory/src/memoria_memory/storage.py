@@ -12,6 +12,7 @@ from memoria_memory.cycle_summaries import COLLECTION as CYCLE_SUMMARY_COLLECTIO
 from memoria_memory.cycle_summaries import CycleSummaries
 from memoria_memory.docstore import DocumentStore, open_document_store
 from memoria_memory.embedding import Embedder
+from memoria_memory.embedding.batching import CoalescingEmbedder
 from memoria_memory.embedding.factory import create_embedder
 from memoria_memory.faults import Faults
 from memoria_memory.history import COLLECTION as HISTORY_COLLECTION
@@ -70,7 +71,8 @@ class MemoryStorage:
         memories = MemoryRepository(documents)
         await memories.setup()
         # The embedder makes an LLM client only when it embeds through the LLM provider.
-        embedder = create_embedder(settings)
+        # Concurrent saves and searches share engine calls (batches are much faster per text).
+        embedder = CoalescingEmbedder(create_embedder(settings))
         broker = redis_clients.connect(settings)
         vectors = await open_vector_store(settings, embedder.id, embedder.dim, broker)
         writer = MemoryWriter(memories, vectors, embedder, Faults(settings.fault_injection))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memoria_contracts.memory import (
@@ -36,6 +36,7 @@ from memoria_memory.memories.documents import MemoryDocument, PendingWrite
 from memoria_memory.memories.ids import content_key_for, memory_id_for, row_id_for, row_ids_for
 from memoria_memory.memories.lexical_index import row_text, text_rows
 from memoria_memory.memories.repository import MemoryRepository
+from memoria_memory.memories.row_writes import RowWrites
 from memoria_memory.vectors import VectorRow, VectorStore
 
 log = logging.getLogger("memoria.memory.writes")
@@ -73,6 +74,11 @@ class MemoryWriter:
     vectors: VectorStore
     embedder: Embedder
     faults: Faults
+    row_writes: RowWrites = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Concurrent saves of one user (a bulk import) share their vector writes.
+        self.row_writes = RowWrites(self.vectors)
 
     # -- save -------------------------------------------------------------------------------
 
@@ -296,7 +302,7 @@ class MemoryWriter:
             )
             for binding, vector in zip(document.bindings, vectors, strict=True)
         ]
-        await self.vectors.upsert(document.user_id, rows)
+        await self.row_writes.upsert(document.user_id, rows)
         self.faults.point("save.after_vectors" if pending.op == "save" else "update.after_vectors")
         if pending.stale:
             await self.vectors.delete(document.user_id, pending.stale)
