@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from memoria_memory.embedding.port import Calibration, Embedder, EmbeddingError
+from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.memory.embedding")
 
@@ -88,9 +89,7 @@ class CoalescingEmbedder(Embedder):
     async def aclose(self) -> None:
         self._closed = True
         if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+            await stop_task(self._worker)
         self._fail_queued(EmbeddingError("the embedder is closed"))
         await self._inner.aclose()
 
