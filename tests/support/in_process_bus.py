@@ -87,8 +87,10 @@ def scripted_engine(
 ) -> CycleEngine:
     """Decision on ``redis`` whose scripted model follows ``rules`` (default: always
     Finalize), asking ``memory`` (default: threads without history)."""
+    chosen = settings if settings is not None else Settings(_env_file=None)
     return CycleEngine(
-        settings=settings if settings is not None else Settings(_env_file=None),
+        settings=chosen,
+        llm_prices=chosen.llm_prices,
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from memoria_runtime.bus import MemoriaBroker
 from memoria_runtime.bus.asyncapi import asyncapi_document
-from memoria_runtime.settings import Settings, env_names
+from memoria_runtime.settings import COMPONENTS, Settings, env_names
 
 VERSION = "0.1.0"
 DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
@@ -77,12 +77,27 @@ def _default(field: FieldInfo) -> str:
     return str(value)
 
 
+def _fields_in_component_order() -> list[str]:
+    """Each component's own fields in the order it declares them; the composed classes'
+    inheritance order would shuffle the table whenever a service's class changes."""
+    names = [
+        name
+        for component in COMPONENTS
+        for name in vars(component).get("__annotations__", {})
+        if name in component.model_fields
+    ]
+    if sorted(names) != sorted(Settings.model_fields):
+        raise AssertionError("COMPONENTS must list every settings component once")
+    return names
+
+
 def settings_table() -> str:
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     read_as: dict[str, list[str]] = {}
     for env_name, field_name in env_names().items():
         read_as.setdefault(field_name, []).append(env_name)
-    for name, field in Settings.model_fields.items():
+    for name in _fields_in_component_order():
+        field = Settings.model_fields[name]
         env = " / ".join(f"`{n}`" for n in read_as[name])
         description = (field.description or "").replace("|", "\\|")
         rows.append(f"| {env} | `{_default(field)}` | {description} |")

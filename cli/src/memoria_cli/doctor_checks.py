@@ -39,7 +39,7 @@ from memoria_offline import LABEL as OFFLINE_LABEL
 from memoria_runtime import keys
 from memoria_runtime.catalog import WorkerAdvert
 from memoria_runtime.presence import Presence
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import LlmSettings, Settings
 
 if TYPE_CHECKING:
     from memoria_memory.embedding.port import Embedder
@@ -154,7 +154,7 @@ def heavy_imports(ctx: Context) -> list[str]:
     return modules
 
 
-def configured_models(settings: Settings, provider: str) -> dict[str, str | None]:
+def configured_models(settings: LlmSettings, provider: str) -> dict[str, str | None]:
     """The model of each text mode (None: not set), as the provider's ``label`` names it."""
     if provider == "gemini":
         names = (settings.model_reasoning_heavy, settings.model_reasoning, settings.model_chat)
@@ -490,7 +490,7 @@ async def _check_gemini(ctx: Context) -> Check:
     return ok(LLM, f"the key works: {', '.join(models)} answered (1 token, a fraction of a cent)")
 
 
-def _gemini_failure(settings: Settings, model: str, exc: BaseException) -> Check:
+def _gemini_failure(settings: LlmSettings, model: str, exc: BaseException) -> Check:
     from google.genai import errors
 
     if not isinstance(exc, errors.APIError):
@@ -536,7 +536,7 @@ async def _check_openai(ctx: Context) -> Check:
     return _openai_models_check(settings, shown, served)
 
 
-def _openai_models_check(settings: Settings, shown: str, served: set[str]) -> Check:
+def _openai_models_check(settings: LlmSettings, shown: str, served: set[str]) -> Check:
     """Every configured model must be set; one the server does not list is only a warning,
     since a server of one model (llama.cpp) lists its file name and answers to any name."""
     wanted = configured_models(settings, "openai")

@@ -21,7 +21,7 @@ from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import metrics
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 
 from .harness import (
     CYCLE_ID,
@@ -72,6 +72,8 @@ SCRIPT = Script(
 def runner(redis: Redis, publisher: RecordingPublisher) -> StepRunner:
     return StepRunner(
         settings=Settings(_env_file=None),
+        worker="worker-under-test",
+        llm_prices=DEFAULT_LLM_PRICES,
         redis=redis,
         publisher=publisher,
         llm=ScriptedModel(SCRIPT),

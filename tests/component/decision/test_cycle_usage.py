@@ -82,7 +82,7 @@ async def test_the_cycle_end_carries_decisions_and_steps_usage(redis: Redis) -> 
         request.cycle_id,
         [Usage(WORKER_MODEL, 2000, 400)],
         service="action-worker",
-        prices=engine.settings.llm_prices,
+        prices=engine.llm_prices,
     )
     outcome = ActionOutcome(status="ok", ends_cycle=True, summary="answered the user")
     completed = follow(

@@ -1,27 +1,43 @@
 """Settings come in components (bus, auth, gateway, storage, LLM, memories, cycle,
 telemetry): each reads its own variables from the environment, under the same names as the
-whole, and every setting belongs to exactly one component."""
+whole, and every setting belongs to exactly one component. Each service process reads only
+the components it uses."""
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+
+import memoria_action_worker.__main__ as action_worker_main
+import memoria_decision.__main__ as decision_main
+import memoria_memory.__main__ as memory_main
+from memoria_runtime import service
+from memoria_runtime.lifecycle import Lifecycle
+from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import (
+    COMPONENTS,
+    ActionWorkerSettings,
     AuthSettings,
     BusSettings,
     CycleSettings,
     DataSettings,
+    DecisionSettings,
     GatewayProcessSettings,
     GatewaySettings,
     LlmSettings,
+    MemoryServiceSettings,
     MemorySettings,
+    ServiceProcessSettings,
     Settings,
     StorageSettings,
     TelemetrySettings,
     env_names,
 )
 
-COMPONENTS = [
+COMPONENTS_UNDER_TEST = [
     BusSettings,
     AuthSettings,
     GatewaySettings,
@@ -40,7 +56,7 @@ def _own_fields(component: type[object]) -> set[str]:
 
 def test_every_setting_belongs_to_exactly_one_component() -> None:
     owners: dict[str, list[str]] = {}
-    for component in [DataSettings, *COMPONENTS]:
+    for component in [DataSettings, *COMPONENTS_UNDER_TEST]:
         for name in _own_fields(component):
             owners.setdefault(name, []).append(component.__name__)
     assert set(owners) == set(Settings.model_fields)
@@ -67,10 +83,88 @@ def test_each_component_reads_its_variables_under_the_names_of_the_whole(
     assert (whole.effective_redis_url, whole.gateway_port) == (bus.effective_redis_url, 8123)
 
 
+def test_the_documented_order_lists_every_component_once() -> None:
+    assert sorted(c.__name__ for c in COMPONENTS) == sorted(
+        c.__name__ for c in [DataSettings, *COMPONENTS_UNDER_TEST]
+    )
+
+
 def test_the_gateway_process_reads_no_llm_key_nor_storage_address() -> None:
     fields = set(GatewayProcessSettings.model_fields)
     assert not fields & (_own_fields(LlmSettings) | _own_fields(StorageSettings))
     assert {"auth_secret", "bus_secret", "gateway_port", "default_persona"} <= fields
+
+
+def _reads(process: type[object], component: type[object]) -> bool:
+    return _own_fields(component) <= set(getattr(process, "model_fields", {}))
+
+
+@pytest.mark.parametrize(
+    ("process", "components"),
+    [
+        (DecisionSettings, {BusSettings, CycleSettings, MemorySettings, LlmSettings}),
+        (ActionWorkerSettings, {BusSettings, CycleSettings, MemorySettings, LlmSettings}),
+        (
+            MemoryServiceSettings,
+            {BusSettings, CycleSettings, MemorySettings, LlmSettings, StorageSettings},
+        ),
+    ],
+)
+def test_each_service_process_reads_only_the_components_it_uses(
+    process: type[ServiceProcessSettings], components: set[type[object]]
+) -> None:
+    read = {component for component in COMPONENTS_UNDER_TEST if _reads(process, component)}
+    assert read == components | {TelemetrySettings}
+    # Nothing half-read either: a field of a component left out is not there.
+    left_out = set(COMPONENTS_UNDER_TEST) - read
+    assert not set(process.model_fields) & set().union(*(_own_fields(c) for c in left_out))
+
+
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        (decision_main, DecisionSettings),
+        (action_worker_main, ActionWorkerSettings),
+        (memory_main, MemoryServiceSettings),
+    ],
+)
+def test_each_service_runs_with_its_own_settings(
+    monkeypatch: pytest.MonkeyPatch, main: Any, expected: type[ServiceProcessSettings]
+) -> None:
+    started: list[type[object]] = []
+
+    def run_service(name: str, settings_class: type[object], build: Callable[..., Any]) -> None:
+        started.append(settings_class)
+
+    monkeypatch.setattr(main, "run_service", run_service)
+    main.main()
+    assert started == [expected]
+
+
+def test_a_service_is_not_stopped_by_another_components_bad_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gateway's port and the token secret's lifetime are no business of decision."""
+    monkeypatch.setenv("MEMORIA_GATEWAY_PORT", "not-a-port")
+    monkeypatch.setenv("MEMORIA_TOKEN_TTL_SECONDS", "a week")
+    monkeypatch.setenv("MEMORIA_AUTH_SECRET", "the-token-secret")
+    monkeypatch.setenv("MEMORIA_CONSUMER_NAME", "decision-under-test")
+    # The process-wide logging and tracer provider are not this test's to replace.
+    monkeypatch.setattr(service, "configure_logging", lambda level: None)
+    monkeypatch.setattr(service, "setup_tracing", lambda name, settings: TracerProvider())
+    built: list[DecisionSettings] = []
+
+    def build(settings: DecisionSettings, provider: object) -> Lifecycle:
+        built.append(settings)
+        raise PersonaConfigError("stopped before serving")
+
+    with pytest.raises(SystemExit, match="stopped before serving"):
+        service.run_service("decision", DecisionSettings, build)
+    (settings,) = built
+    assert settings.consumer == "decision-under-test"
+    assert not hasattr(settings, "auth_secret")  # the token secret never reached it
+    with pytest.raises(ValueError, match="gateway_port"):
+        Settings()
 
 
 # Every variable Memoria reads: a public interface (deployments set them), so the split into

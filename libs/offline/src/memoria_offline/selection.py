@@ -8,8 +8,8 @@ from memoria_llm.config import LLMConfig
 from memoria_llm.factory import create_language_model
 from memoria_llm.port import LanguageModel
 from memoria_offline.model import OfflineModel
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import LlmSettings
 
 
-def language_model(settings: Settings) -> LanguageModel:
+def language_model(settings: LlmSettings) -> LanguageModel:
     return create_language_model(LLMConfig.of(settings)) or OfflineModel()

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -23,10 +24,10 @@ from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.refresh import keep_refreshed
-from memoria_runtime.settings import BusSettings, Settings
+from memoria_runtime.settings import BusSettings, ServiceProcessSettings
 from memoria_runtime.telemetry import setup_tracing
 
-ServiceFactory = Callable[[Settings, TracerProvider], Lifecycle]
+ProcessSettings = TypeVar("ProcessSettings", bound=ServiceProcessSettings)
 
 
 def _health_steps(lifecycle: Lifecycle, settings: BusSettings, health: Health) -> None:
@@ -138,9 +139,15 @@ async def serve_until_stopped(lifecycle: Lifecycle) -> None:
             loop.remove_signal_handler(sig)
 
 
-def run_service(name: str, build: ServiceFactory) -> None:
-    """Run until SIGINT/SIGTERM."""
-    settings = Settings()
+def run_service(
+    name: str,
+    settings_class: type[ProcessSettings],
+    build: Callable[[ProcessSettings, TracerProvider], Lifecycle],
+) -> None:
+    """Run until SIGINT/SIGTERM, reading from the environment only ``settings_class``: the
+    settings the service uses, so no other component's secret reaches the process and no
+    other component's malformed variable stops it."""
+    settings = settings_class()
     configure_logging(settings.log_level)
     provider = setup_tracing(name, settings)
     logging.getLogger(f"memoria.{name}").info(

@@ -558,11 +558,8 @@ class TelemetrySettings(_Env):
     )
 
 
-class GatewayProcessSettings(
-    TelemetrySettings, CycleSettings, GatewaySettings, AuthSettings, BusSettings
-):
-    """What the gateway process reads: no LLM key and no storage address reach it (it talks
-    to the other services through the bus only)."""
+class ServiceProcessSettings(TelemetrySettings, BusSettings):
+    """What every service process reads to run (service.py): the bus and telemetry."""
 
 
 class SessionSettings(CycleSettings, MemorySettings):
@@ -570,8 +567,45 @@ class SessionSettings(CycleSettings, MemorySettings):
     may switch to."""
 
 
-class Settings(GatewayProcessSettings, SessionSettings, LlmSettings, StorageSettings):
-    """Every component's settings: what the other service processes and the CLI read."""
+class GatewayProcessSettings(CycleSettings, GatewaySettings, AuthSettings, ServiceProcessSettings):
+    """What the gateway process reads: no LLM key and no storage address reach it (it talks
+    to the other services through the bus only)."""
+
+
+class DecisionSettings(SessionSettings, LlmSettings, ServiceProcessSettings):
+    """What the decision process reads: the cycle, the session defaults and the LLM; no
+    token secret and no storage address reach it."""
+
+
+class ActionWorkerSettings(SessionSettings, LlmSettings, ServiceProcessSettings):
+    """What an action worker process reads: the session defaults its steps fall back on and
+    the LLM; no token secret and no storage address reach it."""
+
+
+class MemoryServiceSettings(SessionSettings, LlmSettings, StorageSettings, ServiceProcessSettings):
+    """What the memory service process reads: storage, embedding (the LLM's, when it embeds
+    with it) and the session defaults; no token secret and nothing of the gateway's."""
+
+
+class Settings(
+    GatewayProcessSettings, DecisionSettings, ActionWorkerSettings, MemoryServiceSettings
+):
+    """Every component's settings: what the CLI reads (`memoria run` and `memoria doctor`
+    see the whole deployment)."""
+
+
+# The order of docs/configuration.md's table.
+COMPONENTS: tuple[type[_Env], ...] = (
+    DataSettings,
+    StorageSettings,
+    LlmSettings,
+    MemorySettings,
+    BusSettings,
+    AuthSettings,
+    GatewaySettings,
+    CycleSettings,
+    TelemetrySettings,
+)
 
 
 def env_names() -> dict[str, str]:

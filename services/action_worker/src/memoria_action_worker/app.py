@@ -19,13 +19,13 @@ from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.refresh import keep_refreshed
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import ActionWorkerSettings, BusSettings
 
 log = logging.getLogger("memoria.action_worker")
 
 
 def build_broker(
-    settings: Settings, provider: TracerProvider | None = None
+    settings: ActionWorkerSettings, provider: TracerProvider | None = None
 ) -> tuple[MemoriaBroker, StepRunner]:
     load_personas(settings)  # the default persona of requests without one; checked here
     strategy_files()  # a broken persona strategy file stops the worker here, saying why
@@ -35,6 +35,8 @@ def build_broker(
     publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")
     runner = StepRunner(
         settings=settings,
+        worker=settings.consumer,
+        llm_prices=settings.llm_prices,
         redis=redis_clients.connect(settings),
         publisher=publisher,
         llm=language_model(settings),
@@ -54,7 +56,7 @@ def build_broker(
     return broker, runner
 
 
-async def _advertise_forever(runner: StepRunner, settings: Settings) -> None:
+async def _advertise_forever(runner: StepRunner, settings: BusSettings) -> None:
     specs = [registered.spec for registered in runner.actions.values()]
     await keep_refreshed(
         lambda: catalog.advertise(
@@ -65,7 +67,7 @@ async def _advertise_forever(runner: StepRunner, settings: Settings) -> None:
     )
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
+def build_app(settings: ActionWorkerSettings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, runner = build_broker(settings, provider)
     lifecycle = Lifecycle()
 

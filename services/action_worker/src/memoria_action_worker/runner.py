@@ -27,7 +27,7 @@ from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.action_worker")
 
@@ -41,7 +41,11 @@ class CycleEnded(Exception):
 
 @dataclass
 class StepRunner:
-    settings: Settings
+    settings: SessionSettings
+    """What steps fall back on when a request carries no session config or persona."""
+    worker: str
+    """This replica's consumer name: who holds a step's lease."""
+    llm_prices: dict[str, tuple[float, float]]
     redis: Any
     publisher: EventPublisher
     llm: LanguageModel
@@ -70,7 +74,7 @@ class StepRunner:
         # with the step's completion, in its round trip.
         chat = ChatSink(self.publisher, event, request.step)
         async with accounting.charged_on_failure(
-            self.redis, event.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+            self.redis, event.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
         ) as used:
             outcome = await self._run(event, request, chat, plan)
         completed = follow(
@@ -79,10 +83,10 @@ class StepRunner:
                 step=request.step,
                 action=request.action,
                 outcome=outcome,
-                worker=self.settings.consumer,
+                worker=self.worker,
             ),
         )
-        totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.settings.llm_prices)
+        totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.llm_prices)
         async with self.redis.pipeline(transaction=False) as pipe:
             # The step's closing message first: decision reads the thread after the outcome.
             for message in chat.take_closing():

@@ -21,7 +21,7 @@ from memoria_runtime.gate import ThreadGate
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DecisionSettings
 
 log = logging.getLogger("memoria.decision")
 
@@ -34,7 +34,7 @@ DECISION_SLOTS = 64
 
 
 def build_broker(
-    settings: Settings, provider: TracerProvider | None = None
+    settings: DecisionSettings, provider: TracerProvider | None = None
 ) -> tuple[MemoriaBroker, CycleEngine]:
     load_personas(settings)  # a bad personas file stops the service here, saying why
     strategy_files()  # so would a broken persona strategy file
@@ -46,6 +46,7 @@ def build_broker(
     publisher.declare(Stream.CHAT_IN, "The next queued message of a thread (from release).")
     engine = CycleEngine(
         settings=settings,
+        llm_prices=settings.llm_prices,
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(
@@ -87,7 +88,7 @@ async def _sweep_forever(engine: CycleEngine) -> None:
         await asyncio.sleep(SWEEP_INTERVAL_S)
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
+def build_app(settings: DecisionSettings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, engine = build_broker(settings, provider)
     lifecycle = Lifecycle()
 

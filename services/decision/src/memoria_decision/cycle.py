@@ -110,7 +110,7 @@ from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.rpc import RpcError
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 from memoria_runtime.telemetry import attached_trace, current_trace_carrier
 
 log = logging.getLogger("memoria.decision")
@@ -159,7 +159,8 @@ def _slot(pipe: Any) -> int:
 
 @dataclass
 class CycleEngine:
-    settings: Settings
+    settings: SessionSettings
+    llm_prices: dict[str, tuple[float, float]]
     redis: Any
     publisher: EventPublisher
     gate: ThreadGate
@@ -542,14 +543,12 @@ class CycleEngine:
         at once (they were spent); one made again after a crash counts again (so were those)."""
         async with (
             accounting.charged_on_failure(
-                self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.settings.llm_prices
+                self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
             ) as used,
             asyncio.timeout(self.settings.step_timeout_seconds),
         ):
             action = await choose_action(self.llm, state, catalog, self.settings.decision_retries)
-        return action, accounting.count_usage(
-            used, service=SERVICE_NAME, prices=self.settings.llm_prices
-        )
+        return action, accounting.count_usage(used, service=SERVICE_NAME, prices=self.llm_prices)
 
     # -- usage ------------------------------------------------------------------------------
 
@@ -559,7 +558,7 @@ class CycleEngine:
         step spends after its cycle ended (a timeout) reach the metrics but not this sum."""
         if used is None:
             used = await accounting.read_cycle(self.redis, state.cycle_id)
-        return accounting.priced(used, self.settings.llm_prices) if used else None
+        return accounting.priced(used, self.llm_prices) if used else None
 
     # -- output -----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from memoria_decision import commands
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.decision.session")
 
@@ -35,7 +35,7 @@ from the ids (MemorySearch's "already retrieved", the offline planner) counts th
 
 
 async def read_session(
-    memory: MemoryClient, settings: Settings, user_id: str, thread_id: str, cycle_id: str
+    memory: MemoryClient, settings: SessionSettings, user_id: str, thread_id: str, cycle_id: str
 ) -> SessionConfigState:
     """The thread's effective session config and persona log (the defaults and no log for a
     thread not stored yet, or when the memory service does not answer)."""
@@ -50,7 +50,7 @@ async def read_session(
     return reply
 
 
-def default_session(settings: Settings, thread_id: str) -> SessionConfigState:
+def default_session(settings: SessionSettings, thread_id: str) -> SessionConfigState:
     """A thread's session config when none can be read: the settings' defaults, no persona
     log (as for a thread not stored yet)."""
     defaults = session_defaults(settings, thread_id)

@@ -28,7 +28,7 @@ from memoria_memory.reembed import reembed as migrate
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors.port import VectorStoreError
 from memoria_runtime.progress import Tracker, track
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # some memories failed, the run aborted, or --drop-old could not drop
@@ -60,11 +60,13 @@ def reembed(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Its "run `memoria reembed`" warning is noise in the very run it asks for.
     logging.getLogger("memoria.memory.reconciler").setLevel(logging.ERROR)
-    code = asyncio.run(_reembed(Settings(), batch=batch, drop_old=drop_old, yes=yes))
+    code = asyncio.run(_reembed(MemoryServiceSettings(), batch=batch, drop_old=drop_old, yes=yes))
     raise typer.Exit(code)
 
 
-async def _reembed(settings: Settings, *, batch: int, drop_old: bool, yes: bool) -> int:
+async def _reembed(
+    settings: MemoryServiceSettings, *, batch: int, drop_old: bool, yes: bool
+) -> int:
     try:
         storage = await MemoryStorage.open(settings)
     except (VectorStoreError, DocumentStoreError, EmbeddingError, ValueError, OSError) as exc:

@@ -22,13 +22,13 @@ from memoria_memory.vectors import VectorStore
 from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import load_personas
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings, MemorySettings
 
 log = logging.getLogger("memoria.memory")
 
 
 def build_broker(
-    settings: Settings, provider: TracerProvider | None = None
+    settings: MemoryServiceSettings, provider: TracerProvider | None = None
 ) -> tuple[MemoriaBroker, MemoryHandlers]:
     load_personas(settings)  # a bad personas file stops the service here, saying why
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
@@ -79,7 +79,7 @@ async def _backfill_lexical_index(repo: MemoryRepository, vectors: VectorStore) 
         log.exception("indexing the text of old memories failed")
 
 
-async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None:
+async def _reconcile_forever(reconciler: Reconciler, settings: MemorySettings) -> None:
     while True:
         await asyncio.sleep(settings.reconcile_interval_seconds)
         try:
@@ -88,7 +88,7 @@ async def _reconcile_forever(reconciler: Reconciler, settings: Settings) -> None
             log.exception("periodic reconcile failed")
 
 
-def build_app(settings: Settings, provider: TracerProvider | None = None) -> Lifecycle:
+def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None = None) -> Lifecycle:
     broker, handlers = build_broker(settings, provider)
     lifecycle = Lifecycle()
 

@@ -28,7 +28,7 @@ from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryS
 from memoria_memory.vectors import VectorStore
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_runtime import redis_clients
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings
 
 log = logging.getLogger("memoria.memory")
 
@@ -49,7 +49,7 @@ class MemoryStorage:
     """Where the vectors' versions are published (``vectors.versions``)."""
 
     @classmethod
-    async def open(cls, settings: Settings) -> MemoryStorage:
+    async def open(cls, settings: MemoryServiceSettings) -> MemoryStorage:
         documents = await open_document_store(settings.effective_docstore_url)
         history = HistoryRepository(documents.collection(HISTORY_COLLECTION))
         await history.setup()

