@@ -304,6 +304,7 @@ async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
     from bench.relevance_fit import (
         CUTOFFS,
         FACTS_ANSWERED,
+        FACTS_SHARE,
         LabelledSet,
         best_f1_cutoff,
         card_stats,
@@ -316,16 +317,12 @@ async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
         scorer,
         sees,
     )
-    from bench.relevance_signals import (
-        VectorCache,
-        candidates,
-        pairs_corpus,
-        realtalk_corpora,
-    )
+    from bench.relevance_signals import candidates, pairs_corpus, realtalk_corpora
+    from bench.retrieval_local import EmbeddingCache
     from memoria_memory.memories.fusion import RELEVANCE_MAPS
 
     embedder = make_embedder(embedder_name)
-    cache = VectorCache(embedder)
+    cache = EmbeddingCache(embedder)
     started = time.perf_counter()
     try:
         found_realtalk = []
@@ -333,9 +330,11 @@ async def run_fusion(embedder_name: str, pairs: Path, realtalk: Path) -> int:
             found_realtalk.extend(await candidates(corpus, cache))
         found_pairs = await candidates(pairs_corpus(pairs), cache)
     finally:
-        cache.save()
         await embedder.aclose()
-    sets = [LabelledSet("realtalk dev", found_realtalk), LabelledSet("labelled pairs", found_pairs)]
+    sets = [
+        LabelledSet("realtalk dev", found_realtalk, 1.0 - FACTS_SHARE),
+        LabelledSet("labelled pairs", found_pairs, FACTS_SHARE),
+    ]
     calibration = embedder.calibration
     print(f"date: {datetime.date.today().isoformat()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")

@@ -4,8 +4,9 @@ Used by ``bench/calibrate_relevance.py --fusion``. For each retrieval mode, the 
 mode finds for each labelled question (``relevance_signals.candidates``) get their evidence
 as the service computes it (``Fusion.evidence``); a logistic regression of "is it one the
 question needs" on ``logit(evidence)`` gives the ``RelevanceMap`` of the mode. Every
-question weighs the same in the fit, whatever the number of memories it finds, so that the
-long REALTALK conversations do not drown the short facts of the labelled pairs.
+question of a set weighs the same in the fit, whatever the number of memories it finds, and
+each set weighs its ``share`` in all: the short saved facts of the labelled pairs, what
+Memoria's own store mostly holds, weigh ``FACTS_SHARE``, the REALTALK chats the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ CUTOFFS: Final = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6)
 DECIMALS: Final = 3
 CUTOFF_STEP: Final = 0.01
 FACTS_ANSWERED: Final = 0.90  # share of fact questions the default cut-off must still answer
+# Weight of the short-fact questions in the fit, the chats' being the rest. One map cannot
+# be calibrated on both sets (at the same evidence a saved fact is right far more often
+# than a chat turn among its near-duplicate neighbours). Weighing every question alike let
+# the chats' larger set decide, and the facts - what Memoria's store mostly holds - were
+# shown numbers well below their hit rate; halves leave neither set further off than the
+# other (docs/relevance.md has the reliability of each).
+FACTS_SHARE: Final = 0.5
 
 
 def sees(mode: MemoryRetrieval, candidate: Candidate) -> bool:
@@ -97,13 +105,14 @@ def question_weights(candidates: Sequence[Candidate]) -> Floats:
 class LabelledSet:
     name: str
     candidates: list[Candidate]
+    share: float  # the set's weight in the fit, all its questions together
 
 
 def fit_map(
     mode: MemoryRetrieval, calibration: Calibration, sets: Sequence[LabelledSet]
 ) -> RelevanceMap:
-    """The mode's map, fitted on every set's questions together (evidence 0 is relevance 0
-    by definition, so those memories are left out of the fit)."""
+    """The mode's map, fitted on every set's questions together, each set weighing its
+    share (evidence 0 is relevance 0 by definition, so those memories are left out)."""
     xs, ys, ws = [], [], []
     for labelled in sets:
         seen = [c for c in labelled.candidates if sees(mode, c)]
@@ -111,7 +120,8 @@ def fit_map(
         keep = evidence > 0.0
         xs.append(logit(evidence[keep]))
         ys.append(np.array([c.relevant for c in seen], dtype=np.float64)[keep])
-        ws.append(question_weights(seen)[keep])
+        weights = question_weights(seen)[keep]
+        ws.append(weights / weights.sum() * labelled.share)
     intercept, slope = fit_logistic(np.concatenate(xs), np.concatenate(ys), np.concatenate(ws))
     return RelevanceMap(round(intercept, DECIMALS), round(slope, DECIMALS))
 
@@ -186,6 +196,10 @@ def reliability(
                 f"mean predicted {predicted[members].mean():.3f}, "
                 f"relevant {labels[members].mean():.3f}"
             )
+    # Expected calibration error: the mean gap between predicted and observed rate over the
+    # bands, each band weighing its memories.
+    gaps = [abs((predicted[bands == b] - labels[bands == b]).sum()) for b in range(len(edges))]
+    lines.append(f"    calibration error {sum(gaps) / len(labels):.4f}")
     clipped = np.clip(predicted, 1e-9, 1 - 1e-9)
     loss = -np.sum(weights * (labels * np.log(clipped) + (1 - labels) * np.log(1 - clipped)))
     lines.append(f"    log-loss per question {loss / weights.sum() * 1.0:.4f}")

@@ -1,11 +1,12 @@
 """The signals memory search has per found memory, on labelled data, without a running stack.
 
-For every labelled question this reproduces what the memory service sees when it scores a
-search (``memories/reads.py``): the dense candidates (the ``CANDIDATES`` rows nearest the
-query's vector, each with its cosine) and the lexical ones (the ``CANDIDATES`` best BM25
-rows, scored by the held store's own BM25 over the user's texts, analysed like the service
-analyses them). A memory found by one side only has no signal from the other - as in the
-service - so a fit on these rows describes the scores the service can actually compute.
+For every labelled question this runs the search the service runs (``memories/reads.py``),
+through the in-process benchmark's code (``retrieval_local.memory_hits``): the question
+rewritten as the service rewrites it (``search_queries``: the vector blended with its
+statement form's, BM25 on its key terms), the ``CANDIDATES`` nearest rows of the held
+store with their cosines and its ``CANDIDATES`` best BM25 rows. A memory found by one side
+only has no signal from the other - as in the service - so a fit on these rows describes
+the scores the service actually computes.
 
 Two labelled sets:
 
@@ -17,38 +18,27 @@ Two labelled sets:
   each binding one memory (content = binding); a binding labelled related to a query is
   relevant, every other one is not.
 
-Vectors are cached under ``bench/data/cache/`` (gitignored), keyed by embedder, kind and
-text, so a re-fit after the first run takes seconds.
+Vectors come from the in-process benchmark's cache (``retrieval_local.EmbeddingCache``,
+under ``bench/data/cache/``, gitignored), so a re-fit after the first run takes seconds and
+shares its embeddings with ``retrieval_quality.py --in-process``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import numpy as np
-import numpy.typing as npt
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from any cwd
 
+from bench.retrieval_local import EmbeddingCache, LocalStage, held_memories, memory_hits
 from bench.retrieval_quality import binding_of, load_split
-from memoria_memory.embedding.port import Embedder
-from memoria_memory.memories.lexical_index import row_text
-from memoria_memory.vectors.analysis import analyzed
-from memoria_memory.vectors.cached import HeldTexts
 
-DATA_DIR: Final = Path(__file__).resolve().parent / "data"
-CACHE_DIR: Final = DATA_DIR / "cache"
 # Rows each side returns per query: the service asks for limit * 3 rows and the chat's
 # limit is 20, the benchmark's 10; the top of either list is what decides a card.
 CANDIDATES: Final = 30
-
-Floats = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -71,42 +61,6 @@ class Corpus:
     name: str
     memories: list[str]
     questions: list[tuple[str, frozenset[int]]]  # question, indexes of relevant memories
-
-
-class VectorCache:
-    """Vectors of one embedder, by kind and text, in one ``.npz`` file."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        safe = embedder.id.replace("/", "_")
-        self._path = CACHE_DIR / f"{safe}.npz"
-        self._embedder = embedder
-        self._vectors: dict[str, Floats] = {}
-        if self._path.exists():
-            with np.load(self._path) as stored:
-                self._vectors = {key: stored[key] for key in stored.files}
-        self._dirty = False
-
-    @staticmethod
-    def _key(kind: str, text: str) -> str:
-        return hashlib.sha256(f"{kind}\0{text}".encode()).hexdigest()[:32]
-
-    async def get(self, kind: str, texts: Sequence[str]) -> Floats:
-        keys = [self._key(kind, text) for text in texts]
-        missing = list({k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors})
-        if missing:
-            wanted = [t for k, t in zip(keys, texts, strict=True) if k in missing]
-            unique = list(dict.fromkeys(wanted))
-            embed = self._embedder.queries if kind == "query" else self._embedder.passages
-            for text, vector in zip(unique, await embed(unique), strict=True):
-                self._vectors[self._key(kind, text)] = np.asarray(vector, dtype=np.float64)
-            self._dirty = True
-        return np.stack([self._vectors[key] for key in keys])
-
-    def save(self) -> None:
-        if self._dirty:
-            CACHE_DIR.mkdir(parents=True, exist_ok=True)
-            np.savez(self._path, **self._vectors)  # type: ignore[arg-type]
-            self._dirty = False
 
 
 def realtalk_corpora(path: Path) -> list[Corpus]:
@@ -142,30 +96,34 @@ def pairs_corpus(path: Path) -> Corpus:
     )
 
 
-async def candidates(corpus: Corpus, cache: VectorCache) -> list[Candidate]:
-    """Every memory either side finds for each question, with the signals the service has."""
+async def candidates(corpus: Corpus, cache: EmbeddingCache) -> list[Candidate]:
+    """Every memory a hybrid search finds for each question, with the signals the service
+    has (its best cosine and its best BM25 score)."""
     bindings = [binding_of(text) for text in corpus.memories]
-    passages = await cache.get("passage", bindings)
-    queries = await cache.get("query", [question for question, _ in corpus.questions])
-    texts = HeldTexts()
-    for i, (binding, text) in enumerate(zip(bindings, corpus.memories, strict=True)):
-        texts.put(str(i), str(i), analyzed(row_text(binding, text)))
+    passages = await cache.vectors(bindings, kind="passage")
+    held = held_memories(
+        cache.dim,
+        [
+            (str(i), binding, text)
+            for i, (binding, text) in enumerate(zip(bindings, corpus.memories, strict=True))
+        ],
+        passages,
+    )
+    searched = LocalStage.parse("hybrid")
+    texts = sorted(
+        {t for question, _ in corpus.questions for t in searched.texts_to_embed(question)}
+    )
+    await cache.vectors(texts, kind="query")  # one batch; the searches below read it
     found: list[Candidate] = []
-    similarities = queries @ passages.T
-    for number, ((question, relevant), cosines) in enumerate(
-        zip(corpus.questions, similarities, strict=True)
-    ):
-        nearest = np.argsort(-cosines, kind="stable")[:CANDIDATES]
-        dense = {int(i): float(cosines[i]) for i in nearest}
-        hits = texts.search(analyzed(question), CANDIDATES)
-        lexical = {int(hit.memory_id): hit.score for hit in hits}
-        for memory in sorted(dense.keys() | lexical.keys()):
+    for number, (question, relevant) in enumerate(corpus.questions):
+        dense, lexical = await memory_hits(held, searched, question, cache, CANDIDATES)
+        for memory in sorted(dense.keys() | lexical.keys(), key=int):
             found.append(
                 Candidate(
                     f"{corpus.name}#{number}",
-                    dense.get(memory),
-                    lexical.get(memory),
-                    memory in relevant,
+                    max((hit.score for hit in dense.get(memory, [])), default=None),
+                    max((hit.score for hit in lexical.get(memory, [])), default=None),
+                    int(memory) in relevant,
                     len(relevant),
                 )
             )

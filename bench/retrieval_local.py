@@ -122,6 +122,10 @@ class EmbeddingCache:
         self._directory = directory
         self._loaded: dict[str, dict[str, np.ndarray]] = {}
 
+    @property
+    def dim(self) -> int:
+        return self._embedder.dim
+
     def _path(self, kind: str) -> Path:
         name = hashlib.sha256(self._embedder.id.encode()).hexdigest()[:16]
         return self._directory / f"{kind}-{name}.npz"
@@ -169,6 +173,44 @@ def _by_memory(hits_by_query: list[list[VectorHit]]) -> dict[str, list[VectorHit
     return hits
 
 
+def held_memories(
+    dim: int, memories: Sequence[tuple[str, str, str]], passages: np.ndarray
+) -> HeldRows:
+    """One user's memories as the service holds them: ``(id, binding, content)`` each, one
+    row per memory, its vector the binding's passage vector."""
+    held = HeldRows.of(
+        "bench",
+        dim,
+        [
+            VectorRow(memory_id, memory_id, vector, row_text(binding, content))
+            for (memory_id, binding, content), vector in zip(memories, passages, strict=True)
+        ],
+    )
+    held.put_texts(
+        [
+            TextRow(memory_id, memory_id, row_text(binding, content))
+            for memory_id, binding, content in memories
+        ]
+    )
+    return held
+
+
+async def memory_hits(
+    held: HeldRows,
+    stage: LocalStage,
+    question: str,
+    cache: EmbeddingCache,
+    per_query: int,
+) -> tuple[dict[str, list[VectorHit]], dict[str, list[VectorHit]]]:
+    """Each found memory's dense and lexical hits for the question, searched as the stage
+    searches it (``hybrid``: as the service does, with its rewritten queries)."""
+    fusion = Fusion(stage.retrieval)
+    vectors, queries = await stage.search_input(question, cache)
+    dense = held.search(np.asarray(vectors, dtype=np.float32), per_query) if fusion.dense else []
+    lexical = [held.texts.search(analyzed(q), per_query) for q in queries] if fusion.lexical else []
+    return _by_memory(dense), _by_memory(lexical)
+
+
 async def local_scores(
     conversations: Sequence[Conversation],
     stage_names: Sequence[str],
@@ -190,21 +232,13 @@ async def local_scores(
             continue
         bindings = [binding_of(turn.content) for turn in conversation.turns]
         passages = await cache.vectors(bindings, kind="passage")
-        held = HeldRows.of(
-            "bench",
+        held = held_memories(
             embedder.dim,
             [
-                VectorRow(turn.id, turn.id, vector, row_text(binding, turn.content))
-                for turn, binding, vector in zip(
-                    conversation.turns, bindings, passages, strict=True
-                )
-            ],
-        )
-        held.put_texts(
-            [
-                TextRow(turn.id, turn.id, row_text(binding, turn.content))
+                (turn.id, binding, turn.content)
                 for turn, binding in zip(conversation.turns, bindings, strict=True)
-            ]
+            ],
+            passages,
         )
         texts = sorted(
             {
@@ -220,18 +254,9 @@ async def local_scores(
             fusion = Fusion(stage.retrieval)
             scores = results[stage.name]
             for question in conversation.questions:
-                vectors, queries = await stage.search_input(question.question, cache)
-                dense = (
-                    held.search(np.asarray(vectors, dtype=np.float32), per_query)
-                    if fusion.dense
-                    else []
+                dense_by, lexical_by = await memory_hits(
+                    held, stage, question.question, cache, per_query
                 )
-                lexical = (
-                    [held.texts.search(analyzed(q), per_query) for q in queries]
-                    if fusion.lexical
-                    else []
-                )
-                dense_by, lexical_by = _by_memory(dense), _by_memory(lexical)
                 ranked: list[tuple[float, str]] = []
                 for memory_id in dict.fromkeys([*dense_by, *lexical_by]):
                     relevance = relevance_of(

@@ -16,7 +16,8 @@ from bench.relevance_fit import (
     fit_map,
     ranked_by_question,
 )
-from bench.relevance_signals import Candidate, Corpus, VectorCache, candidates
+from bench.relevance_signals import Candidate, Corpus, candidates
+from bench.retrieval_local import EmbeddingCache
 from memoria_memory.embedding.port import Calibration, Embedder
 from memoria_memory.memories.fusion import Fusion
 
@@ -43,7 +44,7 @@ def test_a_fitted_map_rises_with_the_evidence() -> None:
         for i in range(40)
         for cosine, bm25, relevant in [(0.9, 8.0, True), (0.7, None, False), (0.6, 1.0, False)]
     ]
-    fitted = fit_map("hybrid", calibration, [LabelledSet("toy", found)])
+    fitted = fit_map("hybrid", calibration, [LabelledSet("toy", found, 1.0)])
     fusion = Fusion("hybrid")
     low = fusion.evidence(calibration.relevance(0.6), 1.0)
     high = fusion.evidence(calibration.relevance(0.9), 8.0)
@@ -72,7 +73,11 @@ def test_the_default_cut_off_is_the_most_precise_one_that_still_answers_the_fact
 
 
 class Toy(Embedder):
-    """Two-dimensional vectors: a text about food points one way, anything else the other."""
+    """Two-dimensional vectors: a text about food points one way, anything else the other.
+    Keeps the texts it embedded as queries."""
+
+    def __init__(self) -> None:
+        self.queried: list[str] = []
 
     @property
     def id(self) -> str:
@@ -90,25 +95,56 @@ class Toy(Embedder):
         return [[1.0, 0.0] if "food" in t or "mushroom" in t else [0.0, 1.0] for t in texts]
 
     async def queries(self, texts: list[str]) -> list[list[float]]:  # type: ignore[override]
+        self.queried.extend(texts)
         return await self.passages(texts)
 
 
-async def test_signals_are_what_the_service_sees(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("bench.relevance_signals.CACHE_DIR", tmp_path)
+async def test_signals_are_what_the_service_sees(tmp_path: Path) -> None:
     corpus = Corpus(
         name="toy",
         memories=["I dislike mushrooms as food", "My sister is called Ana"],
         questions=[("which food do I dislike?", frozenset({0}))],
     )
-    cache = VectorCache(Toy())
+    embedder = Toy()
 
-    found = await candidates(corpus, cache)
-    cache.save()
+    found = await candidates(corpus, EmbeddingCache(embedder, tmp_path))
 
     by_label = {c.relevant: c for c in found}
     assert by_label[True].cosine == pytest.approx(1.0)
     assert (by_label[True].bm25 or 0.0) > 0
     assert by_label[False].bm25 is None  # shares no word with the question
-    assert VectorCache(Toy())._vectors  # reloaded from the file it saved
+    # The question is searched as the service rewrites it: its statement form is embedded
+    # beside it, and the search reuses the cached vectors of a first run.
+    assert "I dislike food" in embedder.queried
+    again = Toy()
+    assert await candidates(corpus, EmbeddingCache(again, tmp_path)) == found
+    assert again.queried == []
+
+
+def test_each_set_weighs_its_share_whatever_its_number_of_questions() -> None:
+    calibration = Calibration(floor=0.5, cutoff=0.8)
+    # At the same evidence the answer of a chat question is rarely right and a fact's
+    # always; each question also finds an unrelated memory with little evidence.
+    chats = [
+        found
+        for i in range(300)
+        for found in (
+            candidate(f"c{i}", 0.7, None, i % 10 == 0),
+            candidate(f"c{i}", 0.55, None, False),
+        )
+    ]
+    facts = [
+        found
+        for i in range(30)
+        for found in (candidate(f"f{i}", 0.7, None, True), candidate(f"f{i}", 0.55, None, False))
+    ]
+    evidence = Fusion("hybrid").evidence(calibration.relevance(0.7), None)
+
+    def fitted(chats_share: float, facts_share: float) -> float:
+        sets = [LabelledSet("chats", chats, chats_share), LabelledSet("facts", facts, facts_share)]
+        return fit_map("hybrid", calibration, sets)(evidence)
+
+    # Every question alike: the chats' 300 decide (the rate over all 330 questions).
+    assert fitted(300, 30) == pytest.approx((30 + 30) / 330, abs=0.02)
+    # Halves: the mean of the two sets' rates, 0.1 and 1.
+    assert fitted(0.5, 0.5) == pytest.approx(0.55, abs=0.02)

@@ -52,7 +52,7 @@ def test_defaults_come_from_the_settings() -> None:
 def test_the_settings_defaults_match_seed_001() -> None:
     config = session_defaults(settings(), "t1")
     assert config.system_prompt == DEFAULT_SYSTEM_PROMPT
-    assert (config.memory_limit, config.memory_min_relevance) == (20, 0.03)
+    assert (config.memory_limit, config.memory_min_relevance) == (20, 0.04)
     assert config.proactive_retrieval is False
     assert list(config.memory_type_descriptions) == list(MEMORY_TYPES)
 

