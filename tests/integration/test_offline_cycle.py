@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from stack import Stack, running_stack
-from ws_client import Frame, one_cycle
+from offline_chat import actions, answers, cards, offline_stack, say
+from stack import Stack
+from ws_client import Frame
 
 pytestmark = pytest.mark.integration
 
@@ -22,30 +22,9 @@ OFFLINE_LABEL = "offline planner (no LLM)"
 def stack(
     valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    redis_url = f"redis://127.0.0.1:{valkey_server.port}/4"
-    data_dir: Path = tmp_path_factory.mktemp("offline-stack")
-    with running_stack(
-        redis_url, milvus_server.uri, data_dir, {"rules": []}, llm_provider="offline"
-    ) as running:
-        running.wait_ready(actions=6)
+    data_dir = tmp_path_factory.mktemp("offline-stack")
+    with offline_stack(valkey_server.port, milvus_server.uri, data_dir, db=4) as running:
         yield running
-
-
-async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
-    return await one_cycle(stack.ws_url(user), thread, text)
-
-
-def actions(frames: list[Frame]) -> list[str]:
-    ended: list[str] = next(f for f in frames if f["type"] == "cycle_end")["actions"]
-    return ended
-
-
-def answers(frames: list[Frame]) -> list[Frame]:
-    return [f for f in frames if f["type"] == "message" and f["role"] == "assistant"]
-
-
-def cards(frames: list[Frame]) -> list[Any]:
-    return [f["content"]["content"] for f in frames if f.get("modal") == "memory"]
 
 
 async def test_remember_recall_correct_and_forget_without_a_model(stack: Stack) -> None:

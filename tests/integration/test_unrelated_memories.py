@@ -7,12 +7,12 @@ must stay out of both when the asked one is gone, in English and in Portuguese."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from stack import Stack, running_stack
-from ws_client import Frame, one_cycle
+from offline_chat import actions, answers, cards, offline_stack, say
+from stack import Stack
+from ws_client import Frame
 
 pytestmark = pytest.mark.integration
 
@@ -21,32 +21,13 @@ pytestmark = pytest.mark.integration
 def stack(
     valkey_server: Any, milvus_server: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    redis_url = f"redis://127.0.0.1:{valkey_server.port}/5"
-    data_dir: Path = tmp_path_factory.mktemp("unrelated-stack")
-    with running_stack(
-        redis_url, milvus_server.uri, data_dir, {"rules": []}, llm_provider="offline"
-    ) as running:
-        running.wait_ready(actions=6)
+    data_dir = tmp_path_factory.mktemp("unrelated-stack")
+    with offline_stack(valkey_server.port, milvus_server.uri, data_dir, db=5) as running:
         yield running
 
 
-async def say(stack: Stack, user: str, thread: str, text: str) -> list[Frame]:
-    return await one_cycle(stack.ws_url(user), thread, text)
-
-
-def actions(frames: list[Frame]) -> list[str]:
-    ended: list[str] = next(f for f in frames if f["type"] == "cycle_end")["actions"]
-    return ended
-
-
-def cards(frames: list[Frame]) -> list[Any]:
-    return [f["content"]["content"] for f in frames if f.get("modal") == "memory"]
-
-
 def answer(frames: list[Frame]) -> str:
-    return "\n".join(
-        str(f["content"]) for f in frames if f["type"] == "message" and f["role"] == "assistant"
-    )
+    return "\n".join(str(f["content"]) for f in answers(frames))
 
 
 CASES = [
