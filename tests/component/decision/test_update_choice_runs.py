@@ -18,10 +18,10 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
 from memoria_contracts.streams import Stream
-from memoria_decision.commands import Choice, read_choice
-from memoria_decision.fast_paths import route_for
-from memoria_decision.last_told import last_told
-from memoria_decision.pending import PendingAction, PendingActions, UpdateCandidate
+from memoria_decision.core.commands import Choice, read_choice
+from memoria_decision.core.last_told import last_told
+from memoria_decision.core.routes import route_for
+from memoria_decision.core.state import PendingAction, UpdateCandidate
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
@@ -75,7 +75,7 @@ def pending(language: str = "en") -> PendingAction:
         kind="choose_update",
         language=language,
         asked_in_cycle="cyc_1",
-        candidates=[UpdateCandidate(memory_id=i, content=c) for i, c in CANDIDATES],
+        candidates=tuple(UpdateCandidate(memory_id=i, content=c) for i, c in CANDIDATES),
         content="I drink tea",
         content_kind="text",
     )
@@ -85,7 +85,7 @@ def test_routes_of_a_pending_choice() -> None:
     chosen = route_for("a segunda", pending(), "pt")
     assert (chosen.kind, chosen.targets, chosen.resolves, chosen.language) == (
         "update_chosen",
-        ["mem_c2"],
+        ("mem_c2",),
         "pa_1",
         "pt",
     )
@@ -128,8 +128,7 @@ async def asked(redis: Redis, owned: dict[str, list[str]]) -> tuple[Chat, Updati
     chat, _ = await a_chat(redis, {})
     memories = UpdatingMemories(owned)
     chat.engine.memory = memories
-    chat.engine.fast_paths.memory = memories
-    await PendingActions(redis).put("ana", "t1", pending())
+    await redis.set(keys.pending_action("ana", "t1"), pending().model_dump_json(), ex=600)
     return chat, memories
 
 
@@ -157,18 +156,18 @@ async def test_a_redelivery_after_a_crash_before_the_reply_updates_the_same_memo
     redis: Redis,
 ) -> None:
     chat, memories = await asked(redis, {"ana": ["mem_c1", "mem_c2"]})
-    posted = chat.engine.fast_paths.post
-    calls = 0
+    queue = chat.publisher.queue
+    died = False
 
-    async def dies_once(state, record):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        if record.id.endswith(".reply") and calls < 10:
-            calls = 10
+    async def dies_once(pipe, stream, event):  # type: ignore[no-untyped-def]
+        nonlocal died
+        message = getattr(event.payload, "message", None)
+        if not died and message is not None and message.id.endswith(".reply"):
+            died = True
             raise RuntimeError("decision died")
-        await posted(state, record)
+        await queue(pipe, stream, event)
 
-    chat.engine.fast_paths.post = dies_once
+    chat.publisher.queue = dies_once  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         await chat.deliver("msg_pick", "the second")
     await chat.deliver("msg_pick", "the second")  # the route (and its choice) were saved
@@ -249,6 +248,8 @@ async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_rede
         "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"
         'Reply with its number (or "cancel"); I will wait 10 minutes.'
     )
-    stored = await PendingActions(redis).get("ana", "t1")
-    assert stored is not None and stored.kind == "choose_update"
+    raw = await redis.get(keys.pending_action("ana", "t1"))
+    assert raw is not None
+    stored = PendingAction.model_validate_json(raw)
+    assert stored.kind == "choose_update"
     assert [c.memory_id for c in stored.candidates] == ["mem_c1", "mem_c2"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memoria_decision.commands import Command, Reply, read_reply, recognize
-from memoria_decision.fast_paths import route_for
-from memoria_decision.pending import PendingAction
+from memoria_decision.core.commands import Command, Reply, read_reply, recognize
+from memoria_decision.core.routes import route_for
+from memoria_decision.core.state import PendingAction
 
 
 @pytest.mark.parametrize(

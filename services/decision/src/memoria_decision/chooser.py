@@ -1,22 +1,36 @@
-"""Ask the LLM for the next action until it names one that exists."""
+"""The model's choice of the next action, among the actions live workers run: asked again
+while it names none of them, then Finalize. No worker at all is most often a moment
+(services start in any order, a lone worker restarts in seconds): waited for a while."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from opentelemetry import trace
 
+from memoria_contracts.chat import utcnow
 from memoria_contracts.events import ActionSpec
+from memoria_contracts.ids import new_id
+from memoria_decision import SERVICE_NAME
+from memoria_decision.core import events
+from memoria_decision.core.state import CycleState
 from memoria_decision.prompt import decision_prompt
-from memoria_decision.state import CycleState
-from memoria_llm.port import LanguageModel, LLMRequest, Mode
+from memoria_llm import accounting
+from memoria_llm.port import LanguageModel, LLMError, LLMRequest, Mode
+from memoria_runtime import keys
+from memoria_runtime.catalog import live_actions
+from memoria_runtime.settings import DecisionSettings
 
 log = logging.getLogger("memoria.decision.chooser")
 
-FALLBACK_ACTION = "Finalize"
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+FALLBACK_ACTION: Final = "Finalize"
+_WORKERS_POLL_S: Final = 0.25  # how often a cycle without workers looks for one
+_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 
 def match_action(answer: str, names: Sequence[str]) -> str | None:
@@ -32,33 +46,72 @@ def match_action(answer: str, names: Sequence[str]) -> str | None:
     return mentioned.pop() if len(mentioned) == 1 else None
 
 
-async def choose_action(
-    llm: LanguageModel, state: CycleState, catalog: Sequence[ActionSpec], retries: int
-) -> str:
-    names = [spec.name for spec in catalog]
-    rejected: list[str] = []
-    for attempt in range(retries + 1):
-        request = LLMRequest(
-            task="decide",
-            prompt=decision_prompt(
-                state,
-                catalog,
-                rejected,
-                model=llm.label(Mode.REASONING_HEAVY),
-                provider=llm.name,
-            ),
-            input_json=state.context().model_dump_json(),
-            attempt=attempt,
+@dataclass
+class Chooser:
+    settings: DecisionSettings
+    redis: Any
+    llm: LanguageModel
+
+    async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
+        """``entries``: the action catalog as read. The decision's tokens count for the
+        cycle (added with the step); a failed decision's at once (they were spent)."""
+        catalog = await live_actions(self.redis, entries) or await self._workers_within(
+            self.settings.no_workers_wait_seconds
         )
-        answer = await llm.reasoning_heavy(request, names)
-        name = match_action(answer, names)
-        if name is not None:
-            return name
-        rejected.append(answer.strip()[:80])
-        log.warning("LLM named no known action (%r), attempt %d", answer[:80], attempt + 1)
-    fallback = FALLBACK_ACTION if FALLBACK_ACTION in names else names[0]
-    log.warning("falling back to %s after %d unusable answers: %s", fallback, retries + 1, rejected)
-    trace.get_current_span().add_event(
-        "decision.fallback", {"fallback": fallback, "rejected": rejected}
-    )
-    return fallback
+        if not catalog:
+            return events.NoWorkers(utcnow())
+        prices = self.settings.llm_prices
+        try:
+            async with (
+                accounting.charged_on_failure(
+                    self.redis, state.cycle_id, service=SERVICE_NAME, prices=prices
+                ) as used,
+                asyncio.timeout(self.settings.step_timeout_seconds),
+            ):
+                action = await self._ask(state, catalog)
+        except (LLMError, TimeoutError) as exc:
+            detail = str(exc) or type(exc).__name__
+            log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
+            return events.DecisionFailed(utcnow(), detail)
+        spent = accounting.count_usage(used, service=SERVICE_NAME, prices=prices)
+        spec = next((spec for spec in catalog if spec.name == action), None)
+        tool_call = spec is not None and not spec.ends_cycle  # kept as tool-role history
+        return events.Chosen(utcnow(), action, tool_call, new_id("evt"), spent)
+
+    async def _ask(self, state: CycleState, catalog: Sequence[ActionSpec]) -> str:
+        names = [spec.name for spec in catalog]
+        rejected: list[str] = []
+        model = self.llm.label(Mode.REASONING_HEAVY)
+        for attempt in range(self.settings.decision_retries + 1):
+            request = LLMRequest(
+                task="decide",
+                prompt=decision_prompt(
+                    state, catalog, rejected, model=model, provider=self.llm.name
+                ),
+                input_json=state.context().model_dump_json(),
+                attempt=attempt,
+            )
+            answer = await self.llm.reasoning_heavy(request, names)
+            name = match_action(answer, names)
+            if name is not None:
+                return name
+            rejected.append(answer.strip()[:80])
+            log.warning("LLM named no known action (%r), attempt %d", answer[:80], attempt + 1)
+        fallback = FALLBACK_ACTION if FALLBACK_ACTION in names else names[0]
+        log.warning(
+            "falling back to %s after %d unusable answers: %s", fallback, len(rejected), rejected
+        )
+        trace.get_current_span().add_event(
+            "decision.fallback", {"fallback": fallback, "rejected": rejected}
+        )
+        return fallback
+
+    async def _workers_within(self, seconds: float) -> list[ActionSpec]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while loop.time() < deadline:
+            await asyncio.sleep(_WORKERS_POLL_S)
+            specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
+            if specs:
+                return specs
+        return []

@@ -35,12 +35,9 @@ class Deadlines:
         self._claim_s = claim_s
         self._claim = redis.register_script(_CLAIM)
 
-    async def set(self, cycle_id: str, step: int, seconds: float) -> None:
-        await self._redis.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
-
     @staticmethod
     def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
-        """:meth:`set` queued on a pipeline, sent with the step's other writes."""
+        """The step's deadline set, queued on a pipeline with the step's other writes."""
         pipe.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
 
     @staticmethod

@@ -1,18 +1,18 @@
-"""Decision's event handlers: chat.in and actions.done in, cycle steps out."""
+"""Decision's event handlers: chat.in and actions.done in, to the cycle's executor."""
 
 from __future__ import annotations
 
 import logging
 
 from memoria_contracts.events import ActionCompleted, Envelope, UserMessageReceived
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.executor import CycleExecutor
 from memoria_runtime.bus import Delivery
 
 log = logging.getLogger("memoria.decision")
 
 
 class DecisionHandlers:
-    def __init__(self, engine: CycleEngine) -> None:
+    def __init__(self, engine: CycleExecutor) -> None:
         self._engine = engine
 
     async def on_chat_in(self, event: Envelope, delivery: Delivery) -> None:

@@ -203,35 +203,19 @@ def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
 
 # -- choosing among candidates (an ambiguous MemoryUpdate) ----------------------------------
 
+_ORDINAL_WORDS: Final[tuple[tuple[Language, str], ...]] = (
+    ("en", "1st first one|2nd second two|3rd third three|4th fourth four|5th fifth five"),
+    (
+        "pt",
+        "1o 1a primeiro primeira um uma|2o 2a segundo segunda dois duas|"
+        "3o 3a terceiro terceira tres|4o 4a quarto quarta quatro|5o 5a quinto quinta cinco",
+    ),
+)
 _ORDINALS: Final[dict[str, tuple[int, Language]]] = {
-    **{
-        word: (n, "en")
-        for n, words in enumerate(
-            (
-                ("1st", "first", "one"),
-                ("2nd", "second", "two"),
-                ("3rd", "third", "three"),
-                ("4th", "fourth", "four"),
-                ("5th", "fifth", "five"),
-            ),
-            start=1,
-        )
-        for word in words
-    },
-    **{
-        word: (n, "pt")
-        for n, words in enumerate(
-            (
-                ("1o", "1a", "primeiro", "primeira", "um", "uma"),
-                ("2o", "2a", "segundo", "segunda", "dois", "duas"),
-                ("3o", "3a", "terceiro", "terceira", "tres"),
-                ("4o", "4a", "quarto", "quarta", "quatro"),
-                ("5o", "5a", "quinto", "quinta", "cinco"),
-            ),
-            start=1,
-        )
-        for word in words
-    },
+    word: (n, language)
+    for language, table in _ORDINAL_WORDS
+    for n, words in enumerate(table.split("|"), start=1)
+    for word in words.split()
 }
 _EN_PICK: Final = re.compile(
     r"^(?:(?:number|option|memory|the|it'?s|its|i meant|i mean|choose|pick)\s?)*"
@@ -273,7 +257,7 @@ def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
         ]
         return Choice(hits[0]) if len(hits) == 1 else Choice(None)
     text = fold(raw)
-    for pattern, _language in ((_EN_PICK, "en"), (_PT_PICK, "pt")):
+    for pattern in (_EN_PICK, _PT_PICK):
         match = pattern.match(text)
         if match is None:
             continue

@@ -1,0 +1,329 @@
+"""Fast paths: list all, delete all, "forget that", cancel, the pick after "which memory?",
+and an answer to an expired question; no model call.
+
+Each is a one-step cycle, its step named for what ran (``ListMemories``,
+``ConfirmDeleteAll``, ``DeleteAllMemories``, ``ForgetLastTold``, ``Cancel``...): memory
+requests whose replies come back here, a status line, and the reply in fixed words in the
+language of the command or of the question it answers. Every request is made as the
+session's user: nothing in a message or from a model can name another.
+
+Deleting everything never happens on the request: it asks, and only a clear yes as the next
+message of the thread, before the question expires, runs it. The ids are listed once and
+kept in the route, so a redelivery deletes the same ones (those gone already count as
+deleted). "Forget that" forgets what the user's last statement in the thread wrote
+(:mod:`.last_told`), or asks what, or which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from memoria_contracts.events import StepRecord, UpdateChoice
+from memoria_contracts.memory import (
+    MAX_PAGE,
+    MemoryDelete,
+    MemoryDeleted,
+    MemoryFailure,
+    MemoryFound,
+    MemoryGet,
+    MemoryList,
+    MemoryPage,
+    MemoryUpdate,
+    MemoryUpdated,
+)
+from memoria_decision.core import effects, events, outputs
+from memoria_decision.core.last_told import UPDATED_CARD_SUFFIX, last_told
+from memoria_decision.core.routes import excerpt
+from memoria_decision.core.state import (
+    Config,
+    CycleState,
+    PendingAction,
+    PendingKind,
+    Route,
+    UpdateCandidate,
+    pending_id_for,
+)
+from memoria_runtime import i18n
+
+Transition = effects.Transition
+LIST_SHOWN: Final = 50
+"""Memories a "list all" shows, newest first; the reply says when there are more."""
+DELETE_CONCURRENCY: Final = 8
+"""Deletions asked at once: each is a document and its vectors in the memory service."""
+STEP: Final = 1  # a fast path is the cycle's one and only step
+ACTIONS: Final = {
+    "list_all": "ListMemories",
+    "ask_delete_all": "ConfirmDeleteAll",
+    "delete_all": "DeleteAllMemories",
+    "cancel": "Cancel",
+    "update_chosen": "UpdateChosenMemory",
+    "ask_choice": "AskWhichMemory",
+    "forget_last": "ForgetLastTold",
+    "forget_chosen": "ForgetLastTold",
+    "expired": "ConfirmationExpired",
+}
+ASK_FORGET: Final = "AskWhatToForget"
+_CANCELLED: Final[dict[PendingKind | None, tuple[str, str]]] = {
+    "choose_forget": ("forget_choice_cancelled", "cancelled the pending forget: nothing deleted"),
+    "choose_update": ("update_choice_cancelled", "cancelled the pending update: nothing changed"),
+    None: ("pending_cancelled", "cancelled the pending request: nothing deleted"),
+}
+
+
+def start(state: CycleState, route: Route, config: Config) -> Transition:
+    match route.kind:
+        case "list_all":
+            listing = effects.AskMemory("list", (MemoryList(limit=LIST_SHOWN),))
+            return Transition(state, (outputs.status(state, STEP, "list_all_started"), listing))
+        case "ask_delete_all":
+            put = effects.PutPending(_pending(state, "delete_all"))
+            summary = "asked the user to confirm deleting all their memories"
+            return _say(state, "delete_all_question", summary, put, minutes=_minutes(config))
+        case "delete_all":
+            then = _delete_next(state) if route.targets is not None else _list_ids(state, None)
+            status = outputs.status(state, STEP, "memory_delete_started")
+            return Transition(then.state, (status, *then.effects))
+        case "update_chosen":
+            choice = _choice(route)
+            update = MemoryUpdate(
+                memory_id=_chosen(route).memory_id,
+                content=choice.content,
+                content_kind=choice.content_kind,
+                source="chat",
+            )
+            status = outputs.status(state, STEP, "memory_update_started")
+            return Transition(state, (status, effects.AskMemory("update", (update,))))
+        case "ask_choice":  # "3" of two: the same question again
+            choice = _choice(route)
+            asked = ask_choice(state, choice.kind, choice.candidates, config, update=choice)
+            return _done(state, "no such candidate: asked again which memory", *asked)
+        case "forget_last":
+            written = last_told(state.history)
+            if not written:
+                summary = "nothing the user told was saved here: asked what"
+                return _say(state, "forget_ask_what", summary, action=ASK_FORGET)
+            if len(written) == 1:
+                return _forget(state, written[0])
+            gets = tuple(MemoryGet(memory_id=memory_id) for memory_id in written)
+            return Transition(state, (effects.AskMemory("get", gets),))
+        case "forget_chosen":
+            return _forget(state, _chosen(route).memory_id)
+        case "expired":
+            key = "pending_expired" if route.expired == "delete_all" else "choice_expired"
+            return _say(state, key, f"an answer to an expired {route.expired} question")
+    key, summary = _CANCELLED[route.choice.kind if route.choice else None]
+    if not route.declined:
+        key, summary = "nothing_to_cancel", "nothing to cancel"
+    return _say(state, key, summary)
+
+
+def answered(state: CycleState, event: events.Answered, config: Config) -> Transition:
+    """What the memory service's replies lead to."""
+    replies = event.replies
+    silent = next((r for r in replies if _unavailable(r)), None)
+    if silent is not None:
+        return _failed(state, f"memory service: {_detail(silent)}")
+    match event.purpose, replies:
+        case "list", (MemoryPage() as page,):
+            cards = [outputs.card(state, f"{STEP}.{n}", m) for n, m in enumerate(page.memories)]
+            count = len(page.memories)
+            key = (
+                "list_all_newest"
+                if page.next_cursor
+                else "list_all_shown"
+                if count
+                else "list_all_none"
+            )
+            more = " (and more)" if page.next_cursor else ""
+            summary = f"listed the user's {count} newest memories{more}"
+            return _say(state, key, summary, *map(effects.Post, cards), count=count)
+        case "ids", (MemoryPage() as page,):
+            listed = state.working(
+                listed=(*state.work.listed, *(m.memory_id for m in page.memories))
+            )
+            if page.next_cursor is not None:
+                return _list_ids(listed, page.next_cursor)
+            route = _route(state).model_copy(
+                update={"targets": tuple(dict.fromkeys(listed.work.listed))}
+            )
+            kept = listed.but(route=route)
+            then = _delete_next(kept)
+            return Transition(then.state, (effects.Save(kept), *then.effects))
+        case "delete", _:
+            gone = sum(isinstance(r, MemoryDeleted) or _code(r) == "not_found" for r in replies)
+            work = state.work
+            counted = state.working(
+                deleted=work.deleted + len(replies), failed=work.failed + len(replies) - gone
+            )
+            return _delete_next(counted)
+        case "update", (MemoryUpdated() as updated,):
+            # Told from the pending action, not the reply: a redelivered cycle updates again
+            # (the same content) and says the same, not "from tea to tea".
+            route = _route(state)
+            old, new = excerpt(_chosen(route).content), excerpt(_choice(route).content)
+            card = effects.Post(outputs.card(state, f"{STEP}{UPDATED_CARD_SUFFIX}", updated.memory))
+            summary = f'updated {updated.memory_id} ("{old}" -> "{new}")'
+            return _say(state, "update_chosen_done", summary, card, old=old, new=new)
+        case "get", _:
+            found = [m for r in replies if isinstance(r, MemoryFound) for m in r.memories]
+            candidates = [UpdateCandidate(memory_id=m.memory_id, content=m.content) for m in found]
+            if len(candidates) == 1:
+                return _forget(state, candidates[0].memory_id)
+            if not candidates:
+                return _say(state, "forget_gone", "what the user told last is gone already")
+            asked = ask_choice(state, "choose_forget", candidates, config)
+            summary = f"asked which of {len(candidates)} memories to forget"
+            return _done(state, summary, *asked, action=ASK_FORGET)
+        case "forget", (MemoryDeleted() as deleted,):
+            content = excerpt(deleted.deleted_content)
+            summary = f'forgot {deleted.memory_id} ("{content}")'
+            return _say(state, "forget_done", summary, content=content)
+        case "forget", (reply,) if _code(reply) == "not_found":
+            # Forgotten before ("forget that" said twice), or deleted from another window.
+            return _say(state, "forget_gone", f"{state.work.target} was gone already")
+    first = replies[0] if replies else None
+    code = _code(first) or type(first).__name__
+    summary = f"{event.purpose} refused ({code}): {_detail(first)}"
+    if event.purpose == "update":
+        old = excerpt(_chosen(_route(state)).content)
+        return _failed(state, summary, i18n.text("update_chosen_failed", state.language, old=old))
+    if event.purpose == "forget":
+        return _failed(state, summary, i18n.text("memory_rejected", state.language, detail=code))
+    return _failed(state, summary)
+
+
+def ask_choice(
+    state: CycleState,
+    kind: PendingKind,
+    candidates: Sequence[UpdateCandidate],
+    config: Config,
+    *,
+    step: int = STEP,
+    update: PendingAction | UpdateChoice | None = None,
+) -> tuple[effects.Effect, ...]:
+    """Which memory an update (``choose_update``, with its new content) or a "forget that"
+    (``choose_forget``) meant: the candidates numbered, the question kept as the thread's
+    pending action under the asking cycle's id (a redelivery stores and says the same)."""
+    content = update.content if update else None
+    action = _pending(state, kind).model_copy(
+        update={
+            "candidates": tuple(candidates),
+            "content": content,
+            "content_kind": update.content_kind if update else None,
+        }
+    )
+    numbered = "\n".join(f"{n}. {excerpt(c.content)}" for n, c in enumerate(candidates, start=1))
+    values = {"candidates": numbered, "minutes": _minutes(config)}
+    if kind == "choose_update":
+        values["content"] = excerpt(content)
+    key = "update_choice_question" if kind == "choose_update" else "forget_choice_question"
+    text = i18n.text(key, state.language, **values)
+    return (effects.PutPending(action), outputs.reply(state, text, step=step))
+
+
+# -- the parts --------------------------------------------------------------------------------
+
+
+def _list_ids(state: CycleState, cursor: str | None) -> Transition:
+    """A page of every memory id of the session's user (the thread's lock kept meanwhile)."""
+    page = MemoryList(limit=MAX_PAGE, cursor=cursor)
+    return Transition(state, (effects.RefreshLock(), effects.AskMemory("ids", (page,))))
+
+
+def _delete_next(state: CycleState) -> Transition:
+    """The next batch of deletions, or the report once none is left."""
+    targets, work = _route(state).targets or (), state.work
+    batch = targets[work.deleted : work.deleted + DELETE_CONCURRENCY]
+    if batch:
+        deletes = tuple(MemoryDelete(memory_id=memory_id) for memory_id in batch)
+        return Transition(state, (effects.RefreshLock(), effects.AskMemory("delete", deletes)))
+    total, failed = len(targets), work.failed
+    deleted = total - failed
+    summary = f"deleted {deleted} of the user's {total} memories"
+    if failed:
+        values = {"deleted": deleted, "total": total, "failed": failed}
+        return _failed(state, summary, i18n.text("delete_all_partial", state.language, **values))
+    key = "delete_all_done" if total else "delete_all_none"
+    return _say(state, key, summary, count=deleted)
+
+
+def _forget(state: CycleState, memory_id: str) -> Transition:
+    status = outputs.status(state, STEP, "memory_delete_started")
+    delete = effects.AskMemory("forget", (MemoryDelete(memory_id=memory_id),))
+    return Transition(state.working(target=memory_id), (status, delete))
+
+
+def _say(
+    state: CycleState,
+    key: str,
+    summary: str,
+    *before: effects.Effect,
+    action: str | None = None,
+    **values: object,
+) -> Transition:
+    """``before``, then the reply ``key`` in the cycle's language, and the cycle done."""
+    said = outputs.reply(state, i18n.text(key, state.language, **values))
+    return _done(state, summary, *before, said, action=action)
+
+
+def _done(
+    state: CycleState, summary: str, *before: effects.Effect, action: str | None = None
+) -> Transition:
+    named = action or ACTIONS[_route(state).kind]
+    step = StepRecord(step=STEP, action=named, status="ok", summary=summary)
+    return outputs.end(outputs.with_step(state, step), "done", before=before)
+
+
+def _failed(state: CycleState, summary: str, text: str | None = None) -> Transition:
+    """The step failed; the user is told that the memory service did not answer, unless
+    ``text`` says what else."""
+    action = ACTIONS[_route(state).kind]
+    step = StepRecord(step=STEP, action=action, status="failed", summary=summary)
+    told = text if text is not None else i18n.text("memory_unavailable", state.language)
+    return outputs.end(outputs.with_step(state, step), "action_failed", told)
+
+
+def _pending(state: CycleState, kind: PendingKind) -> PendingAction:
+    return PendingAction(
+        id=pending_id_for(state.cycle_id),
+        kind=kind,
+        language=state.language,
+        asked_in_cycle=state.cycle_id,
+    )
+
+
+def _minutes(config: Config) -> int:
+    return max(1, config.pending_ttl_s // 60)
+
+
+def _route(state: CycleState) -> Route:
+    return state.route or Route(kind="model", language=state.language)
+
+
+def _choice(route: Route) -> PendingAction:
+    if route.choice is None:
+        raise ValueError(f"a {route.kind} route without its pending choice")
+    return route.choice
+
+
+def _chosen(route: Route) -> UpdateCandidate:
+    """The candidate picked (the route's one target)."""
+    picked = route.targets[0] if route.targets else None
+    return next(c for c in _choice(route).candidates if c.memory_id == picked)
+
+
+def _code(reply: events.Reply | None) -> str | None:
+    return reply.code if isinstance(reply, MemoryFailure) else None
+
+
+def _unavailable(reply: events.Reply) -> bool:
+    return isinstance(reply, events.Unanswered) or _code(reply) == "unavailable"
+
+
+def _detail(reply: events.Reply | None) -> str:
+    if isinstance(reply, events.Unanswered):
+        return reply.detail
+    if isinstance(reply, MemoryFailure):
+        return reply.error_message
+    return f"unexpected {type(reply).__name__}"
