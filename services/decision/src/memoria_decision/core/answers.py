@@ -32,7 +32,7 @@ def _words(text: str) -> frozenset[str]:
 
 _LEAD: Final = (
     r"(?:(?:(?:i'?m |i am )?sorry|oops|hmm+|uh+|um+|well|ah|oh|honestly|desculp[ae]|"
-    r"foi mal|perdao|olha|bom|hum+),? )*"
+    r"foi mal|perdao|olha|bom|hum+)(?:\s*[,;:—–]\s*|\s+))*"
 )
 # Refusals at the start of a message, whatever follows ("I don't know my address").
 _REFUSAL: Final = re.compile(
