@@ -132,7 +132,7 @@ def test_a_cycle_that_ends_asking_keeps_the_question_pending() -> None:
         "Could you tell me?",
     )
     assert put.action.id == "pa_1" and put.action.language == "en"
-    assert kinds(moved)[-4:] == [effects.MarkEnded, effects.Save, effects.Announce, effects.Release]
+    assert kinds(moved)[-3:] == [effects.MarkEnded, effects.Announce, effects.Release]
 
 
 def test_a_failed_question_asks_nothing() -> None:

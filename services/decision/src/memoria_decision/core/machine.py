@@ -253,7 +253,7 @@ def _decide(state: CycleState, config: Config, *, recorded: int | None) -> Trans
     step = state.next_step
     if step > config.max_steps:
         text = _text(state, "max_steps", steps=config.max_steps)
-        return outputs.end(state, "max_steps", text, recorded=recorded)
+        return outputs.end(state, "max_steps", text, recorded=recorded, derived=True)
     saved = (effects.ClearDeadline(recorded), effects.Save(state)) if recorded is not None else ()
     refresh = () if state.work.lock_fresh else (effects.RefreshLock(),)
     then: effects.Effect = effects.Choose(step)
@@ -330,7 +330,7 @@ def _after_step(
         return _decide(state, config, recorded=recorded)
     if outcome.status == "failed":
         text = _text(state, "action_failed", action=completed.action, detail=outcome.error)
-        return outputs.end(state, "action_failed", text, recorded=recorded)
+        return outputs.end(state, "action_failed", text, recorded=recorded, derived=True)
     asked: tuple[effects.Effect, ...] = ()
     if outcome.choice is not None:
         choice = outcome.choice
@@ -351,7 +351,7 @@ def _after_step(
             asked=said or outcome.summary,
         )
         asked = (effects.PutPending(question),)
-    return outputs.end(state, "done", recorded=recorded, before=asked)
+    return outputs.end(state, "done", recorded=recorded, before=asked, derived=True)
 
 
 def _overdue(state: CycleState, step: int, config: Config) -> Transition:

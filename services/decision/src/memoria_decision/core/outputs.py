@@ -99,15 +99,18 @@ def end(
     *,
     recorded: int | None = None,
     before: tuple[effects.Effect, ...] = (),
+    derived: bool = False,
 ) -> effects.Transition:
     """In order: ``before`` and the notice ``text``; the step just ``recorded`` no longer
-    timed; the mark that stops running steps; the ended state saved; then its end announced
-    and the thread released (:func:`released`)."""
+    timed; the mark that stops the cycle's steps (a late one, or one a timeout cut short);
+    the ended state saved, unless the end is ``derived`` from the state and its event alone
+    (a completed step's: its redelivery, finding the step pending, ends the cycle the same
+    way); then its end announced and the thread released (:func:`released`)."""
     ended = state.but(status="ended", end_reason=reason, pending=None)
     told = (notice(state, "end", text),) if text is not None else ()
     untimed = (effects.ClearDeadline(recorded),) if recorded is not None else ()
-    saved = (effects.MarkEnded(), effects.Save(ended))
-    return released(ended).after(*before, *told, *untimed, *saved)
+    saved = () if derived else (effects.Save(ended),)
+    return released(ended).after(*before, *told, *untimed, effects.MarkEnded(), *saved)
 
 
 def released(state: CycleState) -> effects.Transition:
