@@ -50,7 +50,7 @@ def loaded_by(module: str) -> list[str]:
 
 def refused(modules: list[str]) -> list[str]:
     def bad(name: str) -> bool:
-        root = name.split(".")[0]
+        root = name.split(".", maxsplit=1)[0]
         if root in FORBIDDEN:
             return True
         if root in ("memoria_runtime", "memoria_llm"):
