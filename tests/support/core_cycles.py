@@ -16,7 +16,8 @@ from memoria_contracts.events import (
     UpdateChoice,
 )
 from memoria_contracts.session import SessionConfigOverrides, SessionConfigState
-from memoria_decision.core import decide, effects, events
+from memoria_decision.core import effects, events
+from memoria_decision.core.machine import decide
 from memoria_decision.core.state import (
     Config,
     CycleState,

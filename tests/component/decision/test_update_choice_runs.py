@@ -19,7 +19,7 @@ from memoria_contracts.events import (
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
 from memoria_contracts.streams import Stream
 from memoria_decision.core.commands import Choice, read_choice
-from memoria_decision.core.last_told import last_told
+from memoria_decision.core.fast_paths import last_told
 from memoria_decision.core.routes import route_for
 from memoria_decision.core.state import PendingAction, UpdateCandidate
 from memoria_llm.scripted import ScriptRule

@@ -37,7 +37,8 @@ from memoria_contracts.history import HistorySummary
 from memoria_contracts.memory import Memory, MemoryFailure, MemoryFound, MemorySearch
 from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionPersonaApplied
-from memoria_decision.core import decide, effects, events
+from memoria_decision.core import effects, events
+from memoria_decision.core.machine import decide
 from memoria_decision.core.state import CycleState, PendingAction, PendingStep, Route, Stored
 from memoria_runtime import i18n
 from memoria_runtime.session_defaults import session_defaults

@@ -21,8 +21,9 @@ from core_cycles import (
 
 from memoria_action_worker.actions.memory_save import SavePlan
 from memoria_contracts.events import ActionSpec, CycleContext, Language
-from memoria_decision.core import decide, effects
+from memoria_decision.core import effects
 from memoria_decision.core.answers import answers as answers_question
+from memoria_decision.core.machine import decide
 from memoria_decision.core.state import CycleState, PendingAction
 from memoria_decision.prompt import decision_prompt
 from memoria_llm.port import LLMOutputError, LLMRequest, Prompt
@@ -213,7 +214,7 @@ async def saved(context: CycleContext) -> list[str]:
         plan = await OfflineModel().reasoning(request("MemorySave", context), SavePlan)
     except LLMOutputError:  # no plan: nothing saved
         return []
-    return [m.content for m in plan.memories]
+    return [str(m.content) for m in plan.memories]
 
 
 async def planned(text: str, question: str, language: Language = "en") -> tuple[str, list[str]]:

@@ -23,7 +23,8 @@ from memoria_contracts.session import (
     SessionConfigUpdate,
     SessionPersonaApplied,
 )
-from memoria_decision.core import decide, events
+from memoria_decision.core import events
+from memoria_decision.core.machine import decide
 from memoria_decision.core.state import CycleState
 from memoria_gateway import validation_errors
 from memoria_gateway.persona_routes import persona_router

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from inspect import isawaitable
 from typing import Any
 
+from memoria_contracts.events import Envelope
+from memoria_contracts.streams import Stream
 from memoria_runtime.bus import EventPublisher
 
 Queue = Callable[[Any], Awaitable[None] | None]
@@ -56,6 +58,10 @@ class Batch:
 
     def hold(self, queue: Queue, check: Check | None = None) -> None:
         self._held.append((queue, check))
+
+    def append(self, stream: Stream, envelope: Envelope) -> None:
+        """An append to ``stream``, held like any write."""
+        self.hold(lambda pipe: self.publisher.queue(pipe, stream, envelope))
 
     async def send(self, read: Callable[[Any], Any] | None = None) -> Any:
         """Send what is held, with ``read`` last; returns ``read``'s answer."""

@@ -55,9 +55,11 @@ class Chooser:
     async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
         """``entries``: the action catalog as read. The decision's tokens count for the
         cycle (added with the step); a failed decision's at once (they were spent)."""
-        catalog = await live_actions(self.redis, entries) or await self._workers_within(
-            self.settings.no_workers_wait_seconds
-        )
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.settings.no_workers_wait_seconds
+        while not (catalog := await live_actions(self.redis, entries)) and loop.time() < until:
+            await asyncio.sleep(_WORKERS_POLL_S)
+            entries = await self.redis.hgetall(keys.ACTION_CATALOG)
         if not catalog:
             return events.NoWorkers(utcnow())
         prices = self.settings.llm_prices
@@ -105,13 +107,3 @@ class Chooser:
             "decision.fallback", {"fallback": fallback, "rejected": rejected}
         )
         return fallback
-
-    async def _workers_within(self, seconds: float) -> list[ActionSpec]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while loop.time() < deadline:
-            await asyncio.sleep(_WORKERS_POLL_S)
-            specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
-            if specs:
-                return specs
-        return []

@@ -29,7 +29,8 @@ from memoria_contracts.ids import new_id
 from memoria_contracts.streams import Stream
 from memoria_decision.batch import Batch
 from memoria_decision.chooser import Chooser
-from memoria_decision.core import decide, effects, events
+from memoria_decision.core import effects, events
+from memoria_decision.core.machine import decide
 from memoria_decision.core.state import Config, CycleState, Stored
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore, PendingStore
@@ -49,13 +50,6 @@ tracer = trace.get_tracer("memoria.decision")
 
 _SWEEP_BATCH: Final = 50  # deadlines handled per sweep
 _ENDED_MARK_TTL_S: Final = 24 * 3600  # workers look for it while a step runs
-# Attributes of the ``cycle.end`` span (OpenTelemetry's GenAI names where there is one).
-ATTR_CYCLE_ID: Final = "memoria.cycle_id"
-ATTR_END_REASON: Final = "memoria.cycle.end_reason"
-ATTR_FAST_PATH: Final = "memoria.cycle.fast_path"
-ATTR_COST_USD: Final = "memoria.cycle.cost_usd"
-ATTR_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
-ATTR_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 
 
 def core_config(settings: DecisionSettings) -> Config:
@@ -152,14 +146,14 @@ class CycleExecutor:
 
     # -- one handler per effect -------------------------------------------------------------
 
-    async def _carry_out(
+    async def _carry_out(  # noqa: PLR0915 (one short case per kind of effect)
         self, effect: effects.Effect, state: CycleState, batch: Batch
     ) -> events.Event | None:
         cycle_id, user_id, thread_id = state.cycle_id, state.user_id, state.thread_id
         lock = (user_id, thread_id, state.message_id)
         match effect:
             case effects.Post(record):
-                self._hold_append(batch, state, Stream.CHAT_OUT, ChatPosted(message=record))
+                batch.append(Stream.CHAT_OUT, self._envelope(state, ChatPosted(message=record)))
             case effects.Create(created):
                 fresh = await batch.send(lambda pipe: self.store.queue_create(pipe, created))
                 return events.Created(utcnow(), None if fresh else await self.store.load(cycle_id))
@@ -184,8 +178,14 @@ class CycleExecutor:
                 batch.hold(lambda pipe: self.deadlines.queue_set(pipe, cycle_id, step, seconds))
             case effects.ClearDeadline(step):
                 batch.hold(lambda pipe: self.deadlines.queue_clear(pipe, cycle_id, step))
-            case effects.RequestAction():
-                self._request(state, batch)
+            case effects.RequestAction() if state.pending is not None:
+                pending = state.pending
+                request = ActionRequested(
+                    step=pending.step, action=pending.action, context=state.context()
+                )
+                envelope = self._envelope(state, request, pending.request_event_id)
+                batch.append(Stream.ACTIONS, envelope)
+                log.info("cycle %s step %d: %s", cycle_id, pending.step, pending.action)
             case effects.PutPending(action):
                 batch.hold(lambda pipe: self.pending.queue_put(pipe, user_id, thread_id, action))
             case effects.ClearPending(action_id):
@@ -202,71 +202,57 @@ class CycleExecutor:
                 save = None if released is None else self.store.released(released)
                 next_id = await self.gate.release(*lock, save=save)
                 if released is not None:  # counted once: when the announcement is recorded
-                    metrics.count_cycle_end(released.end_reason or "done", _age(state))
+                    age_s = (utcnow() - state.started_at).total_seconds()
+                    metrics.count_cycle_end(released.end_reason or "done", age_s)
                     log.info("cycle %s ended (%s): %s", cycle_id, state.end_reason, state.actions)
                 if next_id:
                     log.info("thread %s/%s: next message %s", user_id, thread_id, next_id)
             case effects.Requeue(framed):
                 await batch.send()
                 await self.gate.requeue_first(*lock, framed)
-            case effects.Note():
-                pass  # logged by the loop
+            case effects.Note() | effects.RequestAction():
+                log.info("cycle %s: %s", cycle_id, effect)
             case _:  # a new kind of effect must be carried out here (mypy checks)
                 assert_never(effect)
         return None
 
     async def _ask(self, state: CycleState, request: Payload) -> events.Reply:
         """A request to the memory service as the cycle's user."""
+        who = (state.user_id, state.thread_id, state.cycle_id)
         try:
-            return await self.memory.request(
-                state.user_id, state.thread_id, state.cycle_id, request
-            )
+            return await self.memory.request(*who, request)
         except TimeoutError as exc:
             return events.Unanswered(str(exc) or "timed out", timeout=True)
         except RpcError as exc:
             return events.Unanswered(str(exc), timeout=False)
 
-    def _request(self, state: CycleState, batch: Batch) -> None:
-        if state.pending is None:
-            raise TypeError("RequestAction without a pending step")
-        step, action = state.pending.step, state.pending.action
-        request = ActionRequested(step=step, action=action, context=state.context())
-        event_id = state.pending.request_event_id
-        self._hold_append(batch, state, Stream.ACTIONS, request, event_id=event_id)
-        log.info("cycle %s step %d: %s", state.cycle_id, step, action)
-
     async def _announce(self, state: CycleState, batch: Batch) -> None:
         """``cycle.ended`` with the cycle's usage, read with the end's writes (its steps'
         tokens are all in by then); None when no call reported any (the offline planner),
-        rather than a cost of 0 nobody measured."""
-        raw = await batch.send(lambda pipe: pipe.hgetall(keys.cycle_usage(state.cycle_id)))
-        used = accounting.parse_cycle(raw or {})
+        rather than a cost of 0 nobody measured. The usage is kept no longer than the
+        tombstone: only a redelivery before the release announces the end again."""
+        usage_key = keys.cycle_usage(state.cycle_id)
+        used = accounting.parse_cycle(await batch.send(lambda pipe: pipe.hgetall(usage_key)))
         usage = accounting.priced(used, self.settings.llm_prices) if used else None
         reason = state.end_reason or "done"
-        attributes: dict[str, Any] = {ATTR_CYCLE_ID: state.cycle_id, ATTR_END_REASON: reason}
-        if state.route is not None and state.route.kind != "model":
-            attributes[ATTR_FAST_PATH] = state.route.kind
+        # The span's attributes: OpenTelemetry's GenAI names where there is one.
+        attributes: dict[str, Any] = {"memoria.cycle_id": state.cycle_id}
+        attributes["memoria.cycle.end_reason"] = reason
+        if state.routed.kind != "model":
+            attributes["memoria.cycle.fast_path"] = state.routed.kind
         if usage is not None:
-            attributes[ATTR_COST_USD] = usage.cost_usd
-            attributes[ATTR_INPUT_TOKENS] = usage.input_tokens
-            attributes[ATTR_OUTPUT_TOKENS] = usage.output_tokens
+            attributes["memoria.cycle.cost_usd"] = usage.cost_usd
+            attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
+            attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
         with tracer.start_as_current_span("cycle.end", attributes=attributes):
             ended = CycleEnded(actions=state.actions, reason=reason, usage=usage)
-            self._hold_append(batch, state, Stream.CHAT_OUT, ended)
-        # Kept only while the end may be announced again (a redelivery before the release).
-        usage_key, ttl_s = keys.cycle_usage(state.cycle_id), self.store.released_ttl_s
+            batch.append(Stream.CHAT_OUT, self._envelope(state, ended))
+        ttl_s = self.store.released_ttl_s
         batch.hold(lambda pipe: pipe.expire(usage_key, ttl_s))
 
-    def _hold_append(
-        self,
-        batch: Batch,
-        state: CycleState,
-        stream: Stream,
-        payload: Payload,
-        *,
-        event_id: str | None = None,
-    ) -> None:
-        envelope = Envelope(
+    @staticmethod
+    def _envelope(state: CycleState, payload: Payload, event_id: str | None = None) -> Envelope:
+        return Envelope(
             event_id=event_id or new_id("evt"),
             cycle_id=state.cycle_id,
             user_id=state.user_id,
@@ -274,8 +260,3 @@ class CycleExecutor:
             trace=current_trace_carrier() or state.trace,
             payload=payload,
         )
-        batch.hold(lambda pipe: self.publisher.queue(pipe, stream, envelope))
-
-
-def _age(state: CycleState) -> float:
-    return (utcnow() - state.started_at).total_seconds()

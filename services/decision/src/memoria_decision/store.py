@@ -1,14 +1,11 @@
 """Decision's keys in Redis: each cycle's state between events, each thread's pending action.
 
-A running cycle's state is kept a day after its last write (far longer than any cycle runs:
-its thread's lock expires first). When the cycle ends, the release replaces it with a
-tombstone of under 200 bytes (:class:`~memoria_decision.core.state.Released`), kept as long
-as an event of the cycle can still be delivered again (:func:`released_ttl_s`); what was
-said lives on in the memory service's cycle traces (``GET /api/cycles/{id}``).
-
-A thread's pending action expires after :data:`PENDING_ACTION_TTL_S`: a "yes" the next day is
-an ordinary message, not the trigger of a forgotten request. It is per thread, so a "yes" in
-another conversation confirms nothing.
+A running cycle's state is kept a day after its last write, far longer than any cycle runs
+(its thread's lock expires first). The release replaces it with a tombstone of under 200
+bytes (:class:`~memoria_decision.core.state.Released`), kept only while an event of the cycle
+can still be delivered again (:func:`released_ttl_s`); what the cycle said is in the memory
+service's cycle traces (``GET /api/cycles/{id}``). A thread's pending action expires, so a
+"yes" the next day is an ordinary message, not the trigger of a forgotten request.
 """
 
 from __future__ import annotations
@@ -26,17 +23,14 @@ from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.decision.store")
 
-PENDING_ACTION_TTL_S: Final = 10 * 60
-"""How long a question to the user stays answerable."""
-RUNNING_TTL_S: Final = keys.CYCLE_TTL_S
-CONSUMER_DELIVERIES_PER_STRIKE: Final = 4
-"""The bus consumer parks an entry after at most this many deliveries per allowed failure."""
+PENDING_ACTION_TTL_S: Final = 10 * 60  # how long a question to the user stays answerable
+# The bus consumer's: an entry is parked after at most 4 deliveries per allowed failure, and
+# its reclaimer looks for idle entries at least every 2 s.
+DELIVERIES_PER_FAILURE: Final = 4
 RECLAIM_PERIOD_S: Final = 2
-"""The most the consumer's reclaimer waits between two looks for idle entries."""
-
 _STORED: TypeAdapter[Stored] = TypeAdapter(Annotated[Stored, Field(discriminator="status")])
-# Clear a thread's pending action only if it is still the one answered (a redelivered
-# cycle must not clear the one it asked itself since).
+# Cleared only if it is still the one answered: a redelivered cycle must not clear the one it
+# asked itself since.
 _CLEAR = """
 local raw = redis.call('GET', KEYS[1])
 if raw and cjson.decode(raw)['id'] == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -45,12 +39,12 @@ return 0
 
 
 def released_ttl_s(settings: BusSettings) -> int:
-    """How long an ended cycle's tombstone is kept: past the last delivery any of its
-    events can still get. An entry whose handler died is delivered again once it sat idle
-    ``reclaim_idle_ms`` (found within ``RECLAIM_PERIOD_S``), and parked after at most
-    ``max_deliveries`` × ``CONSUMER_DELIVERIES_PER_STRIKE`` deliveries: 640 s by default."""
+    """Past the last delivery any event of an ended cycle can get: one whose handler died is
+    delivered again once idle ``reclaim_idle_ms``, up to ``max_deliveries`` × 4 times (640 s
+    by default). Later, only a backlog read by a decision down all that time: the cycle would
+    run again, its records (fixed ids) replacing the first run's."""
     idle_s = settings.reclaim_idle_ms / 1000 + RECLAIM_PERIOD_S
-    return math.ceil(idle_s * settings.max_deliveries * CONSUMER_DELIVERIES_PER_STRIKE)
+    return math.ceil(idle_s * settings.max_deliveries * DELIVERIES_PER_FAILURE)
 
 
 class CycleStore:
@@ -64,29 +58,26 @@ class CycleStore:
 
     @staticmethod
     def parse(raw: bytes) -> Stored:
-        """A state as stored (read elsewhere too: the thread gate's ``open`` returns it)."""
         return _STORED.validate_json(raw)
 
     @staticmethod
     def queue_create(pipe: Any, state: Stored) -> None:
-        """Store a new cycle unless a delivery of its message stored it first."""
-        pipe.set(
-            keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=RUNNING_TTL_S
-        )
+        """Stored unless a delivery of its message stored it first."""
+        pipe.set(keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_RUNNING)
 
     @staticmethod
     def queue_save(pipe: Any, state: Stored) -> None:
-        pipe.set(keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=RUNNING_TTL_S)
+        pipe.set(keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=_RUNNING)
 
     def released(self, tombstone: Released) -> KeyWrite:
-        """The SET that replaces the state with its tombstone, with the release."""
+        """The tombstone, written in the release's atomic step."""
         key = keys.cycle_state(tombstone.cycle_id)
         return KeyWrite(key, tombstone.model_dump_json(), self.released_ttl_s)
 
 
 class PendingStore:
-    """Cycles of one thread never overlap (the thread gate): a thread's pending action is
-    read as its next cycle opens, and written or cleared only by that cycle."""
+    """A thread's pending action: read as its next cycle opens, written or cleared only by
+    that cycle (cycles of a thread never overlap: the thread gate)."""
 
     def __init__(self, redis: Any, *, ttl_s: int = PENDING_ACTION_TTL_S) -> None:
         self._redis = redis
@@ -103,14 +94,12 @@ class PendingStore:
             await self._redis.delete(keys.pending_action(user_id, thread_id))
             return None
 
-    async def get(self, user_id: str, thread_id: str) -> PendingAction | None:
-        raw = await self._redis.get(keys.pending_action(user_id, thread_id))
-        return await self.parse(user_id, thread_id, raw)
-
     def queue_put(self, pipe: Any, user_id: str, thread_id: str, action: PendingAction) -> None:
-        key = keys.pending_action(user_id, thread_id)
-        pipe.set(key, action.model_dump_json(), ex=self.ttl_s)
+        pipe.set(keys.pending_action(user_id, thread_id), action.model_dump_json(), ex=self.ttl_s)
 
     @staticmethod
     def queue_clear(pipe: Any, user_id: str, thread_id: str, action_id: str) -> None:
         pipe.eval(_CLEAR, 1, keys.pending_action(user_id, thread_id), action_id)
+
+
+_RUNNING: Final = keys.CYCLE_TTL_S

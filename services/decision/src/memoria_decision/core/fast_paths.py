@@ -11,7 +11,7 @@ Deleting everything never happens on the request: it asks, and only a clear yes 
 message of the thread, before the question expires, runs it. The ids are listed once and
 kept in the route, so a redelivery deletes the same ones (those gone already count as
 deleted). "Forget that" forgets what the user's last statement in the thread wrote
-(:mod:`.last_told`), or asks what, or which.
+(:func:`last_told`), or asks what, or which.
 """
 
 from __future__ import annotations
@@ -19,21 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from memoria_contracts import memory as mem
+from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import StepRecord, UpdateChoice
-from memoria_contracts.memory import (
-    MAX_PAGE,
-    MemoryDelete,
-    MemoryDeleted,
-    MemoryFailure,
-    MemoryFound,
-    MemoryGet,
-    MemoryList,
-    MemoryPage,
-    MemoryUpdate,
-    MemoryUpdated,
-)
 from memoria_decision.core import effects, events, outputs
-from memoria_decision.core.last_told import UPDATED_CARD_SUFFIX, last_told
 from memoria_decision.core.routes import excerpt
 from memoria_decision.core.state import (
     Config,
@@ -42,9 +31,7 @@ from memoria_decision.core.state import (
     PendingKind,
     Route,
     UpdateCandidate,
-    pending_id_for,
 )
-from memoria_runtime import i18n
 
 Transition = effects.Transition
 LIST_SHOWN: Final = 50
@@ -74,20 +61,20 @@ _CANCELLED: Final[dict[PendingKind | None, tuple[str, str]]] = {
 def start(state: CycleState, route: Route, config: Config) -> Transition:
     match route.kind:
         case "list_all":
-            listing = effects.AskMemory("list", (MemoryList(limit=LIST_SHOWN),))
+            listing = effects.AskMemory("list", (mem.MemoryList(limit=LIST_SHOWN),))
             return Transition(state, (outputs.status(state, STEP, "list_all_started"), listing))
         case "ask_delete_all":
-            put = effects.PutPending(_pending(state, "delete_all"))
+            put = effects.PutPending(state.asking("delete_all"))
             summary = "asked the user to confirm deleting all their memories"
-            return _say(state, "delete_all_question", summary, put, minutes=_minutes(config))
+            return _say(state, "delete_all_question", summary, put, minutes=config.pending_minutes)
         case "delete_all":
             then = _delete_next(state) if route.targets is not None else _list_ids(state, None)
             status = outputs.status(state, STEP, "memory_delete_started")
             return Transition(then.state, (status, *then.effects))
         case "update_chosen":
             choice = _choice(route)
-            update = MemoryUpdate(
-                memory_id=_chosen(route).memory_id,
+            update = mem.MemoryUpdate(
+                memory_id=route.chosen.memory_id,
                 content=choice.content,
                 content_kind=choice.content_kind,
                 source="chat",
@@ -105,10 +92,10 @@ def start(state: CycleState, route: Route, config: Config) -> Transition:
                 return _say(state, "forget_ask_what", summary, action=ASK_FORGET)
             if len(written) == 1:
                 return _forget(state, written[0])
-            gets = tuple(MemoryGet(memory_id=memory_id) for memory_id in written)
+            gets = tuple(mem.MemoryGet(memory_id=memory_id) for memory_id in written)
             return Transition(state, (effects.AskMemory("get", gets),))
         case "forget_chosen":
-            return _forget(state, _chosen(route).memory_id)
+            return _forget(state, route.chosen.memory_id)
         case "expired":
             key = "pending_expired" if route.expired == "delete_all" else "choice_expired"
             return _say(state, key, f"an answer to an expired {route.expired} question")
@@ -125,7 +112,7 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
     if silent is not None:
         return _failed(state, f"memory service: {_detail(silent)}")
     match event.purpose, replies:
-        case "list", (MemoryPage() as page,):
+        case "list", (mem.MemoryPage() as page,):
             cards = [outputs.card(state, f"{STEP}.{n}", m) for n, m in enumerate(page.memories)]
             count = len(page.memories)
             key = (
@@ -138,35 +125,35 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
             more = " (and more)" if page.next_cursor else ""
             summary = f"listed the user's {count} newest memories{more}"
             return _say(state, key, summary, *map(effects.Post, cards), count=count)
-        case "ids", (MemoryPage() as page,):
+        case "ids", (mem.MemoryPage() as page,):
             listed = state.working(
                 listed=(*state.work.listed, *(m.memory_id for m in page.memories))
             )
             if page.next_cursor is not None:
                 return _list_ids(listed, page.next_cursor)
-            route = _route(state).model_copy(
+            route = state.routed.model_copy(
                 update={"targets": tuple(dict.fromkeys(listed.work.listed))}
             )
             kept = listed.but(route=route)
             then = _delete_next(kept)
             return Transition(then.state, (effects.Save(kept), *then.effects))
         case "delete", _:
-            gone = sum(isinstance(r, MemoryDeleted) or _code(r) == "not_found" for r in replies)
+            gone = sum(isinstance(r, mem.MemoryDeleted) or _code(r) == "not_found" for r in replies)
             work = state.work
             counted = state.working(
                 deleted=work.deleted + len(replies), failed=work.failed + len(replies) - gone
             )
             return _delete_next(counted)
-        case "update", (MemoryUpdated() as updated,):
+        case "update", (mem.MemoryUpdated() as updated,):
             # Told from the pending action, not the reply: a redelivered cycle updates again
             # (the same content) and says the same, not "from tea to tea".
-            route = _route(state)
-            old, new = excerpt(_chosen(route).content), excerpt(_choice(route).content)
+            route = state.routed
+            old, new = excerpt(route.chosen.content), excerpt(_choice(route).content)
             card = effects.Post(outputs.card(state, f"{STEP}{UPDATED_CARD_SUFFIX}", updated.memory))
             summary = f'updated {updated.memory_id} ("{old}" -> "{new}")'
             return _say(state, "update_chosen_done", summary, card, old=old, new=new)
         case "get", _:
-            found = [m for r in replies if isinstance(r, MemoryFound) for m in r.memories]
+            found = [m for r in replies if isinstance(r, mem.MemoryFound) for m in r.memories]
             candidates = [UpdateCandidate(memory_id=m.memory_id, content=m.content) for m in found]
             if len(candidates) == 1:
                 return _forget(state, candidates[0].memory_id)
@@ -175,7 +162,7 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
             asked = ask_choice(state, "choose_forget", candidates, config)
             summary = f"asked which of {len(candidates)} memories to forget"
             return _done(state, summary, *asked, action=ASK_FORGET)
-        case "forget", (MemoryDeleted() as deleted,):
+        case "forget", (mem.MemoryDeleted() as deleted,):
             content = excerpt(deleted.deleted_content)
             summary = f'forgot {deleted.memory_id} ("{content}")'
             return _say(state, "forget_done", summary, content=content)
@@ -186,10 +173,10 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
     code = _code(first) or type(first).__name__
     summary = f"{event.purpose} refused ({code}): {_detail(first)}"
     if event.purpose == "update":
-        old = excerpt(_chosen(_route(state)).content)
-        return _failed(state, summary, i18n.text("update_chosen_failed", state.language, old=old))
+        old = excerpt(state.routed.chosen.content)
+        return _failed(state, summary, state.text("update_chosen_failed", old=old))
     if event.purpose == "forget":
-        return _failed(state, summary, i18n.text("memory_rejected", state.language, detail=code))
+        return _failed(state, summary, state.text("memory_rejected", detail=code))
     return _failed(state, summary)
 
 
@@ -206,19 +193,14 @@ def ask_choice(
     (``choose_forget``) meant: the candidates numbered, the question kept as the thread's
     pending action under the asking cycle's id (a redelivery stores and says the same)."""
     content = update.content if update else None
-    action = _pending(state, kind).model_copy(
-        update={
-            "candidates": tuple(candidates),
-            "content": content,
-            "content_kind": update.content_kind if update else None,
-        }
-    )
+    kept = {"content": content, "content_kind": update.content_kind if update else None}
+    action = state.asking(kind, candidates=tuple(candidates), **kept)
     numbered = "\n".join(f"{n}. {excerpt(c.content)}" for n, c in enumerate(candidates, start=1))
-    values = {"candidates": numbered, "minutes": _minutes(config)}
+    values = {"candidates": numbered, "minutes": config.pending_minutes}
     if kind == "choose_update":
         values["content"] = excerpt(content)
     key = "update_choice_question" if kind == "choose_update" else "forget_choice_question"
-    text = i18n.text(key, state.language, **values)
+    text = state.text(key, **values)
     return (effects.PutPending(action), outputs.reply(state, text, step=step))
 
 
@@ -227,30 +209,30 @@ def ask_choice(
 
 def _list_ids(state: CycleState, cursor: str | None) -> Transition:
     """A page of every memory id of the session's user (the thread's lock kept meanwhile)."""
-    page = MemoryList(limit=MAX_PAGE, cursor=cursor)
+    page = mem.MemoryList(limit=mem.MAX_PAGE, cursor=cursor)
     return Transition(state, (effects.RefreshLock(), effects.AskMemory("ids", (page,))))
 
 
 def _delete_next(state: CycleState) -> Transition:
     """The next batch of deletions, or the report once none is left."""
-    targets, work = _route(state).targets or (), state.work
+    targets, work = state.routed.targets or (), state.work
     batch = targets[work.deleted : work.deleted + DELETE_CONCURRENCY]
     if batch:
-        deletes = tuple(MemoryDelete(memory_id=memory_id) for memory_id in batch)
+        deletes = tuple(mem.MemoryDelete(memory_id=memory_id) for memory_id in batch)
         return Transition(state, (effects.RefreshLock(), effects.AskMemory("delete", deletes)))
     total, failed = len(targets), work.failed
     deleted = total - failed
     summary = f"deleted {deleted} of the user's {total} memories"
     if failed:
         values = {"deleted": deleted, "total": total, "failed": failed}
-        return _failed(state, summary, i18n.text("delete_all_partial", state.language, **values))
+        return _failed(state, summary, state.text("delete_all_partial", **values))
     key = "delete_all_done" if total else "delete_all_none"
     return _say(state, key, summary, count=deleted)
 
 
 def _forget(state: CycleState, memory_id: str) -> Transition:
     status = outputs.status(state, STEP, "memory_delete_started")
-    delete = effects.AskMemory("forget", (MemoryDelete(memory_id=memory_id),))
+    delete = effects.AskMemory("forget", (mem.MemoryDelete(memory_id=memory_id),))
     return Transition(state.working(target=memory_id), (status, delete))
 
 
@@ -263,14 +245,14 @@ def _say(
     **values: object,
 ) -> Transition:
     """``before``, then the reply ``key`` in the cycle's language, and the cycle done."""
-    said = outputs.reply(state, i18n.text(key, state.language, **values))
+    said = outputs.reply(state, state.text(key, **values))
     return _done(state, summary, *before, said, action=action)
 
 
 def _done(
     state: CycleState, summary: str, *before: effects.Effect, action: str | None = None
 ) -> Transition:
-    named = action or ACTIONS[_route(state).kind]
+    named = action or ACTIONS[state.routed.kind]
     step = StepRecord(step=STEP, action=named, status="ok", summary=summary)
     return outputs.end(outputs.with_step(state, step), "done", before=before)
 
@@ -278,27 +260,10 @@ def _done(
 def _failed(state: CycleState, summary: str, text: str | None = None) -> Transition:
     """The step failed; the user is told that the memory service did not answer, unless
     ``text`` says what else."""
-    action = ACTIONS[_route(state).kind]
+    action = ACTIONS[state.routed.kind]
     step = StepRecord(step=STEP, action=action, status="failed", summary=summary)
-    told = text if text is not None else i18n.text("memory_unavailable", state.language)
+    told = text if text is not None else state.text("memory_unavailable")
     return outputs.end(outputs.with_step(state, step), "action_failed", told)
-
-
-def _pending(state: CycleState, kind: PendingKind) -> PendingAction:
-    return PendingAction(
-        id=pending_id_for(state.cycle_id),
-        kind=kind,
-        language=state.language,
-        asked_in_cycle=state.cycle_id,
-    )
-
-
-def _minutes(config: Config) -> int:
-    return max(1, config.pending_ttl_s // 60)
-
-
-def _route(state: CycleState) -> Route:
-    return state.route or Route(kind="model", language=state.language)
 
 
 def _choice(route: Route) -> PendingAction:
@@ -307,14 +272,8 @@ def _choice(route: Route) -> PendingAction:
     return route.choice
 
 
-def _chosen(route: Route) -> UpdateCandidate:
-    """The candidate picked (the route's one target)."""
-    picked = route.targets[0] if route.targets else None
-    return next(c for c in _choice(route).candidates if c.memory_id == picked)
-
-
 def _code(reply: events.Reply | None) -> str | None:
-    return reply.code if isinstance(reply, MemoryFailure) else None
+    return reply.code if isinstance(reply, mem.MemoryFailure) else None
 
 
 def _unavailable(reply: events.Reply) -> bool:
@@ -324,6 +283,48 @@ def _unavailable(reply: events.Reply) -> bool:
 def _detail(reply: events.Reply | None) -> str:
     if isinstance(reply, events.Unanswered):
         return reply.detail
-    if isinstance(reply, MemoryFailure):
+    if isinstance(reply, mem.MemoryFailure):
         return reply.error_message
     return f"unexpected {type(reply).__name__}"
+
+
+# -- what "forget that" refers to ---------------------------------------------------------------
+# Read from the thread's history alone (its tool calls and results), so every replica finds the
+# same: writing steps keep the ids they wrote in their call's arguments (``written_ids``, set by
+# the worker's MemorySave and mem.MemoryUpdate); an update chosen among candidates shows its memory
+# as a card whose id ends in UPDATED_CARD_SUFFIX. The newest write is the last thing the user
+# told, whatever turns came after it.
+
+WRITING_ACTIONS: Final = frozenset({"MemorySave", "mem.MemoryUpdate"})
+WRITTEN_IDS: Final = "written_ids"
+"""The key of a writing step's arguments that lists the memory ids it wrote."""
+UPDATED_CARD_SUFFIX: Final = ".updated"
+
+
+def last_told(history: Sequence[ChatRecord]) -> list[str] | None:
+    """The ids the newest successful write of the history wrote (oldest record first), in
+    order; ``[]`` when that write's ids were not kept (its arguments cut short), None when
+    the history holds no write at all."""
+    failed = {
+        record.tool_call_id
+        for record in history
+        if record.role == "tool" and str(record.content).startswith("failed:")
+    }
+    answered = {record.tool_call_id for record in history if record.role == "tool"}
+    for record in reversed(history):
+        if record.modal == "memory" and record.id.endswith(UPDATED_CARD_SUFFIX):
+            card = record.content if isinstance(record.content, dict) else {}
+            memory_id = card.get("memory_id")
+            return [memory_id] if isinstance(memory_id, str) else []
+        for call in reversed(record.tool_calls or []):
+            if call.name not in WRITING_ACTIONS or call.id in failed or call.id not in answered:
+                continue
+            ids = call.arguments.get(WRITTEN_IDS)
+            if ids is None and "summary" not in call.arguments:
+                continue  # wrote nothing it could name (e.g. a save refused)
+            if not isinstance(ids, list):
+                return []
+            written = [i for i in ids if isinstance(i, str)]
+            if written:
+                return list(dict.fromkeys(written))
+    return None

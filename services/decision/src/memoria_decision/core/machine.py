@@ -32,7 +32,6 @@ from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearc
 from memoria_contracts.personas import ActivePersona, PersonaReset, detect_switch
 from memoria_contracts.session import (
     SessionConfigGet,
-    SessionConfigOverrides,
     SessionConfigState,
     SessionPersonaApplied,
 )
@@ -41,13 +40,10 @@ from memoria_decision.core.routes import asked_in, route_for
 from memoria_decision.core.state import (
     Config,
     CycleState,
-    PendingAction,
     PendingStep,
-    Route,
     Stored,
     UpdateCandidate,
     Work,
-    pending_id_for,
 )
 from memoria_llm.conversation import bounded_summary
 from memoria_runtime import i18n
@@ -79,7 +75,9 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
         case events.Answered(purpose="opening", replies=(reply,)) if opening:
             return _opened(state, reply, config)
         case events.Answered(purpose="session", replies=(reply,)) if opening:
-            stored = reply if isinstance(reply, SessionConfigState) else _defaults(state, config)
+            stored = (
+                reply if isinstance(reply, SessionConfigState) else config.defaults(state.thread_id)
+            )
             return _begin(state, stored, config)
         case events.Answered(purpose="recall", replies=(reply,)) if opening:
             found = reply.memories if isinstance(reply, MemoryFound) else []
@@ -89,7 +87,7 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             # Unrecorded, the reset still applies; the next cycle detects the switch again.
             chose = Transition(state.but(persona_recorded=True), (effects.Choose(state.next_step),))
             return chose.after(*_note(reply, "persona switch not recorded"))
-        case events.Answered() if idle and not state.steps and _route_of(state).kind != "model":
+        case events.Answered() if idle and not state.steps and state.routed.kind != "model":
             return fast_paths.answered(state, event, config)
         case events.Created(stored=None) if running and not state.echoed:
             return _created(state, config)
@@ -98,9 +96,9 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
         case events.Chosen() if idle:
             return _chosen(state, event)
         case events.DecisionFailed(detail=detail) if idle:
-            return outputs.end(state, "llm_error", _text(state, "llm_error", detail=detail))
+            return outputs.end(state, "llm_error", state.text("llm_error", detail=detail))
         case events.NoWorkers() if idle:
-            return outputs.end(state, "no_workers", _text(state, "no_workers"))
+            return outputs.end(state, "no_workers", state.text("no_workers"))
         case events.Completed(completed=completed) if not opening:
             return _completed(state, completed, config)
         case events.StepOverdue(step=step) if not opening:
@@ -147,18 +145,13 @@ def _opened(state: CycleState, reply: events.Reply, config: Config) -> Transitio
     missing = state.working(history_missing=True)
     notes = _note(reply, "no history from the memory service")
     if isinstance(reply, events.Unanswered) and reply.timeout:
-        return _begin(missing, _defaults(state, config), config).after(*notes)
+        return _begin(missing, config.defaults(state.thread_id), config).after(*notes)
     return Transition(missing, (*notes, _ask_session(missing)))
 
 
 def _ask_session(state: CycleState) -> effects.AskMemory:
     get = SessionConfigGet(thread_id=state.thread_id, defaults_if_missing=True)
     return effects.AskMemory("session", (get,))
-
-
-def _defaults(state: CycleState, config: Config) -> SessionConfigState:
-    session = config.default_session.model_copy(update={"thread_id": state.thread_id})
-    return SessionConfigState(config=session, overrides=SessionConfigOverrides())
 
 
 # -- 2. the cycle begins ----------------------------------------------------------------------
@@ -212,19 +205,19 @@ def _created(state: CycleState, config: Config) -> Transition:
     is saved with the cycle's next state: a crash before that echoes again (a replacement)."""
     shown = [effects.Post(record) for record in state.transcript]
     if state.work.history_missing:
-        shown.append(outputs.notice(state, "history", _text(state, "history_unavailable")))
+        shown.append(outputs.notice(state, "history", state.text("history_unavailable")))
     return _route(state.but(echoed=True), config).after(*shown)
 
 
 def _route(state: CycleState, config: Config) -> Transition:
     """The pending action answered cleared (the cycle is stored with its route: a redelivery
     clears it again), a dropped one told, then the route taken."""
-    route = _route_of(state)
+    route = state.routed
     first: list[effects.Effect] = []
     if route.resolves is not None:
         first.append(effects.ClearPending(route.resolves))
     if route.dropped is not None:
-        first.append(outputs.notice(state, "pending", _text(state, DROPPED[route.dropped])))
+        first.append(outputs.notice(state, "pending", state.text(DROPPED[route.dropped])))
     if route.kind == "model":
         return _decide(state, config, recorded=None).after(*first)
     return fast_paths.start(state, route, config).after(*first)
@@ -252,7 +245,7 @@ def _decide(state: CycleState, config: Config, *, recorded: int | None) -> Trans
     recorded, saved first (and its deadline cleared: a slow decision would time it out)."""
     step = state.next_step
     if step > config.max_steps:
-        text = _text(state, "max_steps", steps=config.max_steps)
+        text = state.text("max_steps", steps=config.max_steps)
         return outputs.end(state, "max_steps", text, recorded=recorded, derived=True)
     saved = (effects.ClearDeadline(recorded), effects.Save(state)) if recorded is not None else ()
     refresh = () if state.work.lock_fresh else (effects.RefreshLock(),)
@@ -329,7 +322,7 @@ def _after_step(
     if not outcome.ends_cycle:
         return _decide(state, config, recorded=recorded)
     if outcome.status == "failed":
-        text = _text(state, "action_failed", action=completed.action, detail=outcome.error)
+        text = state.text("action_failed", action=completed.action, detail=outcome.error)
         return outputs.end(state, "action_failed", text, recorded=recorded, derived=True)
     asked: tuple[effects.Effect, ...] = ()
     if outcome.choice is not None:
@@ -342,14 +335,8 @@ def _after_step(
         )
     elif completed.action == QUESTION_ACTION:
         said = " ".join(str(m.content) for m in outcome.messages if m.role == "assistant")
-        question = PendingAction(
-            id=pending_id_for(state.cycle_id),
-            kind="question",
-            language=state.language,
-            asked_in_cycle=state.cycle_id,
-            content=str(state.original.content),
-            asked=said or outcome.summary,
-        )
+        said = said or outcome.summary
+        question = state.asking("question", content=str(state.original.content), asked=said)
         asked = (effects.PutPending(question),)
     return outputs.end(state, "done", recorded=recorded, before=asked, derived=True)
 
@@ -363,17 +350,9 @@ def _overdue(state: CycleState, step: int, config: Config) -> Transition:
     failed = StepRecord(step=step, action=pending.action, status="failed", summary="timed out")
     result = outputs.result(state, step, pending.action, "failed: timed out")
     seconds = config.step_timeout_s
-    text = _text(state, "step_timeout", action=pending.action, seconds=seconds)
+    text = state.text("step_timeout", action=pending.action, seconds=seconds)
     before = (result,) if pending.tool_call else ()
     return outputs.end(outputs.with_step(state, failed), "step_timeout", text, before=before)
-
-
-def _route_of(state: CycleState) -> Route:
-    return state.route or Route(kind="model", language=state.language)
-
-
-def _text(state: CycleState, key: str, **values: object) -> str:
-    return i18n.text(key, state.language, **values)
 
 
 def _note(reply: events.Reply, what: str) -> tuple[effects.Effect, ...]:

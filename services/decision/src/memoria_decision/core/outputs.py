@@ -19,7 +19,6 @@ from memoria_contracts.events import CycleEndReason, StepRecord
 from memoria_contracts.text import one_line
 from memoria_decision.core import effects
 from memoria_decision.core.state import CycleState, Released
-from memoria_runtime import i18n
 
 RESULT_CHARS: Final = 300  # a result is one line for the model; cards are stored apart
 ARGUMENTS_CHARS: Final = 300  # the longest JSON of a call's arguments kept as it is
@@ -38,7 +37,7 @@ def post(state: CycleState, suffix: str, **fields: Any) -> effects.Post:
 def status(state: CycleState, step: int, key: str) -> effects.Post:
     """``step``'s status line, replaced on screen by what comes next."""
     line = _LINE | {"modal": "textForReplace"}
-    return post(state, f"{step}.status", content=i18n.text(key, state.language), **line)
+    return post(state, f"{step}.status", content=state.text(key), **line)
 
 
 def reply(state: CycleState, text: str, *, step: int = 1) -> effects.Post:

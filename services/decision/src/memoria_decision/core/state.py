@@ -21,7 +21,8 @@ from memoria_contracts.events import (
 from memoria_contracts.history import HistorySummary
 from memoria_contracts.memory import ContentKind
 from memoria_contracts.personas import ActivePersona, Persona, PersonaApplied
-from memoria_contracts.session import SessionConfig
+from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigState
+from memoria_runtime import i18n
 
 
 class Frozen(BaseModel):
@@ -51,23 +52,8 @@ class PendingAction(Frozen):
     asked: str | None = None  # question: what the assistant asked
 
 
-def pending_id_for(cycle_id: str) -> str:
-    """One asking cycle, one pending action: a redelivered cycle stores the same one again."""
-    return f"pa_{cycle_id.removeprefix('cyc_')}"
-
-
-RouteKind = Literal[
-    "model",
-    "list_all",
-    "ask_delete_all",
-    "delete_all",
-    "cancel",
-    "update_chosen",
-    "ask_choice",
-    "forget_last",
-    "forget_chosen",
-    "expired",
-]
+_Asks = Literal["ask_delete_all", "ask_choice", "forget_last", "expired", "cancel"]
+RouteKind = _Asks | Literal["model", "list_all", "delete_all", "update_chosen", "forget_chosen"]
 
 
 class Route(Frozen):
@@ -84,6 +70,13 @@ class Route(Frozen):
     targets: tuple[str, ...] | None = None  # delete_all: listed once, kept; *_chosen: the one
     choice: PendingAction | None = None  # the choice answered (the store's copy is cleared)
     question: PendingQuestion | None = None  # the question the message came after
+
+    @property
+    def chosen(self) -> UpdateCandidate:
+        """``*_chosen``: the candidate picked."""
+        picked = self.targets[0] if self.targets else None
+        candidates = self.choice.candidates if self.choice else ()
+        return next(c for c in candidates if c.memory_id == picked)
 
 
 class PendingStep(Frozen):
@@ -145,6 +138,23 @@ class CycleState(Frozen):
     def now(self) -> datetime:
         return self.work.now
 
+    @property
+    def routed(self) -> Route:
+        return self.route or Route(kind="model", language=self.language)
+
+    def text(self, key: str, **values: object) -> str:
+        """The catalogue's text ``key``, in the cycle's language."""
+        return i18n.text(key, self.language, **values)
+
+    def asking(self, kind: PendingKind, **fields: Any) -> PendingAction:
+        """What the cycle asks the thread's next message, under its own id (a redelivered
+        cycle stores the same one again)."""
+        cycle_id = self.cycle_id
+        pending_id = f"pa_{cycle_id.removeprefix('cyc_')}"
+        return PendingAction(
+            id=pending_id, kind=kind, language=self.language, asked_in_cycle=cycle_id, **fields
+        )
+
     def but(self, **changes: Any) -> CycleState:
         return self.model_copy(update=changes)
 
@@ -190,3 +200,12 @@ class Config:
     personas: Mapping[str, Persona]
     default_persona: str
     pending_ttl_s: int
+
+    @property
+    def pending_minutes(self) -> int:
+        return max(1, self.pending_ttl_s // 60)
+
+    def defaults(self, thread_id: str) -> SessionConfigState:
+        """A thread's session config when none can be read: the settings' own."""
+        session = self.default_session.model_copy(update={"thread_id": thread_id})
+        return SessionConfigState(config=session, overrides=SessionConfigOverrides())
