@@ -694,7 +694,7 @@ async def test_a_reply_that_answers_nothing_is_not_saved_as_the_answer(reply_tex
     context = context_for(reply_text, history=history, question=asked)
     if "MemorySave" in await run_cycle(reply_text, history=history, question=asked):
         plan = await planned(SavePlan, context)
-        assert all("address" not in m.content.lower() for m in plan.memories)
+        assert all("address" not in str(m.content).lower() for m in plan.memories)
 
 
 async def test_the_planner_no_longer_guesses_a_question_from_the_history() -> None:
