@@ -34,7 +34,7 @@ ALLOWED_IMPORTS = frozenset(
     {
         *("__future__", "collections.abc", "dataclasses", "datetime", "functools", "hashlib"),
         *("json", "re", "typing", "unicodedata", "enum", "pydantic"),
-        *("memoria_runtime", "memoria_llm.conversation"),
+        *("memoria_contracts", "memoria_runtime", "memoria_llm.conversation"),
     }
 )
 IMPURE_CALLS = frozenset({"now", "utcnow", "today", "time", "new_id", "uuid4", "random"})
