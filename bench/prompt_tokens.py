@@ -52,9 +52,9 @@ from memoria_action_worker.registry import load_actions
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec, StepRecord
 from memoria_contracts.history import HistorySummary
+from memoria_decision.chooser import decision_prompt
 from memoria_decision.core import outputs
 from memoria_decision.core.state import CycleState
-from memoria_decision.prompt import decision_prompt
 from memoria_llm import usage
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LLMRequest, Prompt

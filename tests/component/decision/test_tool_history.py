@@ -21,10 +21,10 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_contracts.streams import Stream
+from memoria_decision.chooser import decision_prompt
 from memoria_decision.core import outputs
 from memoria_decision.core.state import CycleState
 from memoria_decision.executor import CycleExecutor
-from memoria_decision.prompt import decision_prompt
 from memoria_llm.conversation import TURNS_HEADING
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog

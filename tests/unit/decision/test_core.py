@@ -357,8 +357,8 @@ def test_a_chosen_action_becomes_the_pending_step_and_its_request() -> None:
 @pytest.mark.parametrize(
     ("event", "reason", "words"),
     [
-        (events.DecisionFailed(AT, "timed out"), "llm_error", "timed out"),
-        (events.NoWorkers(AT), "no_workers", "worker"),
+        (events.Undecided(AT, "llm_error", "timed out"), "llm_error", "timed out"),
+        (events.Undecided(AT, "no_workers"), "no_workers", "worker"),
     ],
 )
 def test_no_decision_ends_the_cycle_with_a_notice(
@@ -555,8 +555,8 @@ EVENTS: dict[str, events.Event] = {
     "created": events.Created(AT, None),
     "created-before": events.Created(AT, waiting(1)),
     "chosen": events.Chosen(AT, "Finalize", False, "evt_2", {}),
-    "decision-failed": events.DecisionFailed(AT, "down"),
-    "no-workers": events.NoWorkers(AT),
+    "decision-failed": events.Undecided(AT, "llm_error", "down"),
+    "no-workers": events.Undecided(AT, "no_workers"),
     "completed-1": completion(1),
     "completed-2": completion(2),
     "completed-2-final": completion(2, ends=True),

@@ -7,8 +7,8 @@ from __future__ import annotations
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec
 from memoria_contracts.personas import ActivePersona, PersonaReset
+from memoria_decision.chooser import SYSTEM, decision_prompt
 from memoria_decision.core.state import CycleState
-from memoria_decision.prompt import SYSTEM, decision_prompt
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings

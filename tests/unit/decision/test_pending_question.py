@@ -21,11 +21,11 @@ from core_cycles import (
 
 from memoria_action_worker.actions.memory_save import SavePlan
 from memoria_contracts.events import ActionSpec, CycleContext, Language
+from memoria_decision.chooser import decision_prompt
 from memoria_decision.core import effects
 from memoria_decision.core.answers import answers as answers_question
 from memoria_decision.core.machine import decide
 from memoria_decision.core.state import CycleState, PendingAction
-from memoria_decision.prompt import decision_prompt
 from memoria_llm.port import LLMOutputError, LLMRequest, Prompt
 from memoria_offline import OfflineModel, replies
 

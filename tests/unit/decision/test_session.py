@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec, CycleContext
 from memoria_contracts.memory import Memory
+from memoria_decision.chooser import decision_prompt
 from memoria_decision.core.state import CycleState
-from memoria_decision.prompt import decision_prompt
 from memoria_offline.cycle import view
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings

@@ -12,7 +12,6 @@ from memoria_decision import SERVICE_NAME
 from memoria_decision.chooser import Chooser
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.executor import CycleExecutor
-from memoria_decision.handlers import DecisionHandlers
 from memoria_decision.store import CycleStore, released_ttl_s
 from memoria_llm.persona_prompt import strategy_files
 from memoria_offline.selection import language_model
@@ -55,25 +54,19 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chooser=Chooser(settings, redis, language_model(settings)),
     )
-    handlers = DecisionHandlers(engine)
-    subscribe_group(
-        broker,
-        settings,
-        stream=Stream.CHAT_IN,
-        group=Group.DECISION,
-        handler=handlers.on_chat_in,
-        description="Start a thought cycle for a user message.",
-        slots=DECISION_SLOTS,
-    )
-    subscribe_group(
-        broker,
-        settings,
-        stream=Stream.ACTIONS_DONE,
-        group=Group.DECISION,
-        handler=handlers.on_action_done,
-        description="Record a step's outcome, then decide the next step or end the cycle.",
-        slots=DECISION_SLOTS,
-    )
+    for stream, handler, description in (
+        (Stream.CHAT_IN, engine.on_chat_in, "Start a thought cycle for a user message."),
+        (Stream.ACTIONS_DONE, engine.on_action_done, "Record a step, then decide or end."),
+    ):
+        subscribe_group(
+            broker,
+            settings,
+            stream=stream,
+            group=Group.DECISION,
+            handler=handler,
+            description=description,
+            slots=DECISION_SLOTS,
+        )
     return broker, engine
 
 

@@ -1,6 +1,7 @@
-"""The model's choice of the next action, among the actions live workers run: asked again
-while it names none of them, then Finalize. No worker at all is most often a moment
-(services start in any order, a lone worker restarts in seconds): waited for a while."""
+"""The model's choice of the next action (``reasoningHeavy``: its name and nothing else), among
+the actions live workers run: asked again while it names none of them, then Finalize. No
+worker at all is most often a moment (services start in any order, a lone worker restarts in
+seconds): waited for a while."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from opentelemetry import trace
 from memoria_contracts.chat import utcnow
 from memoria_contracts.events import ActionSpec
 from memoria_contracts.ids import new_id
+from memoria_contracts.memory import MEMORY_TYPES
+from memoria_contracts.session import SessionConfig
 from memoria_decision import SERVICE_NAME
 from memoria_decision.core import events
 from memoria_decision.core.state import CycleState
-from memoria_decision.prompt import decision_prompt
 from memoria_llm import accounting
-from memoria_llm.port import LanguageModel, LLMError, LLMRequest, Mode
+from memoria_llm.conversation import conversation, summary_text
+from memoria_llm.persona_prompt import with_persona
+from memoria_llm.port import LanguageModel, LLMError, LLMRequest, Mode, Prompt, PromptMessage
 from memoria_runtime import keys
 from memoria_runtime.catalog import live_actions
 from memoria_runtime.settings import DecisionSettings
@@ -61,7 +65,7 @@ class Chooser:
             await asyncio.sleep(_WORKERS_POLL_S)
             entries = await self.redis.hgetall(keys.ACTION_CATALOG)
         if not catalog:
-            return events.NoWorkers(utcnow())
+            return events.Undecided(utcnow(), "no_workers")
         prices = self.settings.llm_prices
         try:
             async with (
@@ -74,7 +78,7 @@ class Chooser:
         except (LLMError, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
             log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
-            return events.DecisionFailed(utcnow(), detail)
+            return events.Undecided(utcnow(), "llm_error", detail)
         spent = accounting.count_usage(used, service=SERVICE_NAME, prices=prices)
         spec = next((spec for spec in catalog if spec.name == action), None)
         tool_call = spec is not None and not spec.ends_cycle  # kept as tool-role history
@@ -107,3 +111,86 @@ class Chooser:
             "decision.fallback", {"fallback": fallback, "rejected": rejected}
         )
         return fallback
+
+
+# -- the prompt -------------------------------------------------------------------------------
+
+SYSTEM = (
+    "This step decides what the assistant does next; it does not write to the user. "
+    "You see the conversation, the user's original message, the actions already taken in "
+    "this cycle and the actions available. Choose the ONE next action that moves toward what "
+    "the user asked for. Reply with the action's exact name only: no punctuation, no "
+    "explanation. Other steps will work out the details."
+)
+
+
+def decision_prompt(
+    state: CycleState,
+    catalog: Sequence[ActionSpec],
+    rejected: Sequence[str] = (),
+    *,
+    model: str = "",
+    provider: str = "",
+) -> Prompt:
+    """``model`` (and ``provider``) pick how the persona's identity is worded: the
+    model that reads the prompt."""
+    names = ", ".join(spec.name for spec in catalog)
+    steps = "\n".join(f"{s.step}. {s.action} ({s.status}): {s.summary}" for s in state.steps)
+    actions = "\n".join(f"- {spec.name}: {spec.description}" for spec in catalog)
+    ask = (
+        f"Original message from the user:\n<<<\n{state.original.content}\n>>>\n\n"
+        f"Actions already taken in this cycle:\n{steps or '(none yet)'}\n\n"
+        f"Available actions (name: when to use):\n{actions}\n\n"
+    )
+    if (question := state.routed.question) is not None:
+        # The question the assistant ended the last cycle with, and the runtime's reading.
+        said = "answers it" if question.answered else "does not answer it: treat it as new"
+        ask += (
+            f"The assistant last asked the user:\n<<<\n{question.assistant_question}\n>>>\n"
+            f"By the runtime's reading, the user's message {said}.\n\n"
+        )
+    if rejected:
+        ask += f"Your previous answer {', '.join(map(repr, rejected))} is not an action name.\n"
+    ask += f"Reply with exactly one of: {names}"
+    messages = [*conversation([*state.history, *state.transcript])]
+    messages.append(PromptMessage(role="user", content=ask))
+    system = SYSTEM + session_instructions(state.session)
+    summary = summary_text(state.history_summary)  # bounded when the cycle started
+    if summary:
+        system = f"{system}\n\n{summary}"
+    prompt = Prompt(system=system, messages=_alternate(messages))
+    # The identity (or the reset) in the system text only: the ask wants an action name.
+    return with_persona(prompt, state.persona, model=model, provider=provider, user_turn=False)
+
+
+def session_instructions(session: SessionConfig | None) -> str:
+    """What the decision prompt adds to its system text: the thread's system prompt and the
+    memory types with their descriptions; nothing without a session."""
+    if session is None:
+        return ""
+    types = "\n".join(
+        f"- {name}: {session.memory_type_descriptions[name]}" for name in MEMORY_TYPES
+    )
+    recall_note = (
+        "\n\nMemories marked [memory found] right after the user's message were retrieved "
+        "for it before this decision; do not search for them again."
+        if session.proactive_retrieval
+        else ""
+    )
+    return (
+        f"\n\nInstructions for this conversation (the assistant's system prompt):\n<<<\n"
+        f"{session.system_prompt}\n>>>\n\nMemory types:\n{types}{recall_note}"
+    )
+
+
+def _alternate(messages: list[PromptMessage]) -> list[PromptMessage]:
+    """The ask is a user turn; merge it into a trailing user turn so roles still alternate."""
+    merged: list[PromptMessage] = []
+    for message in messages:
+        if merged and merged[-1].role == message.role and merged[-1].plain and message.plain:
+            merged[-1] = PromptMessage(
+                role=message.role, content=f"{merged[-1].content}\n\n{message.content}"
+            )
+        else:
+            merged.append(message)
+    return merged

@@ -25,10 +25,6 @@ def _member(cycle_id: str, step: int) -> str:
     return f"{cycle_id}{_SEPARATOR}{step}"
 
 
-def _entry(cycle_id: str, step: int, seconds: float) -> dict[str, float]:
-    return {_member(cycle_id, step): time.time() + seconds}
-
-
 class Deadlines:
     def __init__(self, redis: Any, *, claim_s: float = CLAIM_S) -> None:
         self._redis = redis
@@ -38,7 +34,7 @@ class Deadlines:
     @staticmethod
     def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
         """The step's deadline set, queued on a pipeline with the step's other writes."""
-        pipe.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
+        pipe.zadd(keys.STEP_DEADLINES, {_member(cycle_id, step): time.time() + seconds})
 
     @staticmethod
     def queue_clear(pipe: Any, cycle_id: str, step: int) -> None:
@@ -64,8 +60,5 @@ class Deadlines:
         members = await self._redis.zrangebyscore(
             keys.STEP_DEADLINES, "-inf", time.time(), start=0, num=limit
         )
-        due: list[tuple[str, int]] = []
-        for member in members:
-            cycle_id, _, step = member.decode().rpartition(_SEPARATOR)
-            due.append((cycle_id, int(step)))
-        return due
+        parts = (member.decode().rpartition(_SEPARATOR) for member in members)
+        return [(cycle_id, int(step)) for cycle_id, _, step in parts]

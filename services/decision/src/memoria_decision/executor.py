@@ -1,9 +1,7 @@
-"""The shell around the thought cycle: it hands each event to the core
-(:func:`memoria_decision.core.decide`), carries out the effects it returns in order, one
-handler per effect, and hands what an effect found back as the next event. It decides
-nothing. Its Redis writes go through :class:`~memoria_decision.batch.Batch`, whose docstring
-says what a crash between two of them leaves.
-"""
+"""The shell around the thought cycle: each event to the core (:mod:`memoria_decision.core`),
+its effects carried out in order, one handler each, deciding nothing; what an effect found
+goes back as the next event. Writes go through :class:`~memoria_decision.batch.Batch`, which
+says what a crash between two of them leaves."""
 
 from __future__ import annotations
 
@@ -33,10 +31,10 @@ from memoria_decision.core import effects, events
 from memoria_decision.core.machine import decide
 from memoria_decision.core.state import Config, CycleState, Stored
 from memoria_decision.deadlines import Deadlines
-from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore, PendingStore
+from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore
 from memoria_llm import accounting
 from memoria_runtime import keys, metrics
-from memoria_runtime.bus import EventPublisher
+from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
@@ -76,14 +74,24 @@ class CycleExecutor:
     deadlines: Deadlines
     memory: MemoryClient
     chooser: Chooser
-    pending: PendingStore = field(init=False)
     config: Config = field(init=False)
 
     def __post_init__(self) -> None:
-        self.pending = PendingStore(self.redis)
         self.config = core_config(self.settings)
 
     # -- events in --------------------------------------------------------------------------
+
+    async def on_chat_in(self, event: Envelope, delivery: Delivery) -> None:
+        if not isinstance(event.payload, UserMessageReceived):
+            log.error("unexpected %s on chat.in (%s)", event.type, event.event_id)
+            return
+        await self.on_user_message(event, event.payload, delivery.data)
+
+    async def on_action_done(self, event: Envelope, delivery: Delivery) -> None:
+        if not isinstance(event.payload, ActionCompleted):
+            log.error("unexpected %s on actions.done (%s)", event.type, event.event_id)
+            return
+        await self.on_action_completed(event, event.payload)
 
     async def on_user_message(
         self, event: Envelope, payload: UserMessageReceived, framed: bytes
@@ -108,7 +116,7 @@ class CycleExecutor:
             thread_id=thread_id,
             trace=current_trace_carrier() or dict(event.trace),
             owns=opening.owns,
-            pending=await self.pending.parse(user_id, thread_id, opening.read),
+            pending=await self.store.pending(user_id, thread_id, opening.read),
             framed=framed,
         )
         await self._run(None, arrived)
@@ -187,11 +195,9 @@ class CycleExecutor:
                 batch.append(Stream.ACTIONS, envelope)
                 log.info("cycle %s step %d: %s", cycle_id, pending.step, pending.action)
             case effects.PutPending(action):
-                batch.hold(lambda pipe: self.pending.queue_put(pipe, user_id, thread_id, action))
+                batch.hold(lambda pipe: self.store.queue_put(pipe, user_id, thread_id, action))
             case effects.ClearPending(action_id):
-                batch.hold(
-                    lambda pipe: self.pending.queue_clear(pipe, user_id, thread_id, action_id)
-                )
+                batch.hold(lambda pipe: self.store.queue_clear(pipe, user_id, thread_id, action_id))
             case effects.MarkEnded():
                 mark, reason = keys.cycle_ended(cycle_id), state.end_reason or "done"
                 batch.hold(lambda pipe: pipe.set(mark, reason, ex=_ENDED_MARK_TTL_S))

@@ -1,12 +1,8 @@
-"""Decision's keys in Redis: each cycle's state between events, each thread's pending action.
-
-A running cycle's state is kept a day after its last write, far longer than any cycle runs
-(its thread's lock expires first). The release replaces it with a tombstone of under 200
-bytes (:class:`~memoria_decision.core.state.Released`), kept only while an event of the cycle
-can still be delivered again (:func:`released_ttl_s`); what the cycle said is in the memory
-service's cycle traces (``GET /api/cycles/{id}``). A thread's pending action expires, so a
-"yes" the next day is an ordinary message, not the trigger of a forgotten request.
-"""
+"""Decision's keys in Redis. A running cycle's state is kept a day after its last write (its
+thread's lock expires long before); the release replaces it with a tombstone of under 200
+bytes, kept only while an event of the cycle can still be delivered again
+(:func:`released_ttl_s`): what the cycle said is in the memory service's cycle traces. A
+thread's pending action expires: a "yes" the next day is an ordinary message."""
 
 from __future__ import annotations
 
@@ -24,13 +20,12 @@ from memoria_runtime.settings import BusSettings
 log = logging.getLogger("memoria.decision.store")
 
 PENDING_ACTION_TTL_S: Final = 10 * 60  # how long a question to the user stays answerable
+_RUNNING: Final = keys.CYCLE_TTL_S
 # The bus consumer's: an entry is parked after at most 4 deliveries per allowed failure, and
 # its reclaimer looks for idle entries at least every 2 s.
 DELIVERIES_PER_FAILURE: Final = 4
 RECLAIM_PERIOD_S: Final = 2
 _STORED: TypeAdapter[Stored] = TypeAdapter(Annotated[Stored, Field(discriminator="status")])
-# Cleared only if it is still the one answered: a redelivered cycle must not clear the one it
-# asked itself since.
 _CLEAR = """
 local raw = redis.call('GET', KEYS[1])
 if raw and cjson.decode(raw)['id'] == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -74,16 +69,12 @@ class CycleStore:
         key = keys.cycle_state(tombstone.cycle_id)
         return KeyWrite(key, tombstone.model_dump_json(), self.released_ttl_s)
 
+    # A thread's pending action: read as its next cycle opens, written or cleared only by that
+    # cycle (cycles of a thread never overlap: the thread gate).
 
-class PendingStore:
-    """A thread's pending action: read as its next cycle opens, written or cleared only by
-    that cycle (cycles of a thread never overlap: the thread gate)."""
-
-    def __init__(self, redis: Any, *, ttl_s: int = PENDING_ACTION_TTL_S) -> None:
-        self._redis = redis
-        self.ttl_s = ttl_s
-
-    async def parse(self, user_id: str, thread_id: str, raw: bytes | None) -> PendingAction | None:
+    async def pending(
+        self, user_id: str, thread_id: str, raw: bytes | None
+    ) -> PendingAction | None:
         if raw is None:
             return None
         try:
@@ -94,12 +85,13 @@ class PendingStore:
             await self._redis.delete(keys.pending_action(user_id, thread_id))
             return None
 
-    def queue_put(self, pipe: Any, user_id: str, thread_id: str, action: PendingAction) -> None:
-        pipe.set(keys.pending_action(user_id, thread_id), action.model_dump_json(), ex=self.ttl_s)
+    @staticmethod
+    def queue_put(pipe: Any, user_id: str, thread_id: str, action: PendingAction) -> None:
+        key = keys.pending_action(user_id, thread_id)
+        pipe.set(key, action.model_dump_json(), ex=PENDING_ACTION_TTL_S)
 
     @staticmethod
     def queue_clear(pipe: Any, user_id: str, thread_id: str, action_id: str) -> None:
+        """Only if it is still the one answered: a redelivered cycle must not clear the one
+        it asked itself since."""
         pipe.eval(_CLEAR, 1, keys.pending_action(user_id, thread_id), action_id)
-
-
-_RUNNING: Final = keys.CYCLE_TTL_S

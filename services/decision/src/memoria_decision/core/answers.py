@@ -1,21 +1,16 @@
-"""Whether a message answers the question the assistant asked (English and Portuguese).
+"""Whether a message answers the question the assistant asked (English and Portuguese):
 
-When the assistant ended a cycle asking the user for something ("What is my address?" →
-"Could you tell me?"), the next message is the answer only if it is one:
+* a **refusal** does not ("I have no idea", "sorry, I don't know", "never mind", "não sei",
+  "deixa pra lá"), nor a bare courtesy, nor a **new question** ("what time is it?");
+* a **statement** does when it is about what was asked ("I live at 5 Elm Street": it names the
+  question's subject or a word that goes with it), not when it is about something else ("The
+  weather is nice today", "O meu gato chama-se Tareco");
+* anything else is a **fragment** filling what was asked ("5 Elm Street, Springfield", "Rua
+  das Flores 12, Lisboa"): the answer.
 
-* a **refusal** is not ("I have no idea", "sorry, I don't know", "never mind", "não sei",
-  "deixa pra lá"), nor a bare courtesy ("thanks!"), nor a **new question** ("what time is
-  it?", "qual é o meu nome?");
-* a **statement** is the answer when it is about what was asked ("I live at 5 Elm Street":
-  it names the question's subject or a word that goes with it, or starts "it's"/"é"), and
-  is not when it is about something else ("The weather is nice today", "O meu gato
-  chama-se Tareco");
-* anything else is a **fragment** filling what was asked ("5 Elm Street, Springfield",
-  "Rua das Flores 12, Lisboa", "Lena"): the answer.
-
-A message that does not answer is handled as a new one and the question is dropped, not
-asked again: the user saw it and said something else. The rules lean towards "not an
-answer": a wrong fact saved is worse than a question asked again later.
+A message that does not answer is handled as a new one, and the question dropped, not asked
+again: the user saw it and said something else. The rules lean towards "no answer": a wrong
+fact saved is worse than a question asked again later.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""Commands recognized in code, before any LLM call (deterministic fast paths, ADR 9).
+"""Commands recognized in code, before any model call (ADR 9): *list all my memories*,
+*delete all my memories*, *forget that* (the last thing the user told) and *cancel*; and the
+replies to the runtime's own questions (a yes, a no, a pick among numbered memories).
 
-Four commands never reach the model: *list all my memories*, *delete all my memories*,
-*forget that* (the last thing the user told) and *cancel*; and while a confirmation is
-pending, the user's next message is read here as a yes, a no, or something else.
-
-The recognizers are deliberately conservative: a message is a command only when it is that
-command and nothing more (anchored at both ends, after courtesy words like "please" or "por
-favor"). "Don't delete all my memories", "how do I delete all my memories?" or "delete all my
-memories about work" are not the command; they go to the model like any other message. A
-missed command costs one ordinary cycle; a false one would list, or ask to delete,
-everything when the user meant something else.
-
-Matching runs on folded text (lower case, no accents, single spaces, no edge punctuation), so
-"Apague TODAS as minhas memórias!" and "apague todas as minhas memorias" are the same.
+Conservative: a message is a command only when it is that command and nothing more (anchored
+at both ends, after courtesy such as "please" or "por favor"); "don't delete all my
+memories" or "delete all my memories about work" go to the model. A missed command costs one
+ordinary cycle; a false one would list, or ask to delete, everything unasked. Matching runs
+on folded text: "Apague TODAS as minhas memórias!" is "apague todas as minhas memorias".
 """
 
 from __future__ import annotations
@@ -47,8 +41,7 @@ K = TypeVar("K", Command, Reply)
 @dataclass(frozen=True)
 class Recognized(Generic[K]):
     kind: K
-    language: Language
-    """The language of the words that matched: the reply is written in it."""
+    language: Language  # of the words that matched: the reply is written in it
 
 
 _SPACES: Final = re.compile(r"\s+")

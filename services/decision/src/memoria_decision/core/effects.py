@@ -34,7 +34,7 @@ class AskMemory:
 
 @dataclass(frozen=True)
 class Choose:
-    step: int  # the model's choice among the live actions (→ Chosen, DecisionFailed, NoWorkers)
+    step: int  # the model's choice among the live actions (→ Chosen, Undecided)
 
 
 @dataclass(frozen=True)
@@ -97,25 +97,9 @@ class Note:
     why: str  # nothing to do but say why (logged)
 
 
-Effect = (
-    Post
-    | Create
-    | Save
-    | AskMemory
-    | Choose
-    | RefreshLock
-    | AddUsage
-    | SetDeadline
-    | ClearDeadline
-    | RequestAction
-    | PutPending
-    | ClearPending
-    | MarkEnded
-    | Announce
-    | Release
-    | Requeue
-    | Note
-)
+_Writes = Post | Save | RefreshLock | AddUsage | SetDeadline | ClearDeadline | RequestAction
+_Thread = PutPending | ClearPending | MarkEnded | Announce | Release | Requeue | Note
+Effect = Create | AskMemory | Choose | _Writes | _Thread
 LEADS_ON = (Create, AskMemory, Choose)
 
 

@@ -68,13 +68,12 @@ class Chosen(Event):
 
 
 @dataclass(frozen=True)
-class DecisionFailed(Event):
-    detail: str
+class Undecided(Event):
+    """No next action: the model failed (``llm_error``), or no worker advertised any action,
+    even after waiting for one (``no_workers``)."""
 
-
-@dataclass(frozen=True)
-class NoWorkers(Event):
-    """No worker advertised any action, even after waiting for one."""
+    reason: Literal["llm_error", "no_workers"]
+    detail: str = ""
 
 
 @dataclass(frozen=True)

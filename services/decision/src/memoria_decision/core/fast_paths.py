@@ -1,17 +1,11 @@
-"""Fast paths: list all, delete all, "forget that", cancel, the pick after "which memory?",
-and an answer to an expired question; no model call.
-
-Each is a one-step cycle, its step named for what ran (``ListMemories``,
-``ConfirmDeleteAll``, ``DeleteAllMemories``, ``ForgetLastTold``, ``Cancel``...): memory
-requests whose replies come back here, a status line, and the reply in fixed words in the
-language of the command or of the question it answers. Every request is made as the
-session's user: nothing in a message or from a model can name another.
+"""Fast paths, no model call: list all, delete all, "forget that", cancel, the pick after
+"which memory?", an answer to an expired question. Each is a one-step cycle named for what ran
+(``ListMemories``, ``DeleteAllMemories``, ``Cancel``...): memory requests made as the session's
+user, their replies, a status line and a reply in fixed words in the message's language.
 
 Deleting everything never happens on the request: it asks, and only a clear yes as the next
 message of the thread, before the question expires, runs it. The ids are listed once and
-kept in the route, so a redelivery deletes the same ones (those gone already count as
-deleted). "Forget that" forgets what the user's last statement in the thread wrote
-(:func:`last_told`), or asks what, or which.
+kept in the route: a redelivery deletes the same ones (those gone count as deleted).
 """
 
 from __future__ import annotations
@@ -71,8 +65,7 @@ def start(state: CycleState, route: Route, config: Config) -> Transition:
             then = _delete_next(state) if route.targets is not None else _list_ids(state, None)
             status = outputs.status(state, STEP, "memory_delete_started")
             return Transition(then.state, (status, *then.effects))
-        case "update_chosen":
-            choice = _choice(route)
+        case "update_chosen" if (choice := route.choice) is not None:
             update = mem.MemoryUpdate(
                 memory_id=route.chosen.memory_id,
                 content=choice.content,
@@ -81,8 +74,7 @@ def start(state: CycleState, route: Route, config: Config) -> Transition:
             )
             status = outputs.status(state, STEP, "memory_update_started")
             return Transition(state, (status, effects.AskMemory("update", (update,))))
-        case "ask_choice":  # "3" of two: the same question again
-            choice = _choice(route)
+        case "ask_choice" if (choice := route.choice) is not None:  # "3" of two: asked again
             asked = ask_choice(state, choice.kind, choice.candidates, config, update=choice)
             return _done(state, "no such candidate: asked again which memory", *asked)
         case "forget_last":
@@ -148,7 +140,7 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
             # Told from the pending action, not the reply: a redelivered cycle updates again
             # (the same content) and says the same, not "from tea to tea".
             route = state.routed
-            old, new = excerpt(route.chosen.content), excerpt(_choice(route).content)
+            old, new = excerpt(route.chosen.content), excerpt(route.choice and route.choice.content)
             card = effects.Post(outputs.card(state, f"{STEP}{UPDATED_CARD_SUFFIX}", updated.memory))
             summary = f'updated {updated.memory_id} ("{old}" -> "{new}")'
             return _say(state, "update_chosen_done", summary, card, old=old, new=new)
@@ -266,12 +258,6 @@ def _failed(state: CycleState, summary: str, text: str | None = None) -> Transit
     return outputs.end(outputs.with_step(state, step), "action_failed", told)
 
 
-def _choice(route: Route) -> PendingAction:
-    if route.choice is None:
-        raise ValueError(f"a {route.kind} route without its pending choice")
-    return route.choice
-
-
 def _code(reply: events.Reply | None) -> str | None:
     return reply.code if isinstance(reply, mem.MemoryFailure) else None
 
@@ -295,7 +281,7 @@ def _detail(reply: events.Reply | None) -> str:
 # as a card whose id ends in UPDATED_CARD_SUFFIX. The newest write is the last thing the user
 # told, whatever turns came after it.
 
-WRITING_ACTIONS: Final = frozenset({"MemorySave", "mem.MemoryUpdate"})
+WRITING_ACTIONS: Final = frozenset({"MemorySave", "MemoryUpdate"})
 WRITTEN_IDS: Final = "written_ids"
 """The key of a writing step's arguments that lists the memory ids it wrote."""
 UPDATED_CARD_SUFFIX: Final = ".updated"

@@ -1,26 +1,20 @@
-"""The thought cycle: ``decide(state, event) → (next state, effects)``. Every decision is here
-and no I/O (no Redis, no clock, no model): the shell (:mod:`memoria_decision.executor`)
-carries the effects out in order and hands back what they found as the next event.
-
-The cycle's story, top to bottom:
+"""The thought cycle: ``decide(state, event) → (next state, effects)``, every decision and no
+I/O (no Redis, no clock, no model). The shell (:mod:`memoria_decision.executor`) carries the
+effects out in order and hands back what they found as the next event. Read top to bottom:
 
 1. **A message arrives** (:func:`_arrived`): its thread busy, it waits behind; else the
-   thread's history, summary and session config are read (the config on its own when the
-   answer lacks it).
-2. **The cycle begins** (:func:`_begin`): its language, its persona (with the reset due
-   after a switch) and its **route** (:mod:`.routes`: a fast path, or the model, told
-   whether the message answers the question the assistant asked last); memories recalled
-   with the message when the session says so; the cycle stored, the message echoed, the
-   pending action it answered cleared.
+   thread's history, summary and session config are read.
+2. **The cycle begins** (:func:`_begin`): language, persona (and the reset due after a
+   switch), **route** (:mod:`.routes`: a fast path, or the model, told whether the message
+   answers the assistant's last question), memories recalled with the message; then it is
+   stored, the message echoed, the pending action it answered cleared.
 3. A **fast path** (:mod:`.fast_paths`): memory requests and fixed replies, one step.
-4. A **decision** (:func:`_decide`): ``Thinking…``, the persona switch recorded on the
-   first, the model asked for the next action, which becomes the pending step and its
-   request. A failed model, or no workers, ends the cycle.
-5. **An action completed** (:func:`_completed`): the awaited step recorded, leading to the
-   next decision or to the end, with what the user is left to answer.
-6. **A step overdue** fails the step and ends the cycle.
-7. **The end** (:mod:`.outputs`): saved, announced once, the thread released; a late or
-   repeated event of an ended cycle changes nothing.
+4. A **decision** (:func:`_decide`): ``Thinking…``, the persona switch recorded on the first,
+   the model's choice, which becomes the pending step and its request.
+5. **An action completed** (:func:`_completed`): the step recorded, leading to the next
+   decision or to the end, with what the user is left to answer. **Overdue**, it fails.
+6. **The end** (:mod:`.outputs`): announced once, the thread released; a late or repeated
+   event of an ended cycle changes nothing.
 """
 
 from __future__ import annotations
@@ -30,11 +24,7 @@ from typing import Final
 from memoria_contracts.events import ActionCompleted, HistoryPage, HistoryQuery, StepRecord
 from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearch
 from memoria_contracts.personas import ActivePersona, PersonaReset, detect_switch
-from memoria_contracts.session import (
-    SessionConfigGet,
-    SessionConfigState,
-    SessionPersonaApplied,
-)
+from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionPersonaApplied
 from memoria_decision.core import effects, events, fast_paths, outputs
 from memoria_decision.core.routes import asked_in, route_for
 from memoria_decision.core.state import (
@@ -95,10 +85,8 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             return decide(stored, events.Redelivered(event.at), config)
         case events.Chosen() if idle:
             return _chosen(state, event)
-        case events.DecisionFailed(detail=detail) if idle:
-            return outputs.end(state, "llm_error", state.text("llm_error", detail=detail))
-        case events.NoWorkers() if idle:
-            return outputs.end(state, "no_workers", state.text("no_workers"))
+        case events.Undecided(reason=reason, detail=detail) if idle:
+            return outputs.end(state, reason, state.text(reason, detail=detail))
         case events.Completed(completed=completed) if not opening:
             return _completed(state, completed, config)
         case events.StepOverdue(step=step) if not opening:

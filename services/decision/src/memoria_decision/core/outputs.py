@@ -1,12 +1,8 @@
-"""What every cycle writes the same way: its records on ``chat.out``, and its end.
-
-Record ids are derived from (cycle, step, what), so a step run again after a crash replaces
-its records on screen and in the history. A step the model chose is kept as tool-role
-history: an ``assistant`` record calling the action (posted with the request, again with the
-arguments the worker worked out) and a ``tool`` record with its compact result; clients are
-not sent them. Steps that end the cycle (Finalize, Question) get none: their answer is the
-assistant's own message.
-"""
+"""What every cycle writes the same way: its records on ``chat.out``, and its end. Record ids
+come from (cycle, step, what): a step run again after a crash replaces its records. A step
+the model chose is kept as tool-role history, an ``assistant`` record calling the action
+(again with the arguments the worker worked out) and a ``tool`` record with its result; steps
+that end the cycle (Finalize, Question) get none: their answer is the assistant's own."""
 
 from __future__ import annotations
 
@@ -118,11 +114,7 @@ def released(state: CycleState) -> effects.Transition:
     if state.end_announced:
         return effects.Transition(state, (effects.Release(None),))
     gone = Released(
-        cycle_id=state.cycle_id,
-        user_id=state.user_id,
-        thread_id=state.thread_id,
-        message_id=state.message_id,
-        end_reason=state.end_reason,
+        **state.model_dump(include={"cycle_id", "user_id", "thread_id", "message_id", "end_reason"})
     )
     announced = state.but(end_announced=True)
     return effects.Transition(announced, (effects.Announce(), effects.Release(gone)))

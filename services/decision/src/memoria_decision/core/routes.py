@@ -1,20 +1,15 @@
-"""The route of a message: the ordinary thought cycle, or a fast path that needs no model.
-
-Decided once, from the message and the thread's pending action, before the cycle is stored:
+"""The route of a message, decided once from it and the thread's pending action:
 
 * a **choice** pending (which memory an update or a "forget that" meant): a pick runs it, a
   number with no such candidate asks again, a "no" cancels, anything else drops it;
 * a **confirmation** pending (delete everything?): only a clear yes runs it, a no cancels,
   anything else drops it;
-* a **question** pending (the assistant asked the user for something): the message goes to
-  the model, told whether it answers the question (:mod:`.answers`); a refusal ("forget
-  it") is no "forget that", but a command ("list all my memories") runs;
-* nothing pending: a **command** (list all, delete all, forget that, cancel) is a fast path;
-  a yes or a pick written after its question expired is told so; anything else goes to the
-  model.
+* a **question** pending: the message goes to the model, told whether it answers it
+  (:mod:`.answers`); a refusal ("forget it") is no "forget that", a command still runs;
+* nothing pending: a **command** (list all, delete all, forget that, cancel) is a fast path, a
+  yes or a pick after its question expired is told so, anything else goes to the model.
 
-A message that does not tell its language ("ok", "3") is answered in the language of the
-question it answers.
+A message that does not tell its language ("ok", "3") gets the language of its question.
 """
 
 from __future__ import annotations

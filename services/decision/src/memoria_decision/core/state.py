@@ -38,9 +38,8 @@ class UpdateCandidate(Frozen):
 
 
 class PendingAction(Frozen):
-    """What a thread's next message may answer: a confirmation (``delete_all``), a choice
-    among the session user's memories (``choose_update``, ``choose_forget``, candidates in
-    the order shown), or a question the assistant asked (``question``)."""
+    """What a thread's next message may answer: a confirmation, a choice among the session
+    user's memories (candidates in the order shown), or a question the assistant asked."""
 
     id: str
     kind: PendingKind
@@ -57,9 +56,8 @@ RouteKind = _Asks | Literal["model", "list_all", "delete_all", "update_chosen", 
 
 
 class Route(Frozen):
-    """Decided once and stored with the cycle, so a redelivered message takes the same route
-    after the pending action it answered was cleared. ``model``: the thought cycle; any other
-    kind: a fast path, no model call."""
+    """``model`` (the thought cycle) or a fast path; stored with the cycle: a redelivered
+    message takes the same route after the pending action it answered was cleared."""
 
     kind: RouteKind
     language: Language
