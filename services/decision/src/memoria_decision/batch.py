@@ -44,10 +44,8 @@ from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_runtime.bus import EventPublisher
 
-Queue = Callable[[Any], Awaitable[None] | None]
-"""Queues commands on a pipeline (an append to a stream is queued by the publisher)."""
-Check = Callable[[Any], Awaitable[object]]
-"""Reads a held command's answer, or its error (a script the broker forgot...)."""
+Queue = Callable[[Any], Awaitable[None] | None]  # commands queued on a pipeline
+Check = Callable[[Any], Awaitable[object]]  # reads a held command's answer, or its error
 
 
 @dataclass
@@ -79,10 +77,9 @@ class Batch:
             if read is not None:
                 read(pipe)
             answers = await self.publisher.execute(pipe, raise_on_error=False)
-        for index, check in checks:
+        for index, check in checks:  # a lock's refresh: a broker that forgot the script
             await check(answers[index])
-        checked = {index for index, _ in checks}
-        for index, answer in enumerate(answers):
-            if index not in checked and isinstance(answer, Exception):
-                raise answer
+            answers[index] = None
+        if failed := next((a for a in answers if isinstance(a, Exception)), None):
+            raise failed
         return answers[-1] if read is not None else None

@@ -38,8 +38,7 @@ _TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 
 def match_action(answer: str, names: Sequence[str]) -> str | None:
-    """The action an answer names: exact, then ignoring case, quotes and punctuation, then the
-    only known name mentioned as a word. Anything ambiguous is not an answer."""
+    """The action an answer names: exact, ignoring case and punctuation, or the one named."""
     cleaned = answer.strip().strip("`'\".*: \n")
     if cleaned in names:
         return cleaned
@@ -132,8 +131,7 @@ def decision_prompt(
     model: str = "",
     provider: str = "",
 ) -> Prompt:
-    """``model`` (and ``provider``) pick how the persona's identity is worded: the
-    model that reads the prompt."""
+    """``model``/``provider``: who reads it (the persona's identity is worded for it)."""
     names = ", ".join(spec.name for spec in catalog)
     steps = "\n".join(f"{s.step}. {s.action} ({s.status}): {s.summary}" for s in state.steps)
     actions = "\n".join(f"- {spec.name}: {spec.description}" for spec in catalog)
@@ -164,8 +162,7 @@ def decision_prompt(
 
 
 def session_instructions(session: SessionConfig | None) -> str:
-    """What the decision prompt adds to its system text: the thread's system prompt and the
-    memory types with their descriptions; nothing without a session."""
+    """The thread's system prompt and memory types, for the system text (none: no session)."""
     if session is None:
         return ""
     types = "\n".join(

@@ -31,14 +31,14 @@ class Deadlines:
         self._claim_s = claim_s
         self._claim = redis.register_script(_CLAIM)
 
+    # A deadline set, or cleared, queued on a pipeline with the cycle's other writes.
+
     @staticmethod
     def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
-        """The step's deadline set, queued on a pipeline with the step's other writes."""
         pipe.zadd(keys.STEP_DEADLINES, {_member(cycle_id, step): time.time() + seconds})
 
     @staticmethod
     def queue_clear(pipe: Any, cycle_id: str, step: int) -> None:
-        """:meth:`clear` queued on a pipeline (its answer unused)."""
         pipe.zrem(keys.STEP_DEADLINES, _member(cycle_id, step))
 
     async def clear(self, cycle_id: str, step: int) -> bool:

@@ -137,8 +137,7 @@ class CycleExecutor:
             await self.deadlines.clear(cycle_id, step)
 
     async def _run(self, state: Stored | None, event: events.Event | None) -> None:
-        """The core's transitions from ``event`` on, each one's effects carried out in order
-        (the last may lead to the next event), then the writes still held sent."""
+        """Transitions from ``event`` on, their effects carried out in order; then held writes."""
         batch = Batch(self.redis, self.publisher)
         while event is not None:
             moved = decide(state, event, self.config)

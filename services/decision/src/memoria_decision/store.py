@@ -92,6 +92,5 @@ class CycleStore:
 
     @staticmethod
     def queue_clear(pipe: Any, user_id: str, thread_id: str, action_id: str) -> None:
-        """Only if it is still the one answered: a redelivered cycle must not clear the one
-        it asked itself since."""
+        """Only the one answered: a redelivered cycle must not clear one it asked since."""
         pipe.eval(_CLEAR, 1, keys.pending_action(user_id, thread_id), action_id)

@@ -76,9 +76,7 @@ _VERBS: Final = _words(
     """
 )
 _SUBJECTS: Final = _words("i we he she they you my our eu ele ela eles elas voce meu minha")
-_IT: Final = _words("it it's its that's eh fica")
-"""A statement that starts with these says what the asked thing is ("It's Lena", "É a Rua
-das Flores")."""
+_IT: Final = _words("it it's its that's eh fica")  # "It's Lena", "É a Rua…": the asked thing
 # Words that go with what a question asks, so a statement can be about it without repeating
 # its words ("What is my address?" → "I live at …"; "Qual é o meu trabalho?" → "Sou …").
 _KIN: Final = tuple(
@@ -107,8 +105,7 @@ _STEM: Final = 5
 
 
 def answers(message: str, question: str) -> bool:
-    """Whether ``message`` answers what the assistant asked about ``question`` (the user's
-    message it could not answer)."""
+    """Whether ``message`` answers what was asked about ``question`` (the user's message)."""
     text = fold(message)
     if not text or _REFUSAL.match(text) or _WHOLE.match(text):
         return False
@@ -132,8 +129,7 @@ def _asks(message: str, text: str, words: list[str]) -> bool:
 
 
 def _about(words: list[str], asked: list[str]) -> bool:
-    """The statement is the asked thing, names what the question asks about, or a word
-    that goes with it."""
+    """It is the asked thing, names what the question asks about, or a word that goes with it."""
     if words[0] in _IT:
         return True
     subject = {_stem(w) for w in asked if w not in _NOT_CONTENT}

@@ -27,9 +27,7 @@ class Command(StrEnum):
     CANCEL = "cancel"
 
 
-class Reply(StrEnum):
-    """How a message answers a pending confirmation."""
-
+class Reply(StrEnum):  # how a message answers a pending confirmation
     CONFIRM = "confirm"
     DECLINE = "decline"
     OTHER = "other"
@@ -223,14 +221,13 @@ _QUOTED: Final = re.compile(r"[\"“”'‘’«»](.+?)[\"“”'‘’«»]")
 
 @dataclass(frozen=True)
 class Choice:
-    """How a message answers "which memory did you mean?"."""
+    """How a message answers "which memory did you mean?": the 0-based ``index`` picked (None:
+    no pick), the ``language`` of the words that picked (when they tell), or a number with no
+    such candidate (``out_of_range``)."""
 
     index: int | None
-    """0-based index of the candidate picked; None: no pick (see ``out_of_range``)."""
     language: Language | None = None
-    """The language of the words that picked, when they tell."""
     out_of_range: bool = False
-    """A number was given but there is no such candidate."""
 
 
 def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:

@@ -69,8 +69,7 @@ class Chosen(Event):
 
 @dataclass(frozen=True)
 class Undecided(Event):
-    """No next action: the model failed (``llm_error``), or no worker advertised any action,
-    even after waiting for one (``no_workers``)."""
+    """No next action: the model failed, or no worker advertised any (even after a wait)."""
 
     reason: Literal["llm_error", "no_workers"]
     detail: str = ""

@@ -250,8 +250,7 @@ def _done(
 
 
 def _failed(state: CycleState, summary: str, text: str | None = None) -> Transition:
-    """The step failed; the user is told that the memory service did not answer, unless
-    ``text`` says what else."""
+    """The step failed: the memory service did not answer, unless ``text`` says otherwise."""
     action = ACTIONS[state.routed.kind]
     step = StepRecord(step=STEP, action=action, status="failed", summary=summary)
     told = text if text is not None else state.text("memory_unavailable")
@@ -267,23 +266,20 @@ def _unavailable(reply: events.Reply) -> bool:
 
 
 def _detail(reply: events.Reply | None) -> str:
-    if isinstance(reply, events.Unanswered):
-        return reply.detail
-    if isinstance(reply, mem.MemoryFailure):
-        return reply.error_message
+    if isinstance(reply, events.Unanswered | mem.MemoryFailure):
+        return reply.detail if isinstance(reply, events.Unanswered) else reply.error_message
     return f"unexpected {type(reply).__name__}"
 
 
 # -- what "forget that" refers to ---------------------------------------------------------------
 # Read from the thread's history alone (its tool calls and results), so every replica finds the
 # same: writing steps keep the ids they wrote in their call's arguments (``written_ids``, set by
-# the worker's MemorySave and mem.MemoryUpdate); an update chosen among candidates shows its memory
+# the worker's MemorySave and MemoryUpdate); an update chosen among candidates shows its memory
 # as a card whose id ends in UPDATED_CARD_SUFFIX. The newest write is the last thing the user
 # told, whatever turns came after it.
 
 WRITING_ACTIONS: Final = frozenset({"MemorySave", "MemoryUpdate"})
-WRITTEN_IDS: Final = "written_ids"
-"""The key of a writing step's arguments that lists the memory ids it wrote."""
+WRITTEN_IDS: Final = "written_ids"  # the key of a writing step's arguments naming them
 UPDATED_CARD_SUFFIX: Final = ".updated"
 
 

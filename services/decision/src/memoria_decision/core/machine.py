@@ -189,8 +189,7 @@ def _create(state: CycleState) -> Transition:
 
 
 def _created(state: CycleState, config: Config) -> Transition:
-    """Stored: the message echoed, recalled memories shown, then the route taken. The echo
-    is saved with the cycle's next state: a crash before that echoes again (a replacement)."""
+    """Stored: the message echoed (saved as echoed with the next state), memories shown."""
     shown = [effects.Post(record) for record in state.transcript]
     if state.work.history_missing:
         shown.append(outputs.notice(state, "history", state.text("history_unavailable")))
@@ -198,8 +197,7 @@ def _created(state: CycleState, config: Config) -> Transition:
 
 
 def _route(state: CycleState, config: Config) -> Transition:
-    """The pending action answered cleared (the cycle is stored with its route: a redelivery
-    clears it again), a dropped one told, then the route taken."""
+    """The pending action answered cleared (a redelivery clears it again), then the route."""
     route = state.routed
     first: list[effects.Effect] = []
     if route.resolves is not None:
@@ -212,8 +210,7 @@ def _route(state: CycleState, config: Config) -> Transition:
 
 
 def _redelivered(state: CycleState, config: Config) -> Transition:
-    """Carry on from whatever the state says happened last, echoing the message if that
-    never happened (saved with the cycle's next state)."""
+    """Carry on from what the state says happened last; echo the message if that never did."""
     echo = () if state.echoed else (effects.Post(state.original),)
     state = state.but(echoed=True)
     if state.status == "ended":
@@ -246,8 +243,7 @@ def _decide(state: CycleState, config: Config, *, recorded: int | None) -> Trans
 
 
 def _chosen(state: CycleState, event: events.Chosen) -> Transition:
-    """The chosen action becomes the pending step: the decision's tokens and the state saved,
-    then the step's deadline, call record and request."""
+    """The chosen action becomes the pending step, saved before its deadline and request."""
     pending = PendingStep(
         step=state.next_step,
         action=event.action,

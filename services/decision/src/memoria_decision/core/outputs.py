@@ -26,7 +26,7 @@ _TURN: Final = {"chat_history": True, "modal": "text", "role": "assistant"}
 def post(state: CycleState, suffix: str, **fields: Any) -> effects.Post:
     record_id = f"{state.cycle_id}.{suffix}"
     return effects.Post(
-        ChatRecord(id=record_id, cycle_id=state.cycle_id, created_at=state.now, **fields)
+        ChatRecord(id=record_id, cycle_id=state.cycle_id, created_at=state.work.now, **fields)
     )
 
 
@@ -37,8 +37,7 @@ def status(state: CycleState, step: int, key: str) -> effects.Post:
 
 
 def reply(state: CycleState, text: str, *, step: int = 1) -> effects.Post:
-    """The assistant's turn in fixed words (in the history, like a Question's: the next
-    cycle's model must see what was asked or done)."""
+    """The assistant's turn in fixed words, in the history (the next model must see it)."""
     return post(state, f"{step}.reply", content=text, **_TURN)
 
 
@@ -50,7 +49,7 @@ def notice(state: CycleState, name: str, text: str) -> effects.Post:
 def card(state: CycleState, suffix: str, memory: Any) -> ChatRecord:
     """A memory as MemorySearch shows it (in the history: "the second one" can follow)."""
     shown = ChatRecord.memory_card(f"{state.cycle_id}.{suffix}", state.cycle_id, memory)
-    return shown.model_copy(update={"created_at": state.now})
+    return shown.model_copy(update={"created_at": state.work.now})
 
 
 def call_id(cycle_id: str, step: int) -> str:

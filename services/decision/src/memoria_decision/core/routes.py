@@ -27,10 +27,6 @@ from memoria_decision.core.state import PendingAction, PendingKind, Route, Route
 from memoria_runtime import i18n
 
 EXCERPT_CHARS: Final = 80  # of each candidate's content, in the "which memory?" question
-_CHOSEN: Final[dict[PendingKind, RouteKind]] = {
-    "choose_update": "update_chosen",
-    "choose_forget": "forget_chosen",
-}
 _QUESTIONS: Final[dict[PendingKind, str]] = {
     "delete_all": "delete_all_question",
     "choose_update": "update_choice_question",
@@ -55,13 +51,15 @@ def route_for(
         language = pending.language
     answer = partial(Route, resolves=pending.id)
     reply = read_reply(message, pending.language)
-    if pending.kind in _CHOSEN:
+    if pending.kind in ("choose_update", "choose_forget"):
         candidates = [(c.memory_id, excerpt(c.content)) for c in pending.candidates]
         choice = read_choice(message, candidates)
         said = choice.language or pending.language
         if choice.index is not None:
             picked = (pending.candidates[choice.index].memory_id,)
-            kind = _CHOSEN[pending.kind]
+            kind: RouteKind = (
+                "update_chosen" if pending.kind == "choose_update" else "forget_chosen"
+            )
             return answer(kind=kind, language=said, choice=pending, targets=picked)
         if choice.out_of_range:  # "3" of two: a slip, not a change of subject
             return answer(kind="ask_choice", language=said, choice=pending)
@@ -75,8 +73,7 @@ def route_for(
 
 
 def _new(message: str, pending: PendingAction | None, language: Language) -> Route:
-    """A message that answers no confirmation or choice: a command, or the model's. A
-    confirmation or choice it leaves is dropped and the user told; a question, silently."""
+    """A command, or the model's; what it leaves unanswered is dropped (a question silently)."""
     route = partial(Route, resolves=pending.id if pending else None)
     question = None
     if pending is not None and pending.kind == "question":

@@ -133,10 +133,6 @@ class CycleState(Frozen):
         return [step.action for step in self.steps]
 
     @property
-    def now(self) -> datetime:
-        return self.work.now
-
-    @property
     def routed(self) -> Route:
         return self.route or Route(kind="model", language=self.language)
 
@@ -145,8 +141,7 @@ class CycleState(Frozen):
         return i18n.text(key, self.language, **values)
 
     def asking(self, kind: PendingKind, **fields: Any) -> PendingAction:
-        """What the cycle asks the thread's next message, under its own id (a redelivered
-        cycle stores the same one again)."""
+        """Asked of the thread's next message, under the cycle's id (a redelivery: the same)."""
         cycle_id = self.cycle_id
         pending_id = f"pa_{cycle_id.removeprefix('cyc_')}"
         return PendingAction(
@@ -174,8 +169,7 @@ class CycleState(Frozen):
 
 
 class Released(Frozen):
-    """What an ended cycle leaves once its thread is released: enough to recognise a late or
-    redelivered event of it, nothing of what was said."""
+    """What an ended cycle leaves: enough to know its late events, nothing of what was said."""
 
     status: Literal["released"] = "released"
     cycle_id: str
