@@ -1,6 +1,6 @@
-"""Choosing which memory an ambiguous MemoryUpdate meant: the reader of the choice, the
-route it gives, and the pending ``choose_update`` resolved through the cycle engine with no
-LLM call (the scripted model has no rules: any model call would end the cycle "llm_error")."""
+"""Choosing which memory an ambiguous MemoryUpdate meant: the pending ``choose_update``
+resolved through the cycle's executor with no LLM call (the scripted model has no rules: any
+model call would end the cycle "llm_error"). Reading the pick: tests/unit/decision."""
 
 from __future__ import annotations
 
@@ -18,9 +18,7 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
 from memoria_contracts.streams import Stream
-from memoria_decision.core.commands import Choice, read_choice
 from memoria_decision.core.fast_paths import last_told
-from memoria_decision.core.routes import route_for
 from memoria_decision.core.state import PendingAction, UpdateCandidate
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
@@ -28,45 +26,6 @@ from memoria_runtime.envelopes import follow
 from tests.component.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
 
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
-
-
-@pytest.mark.parametrize(
-    ("message", "index", "language"),
-    [
-        ("2", 1, None),
-        ("#1", 0, None),
-        ("number 2", 1, None),
-        ("the second", 1, "en"),
-        ("the second one", 1, "en"),
-        ("2nd", 1, "en"),
-        ("first", 0, "en"),
-        ("a segunda", 1, "pt"),
-        ("A primeira.", 0, "pt"),
-        ("2ª", 1, "pt"),
-        ("a nº 2", 1, None),
-        ("opção 2", 1, None),
-        ("mem_c2", 1, None),
-        ('the one that says "black, no sugar"', 1, None),
-        ("«todas as manhãs»", None, None),  # quoted, but in neither candidate
-        ('"coffee"', None, None),  # quoted, in both: not a pick
-    ],
-)
-def test_read_choice(message: str, index: int | None, language: str | None) -> None:
-    choice = read_choice(message, CANDIDATES)
-    assert (choice.index, choice.language) == (index, language)
-    assert not choice.out_of_range
-
-
-@pytest.mark.parametrize("message", ["3", "the third", "a terceira", "0"])
-def test_a_number_with_no_such_candidate_is_out_of_range(message: str) -> None:
-    assert read_choice(message, CANDIDATES).out_of_range
-
-
-@pytest.mark.parametrize(
-    "message", ["tea", "update my coffee preference to tea", "2 coffees please", "cancel", "yes"]
-)
-def test_anything_else_picks_nothing(message: str) -> None:
-    assert read_choice(message, CANDIDATES) == Choice(None)
 
 
 def pending(language: str = "en") -> PendingAction:
@@ -79,23 +38,6 @@ def pending(language: str = "en") -> PendingAction:
         content="I drink tea",
         content_kind="text",
     )
-
-
-def test_routes_of_a_pending_choice() -> None:
-    chosen = route_for("a segunda", pending(), "pt")
-    assert (chosen.kind, chosen.targets, chosen.resolves, chosen.language) == (
-        "update_chosen",
-        ("mem_c2",),
-        "pa_1",
-        "pt",
-    )
-    assert route_for("3", pending(), "en").kind == "ask_choice"
-    cancelled = route_for("cancelar", pending(), "pt")
-    assert (cancelled.kind, cancelled.declined, cancelled.language) == ("cancel", True, "pt")
-    other = route_for("what's the weather?", pending(), "en")
-    assert (other.kind, other.dropped, other.resolves) == ("model", "choose_update", "pa_1")
-    # "yes" is no pick: a pending choice is not a yes/no question
-    assert route_for("yes", pending(), "en").kind == "model"
 
 
 class UpdatingMemories(InProcessMemories):
