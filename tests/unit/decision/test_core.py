@@ -32,13 +32,22 @@ from core_cycles import (
     waiting,
 )
 
-from memoria_contracts.events import ChoiceCandidate, HistoryQuery, StepRecord, UpdateChoice
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import (
+    ChoiceCandidate,
+    HistoryQuery,
+    Language,
+    PendingQuestion,
+    StepRecord,
+    UpdateChoice,
+)
 from memoria_contracts.history import HistorySummary
 from memoria_contracts.memory import Memory, MemoryFailure, MemoryFound, MemorySearch
 from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionPersonaApplied
-from memoria_decision.core import effects, events
+from memoria_decision.core import effects, events, outputs
 from memoria_decision.core.machine import decide
+from memoria_decision.core.routes import asked_in
 from memoria_decision.core.state import CycleState, PendingAction, PendingStep, Route, Stored
 from memoria_runtime import i18n
 from memoria_runtime.session_defaults import session_defaults
@@ -596,3 +605,264 @@ def test_every_transition_is_pure_and_well_ordered(state_name: str, event_name: 
     if over and not isinstance(event, events.Arrived):
         runs_on = (*E.LEADS_ON, E.RequestAction, E.SetDeadline)
         assert not any(isinstance(e, runs_on) for e in found)
+
+
+# -- what each effect carries ---------------------------------------------------------------
+
+
+def test_the_context_a_step_gets_is_the_whole_cycle() -> None:
+    summary = HistorySummary(archive="earlier")
+    question = PendingQuestion(user_question="q", assistant_question="a", answered=True)
+    route = Route(kind="model", language="pt", question=question)
+    state = waiting(2).but(
+        history=(said("user", "old", "h1"),), history_summary=summary, language="pt", route=route
+    )
+    context = state.context()
+    assert context.original_message == message()
+    assert (context.history, context.transcript) == (list(state.history), [message()])
+    assert (context.steps, context.language) == ([done(1)], "pt")
+    assert (context.history_summary, context.session) == (summary, state.session)
+    assert context.pending_question == question
+
+
+def test_the_default_session_is_the_threads() -> None:
+    assert CONFIG.defaults("t9").config.thread_id == "t9"
+
+
+def test_the_last_step_allowed_is_still_decided() -> None:
+    last = CONFIG.max_steps
+    moved = decide(waiting(last - 1), completion(last - 1), CONFIG)
+    assert of(moved, E.Choose) == [E.Choose(last)]
+    assert of(moved, E.ClearDeadline) == [E.ClearDeadline(last - 1)]
+    (save,) = of(moved, E.Save)
+    assert save.state.steps == tuple(done(n) for n in range(1, last))
+
+
+def test_a_chosen_step_is_saved_pending_then_timed_and_requested() -> None:
+    moved = decide(recorded(1), events.Chosen(AT, "Finalize", False, "evt_9", {}), CONFIG)
+    (save,) = of(moved, E.Save)
+    assert save.state.pending is not None and save.state.pending.step == 2
+    assert of(moved, E.SetDeadline) == [E.SetDeadline(2)]
+
+
+def test_a_new_cycle_is_stored_as_it_runs() -> None:
+    opening = decide(None, arrived(), CONFIG)
+    moved = decide(opening.state, events.Answered(AT, "opening", (page(),)), CONFIG)
+    (create,) = of(moved, E.Create)
+    assert create.state == moved.state
+    assert create.state.status == "running" and create.state.route is not None
+
+
+def test_the_history_read_is_the_configured_length() -> None:
+    (ask,) = decide(None, arrived(), config(history_limit=7)).effects
+    assert isinstance(ask, E.AskMemory)
+    assert [q.limit for q in ask.requests if isinstance(q, HistoryQuery)] == [7]
+
+
+def test_an_arriving_message_is_read_in_its_own_language() -> None:
+    opening = decide(None, arrived("Olá, tudo bem com você?"), CONFIG).state
+    assert isinstance(opening, CycleState) and opening.language == "pt"
+    waits = decide(None, arrived(owns=False), CONFIG).state
+    assert isinstance(waits, CycleState)  # the requeue is carried out for this message
+
+
+@pytest.mark.parametrize("state", [RELEASED, None])
+def test_what_is_no_running_cycle_stays_as_it_is(state: Stored | None) -> None:
+    assert decide(state, completion(1), CONFIG).state == state
+
+
+@pytest.mark.parametrize(
+    ("state", "event"),
+    [
+        (waiting(1), events.Chosen(AT, "Finalize", False, "evt_2", {})),
+        (waiting(1), events.Undecided(AT, "no_workers")),
+        (fresh(), events.Created(AT, None)),  # stored and echoed already
+        (waiting(1), events.Answered(AT, "persona", (session_state(),))),
+        (waiting(3), events.StepOverdue(AT, 2)),
+    ],
+)
+def test_an_event_the_cycle_does_not_wait_for_changes_nothing(
+    state: CycleState, event: events.Event
+) -> None:
+    moved = decide(state, event, CONFIG)
+    assert kinds(moved) == [E.Note]
+    assert moved.state == state.working(now=AT)
+
+
+def test_a_message_stored_first_elsewhere_is_carried_on_with_the_settings() -> None:
+    stored = recorded(CONFIG.max_steps)
+    _, carried = run(None, arrived(), answers(opening=page(), created=stored))
+    assert E.MarkEnded() in carried  # the last step was taken: the cycle ends
+
+
+def test_a_dropped_confirmation_is_told_before_the_decision() -> None:
+    pending = PendingAction(id="pa_0", kind="delete_all", language="en", asked_in_cycle="cyc_0")
+    _, carried = run(None, arrived("what is my name?", pending=pending), answers(opening=page()))
+    (notice,) = [
+        e.record for e in carried if isinstance(e, E.Post) and e.record.id.endswith(".pending")
+    ]
+    assert notice.content == i18n.text("pending_dropped", "en")
+    assert notice.role == "system" and not notice.chat_history
+
+
+@pytest.mark.parametrize("language", ["en", "pt"])
+def test_a_yes_after_the_runtimes_question_expired_confirms_nothing(language: Language) -> None:
+    asked = i18n.text("delete_all_question", language, minutes=10)
+    history = [said("user", "delete all", "h1"), said("assistant", asked, "h2")]
+    yes = "yes" if language == "en" else "sim"
+    state, carried = run(None, arrived(yes), answers(opening=page(*history)))
+    assert isinstance(state, CycleState) and state.routed.kind == "expired"
+    assert not any(isinstance(e, E.Choose) for e in carried)
+
+
+def test_a_persona_switch_a_turn_later_is_the_same_reset_once_more() -> None:
+    from memoria_contracts.personas import PersonaApplied
+
+    applied = PersonaApplied(seq=1, cycle_id="cyc_0", previous="memoria", turn=0)
+    stored = switched().model_copy(update={"persona_applied": applied})
+    state, _ = run(None, arrived(), answers(opening=page(session=stored), persona=session_state()))
+    assert isinstance(state, CycleState) and state.persona is not None
+    reset = state.persona.reset
+    assert reset is not None and (reset.turn, reset.previous_name) == (1, "Memoria")
+    gone = switched().model_copy(
+        update={
+            "agent_history": [
+                AgentHistoryEntry(seq=1, persona="tutor", previous="retired", at=AT, by="ana")
+            ]
+        }
+    )
+    state, _ = run(None, arrived(), answers(opening=page(session=gone), persona=session_state()))
+    assert isinstance(state, CycleState) and state.persona is not None
+    assert state.persona.reset is not None and state.persona.reset.previous_name == "retired"
+
+
+def test_the_persona_recorded_leads_to_the_first_step_choice() -> None:
+    _, carried = run(
+        None, arrived(), answers(opening=page(session=switched()), persona=session_state())
+    )
+    assert E.Choose(1) in carried
+
+
+def test_a_failed_step_and_an_overdue_one_are_told_by_name() -> None:
+    failed = decide(
+        waiting(1, action="MemorySave"),
+        completion(1, action="MemorySave", ends=True, status="failed", error="x"),
+        CONFIG,
+    )
+    assert "MemorySave" in str(posted(failed)[0].content)
+    overdue = decide(
+        waiting(2, tool_call=True, action="MemorySave"), events.StepOverdue(AT, 2), CONFIG
+    )
+    result, notice = posted(overdue)
+    assert (result.id, result.name, result.tool_call_id) == (
+        "cyc_1.2.result",
+        "MemorySave",
+        outputs.call_id("cyc_1", 2),
+    )
+    assert "MemorySave" in str(notice.content)
+
+
+def test_a_tool_steps_result_names_its_action() -> None:
+    moved = decide(
+        waiting(1, tool_call=True, action="MemorySave"), completion(1, action="MemorySave"), CONFIG
+    )
+    (result,) = posted(moved)[:1]
+    assert (result.name, result.role) == ("MemorySave", "tool")
+
+
+def test_a_choice_is_asked_under_the_step_that_found_it_with_its_contents() -> None:
+    choice = UpdateChoice(
+        candidates=[ChoiceCandidate(memory_id=f"mem_{n}", content=f"c{n}") for n in (1, 2)],
+        content="new",
+        content_kind="text",
+    )
+    moved = decide(waiting(2), completion(2, ends=True, choice=choice), CONFIG)
+    (put,) = of(moved, E.PutPending)
+    assert [c.content for c in put.action.candidates] == ["c1", "c2"]
+    assert put.action.content_kind == "text"
+    assert posted(moved)[0].id == "cyc_1.2.reply"
+
+
+def test_a_question_in_several_messages_is_kept_whole() -> None:
+    parts = [
+        said("assistant", "I could not find it.", "m1", "cyc_1"),
+        said("assistant", "Where do you live?", "m2", "cyc_1"),
+    ]
+    moved = decide(
+        waiting(1, action="Question"),
+        completion(1, action="Question", ends=True, messages=parts),
+        CONFIG,
+    )
+    (put,) = of(moved, E.PutPending)
+    assert put.action.asked == "I could not find it. Where do you live?"
+
+
+def test_records_are_the_cycles_in_fixed_shapes() -> None:
+    state = fresh().working(now=AT)
+    call = outputs.call(state, 3, "MemorySearch").record
+    assert (call.id, call.content, call.role, call.chat_history) == (
+        "cyc_1.3.call",
+        "",
+        "assistant",
+        True,
+    )
+    card = outputs.card(state, "1.0", PEANUTS)
+    assert (card.id, card.cycle_id, card.created_at) == ("cyc_1.1.0", "cyc_1", AT)
+    reply = outputs.reply(state, "hi", step=2).record
+    assert (reply.id, reply.role, reply.modal, reply.chat_history) == (
+        "cyc_1.2.reply",
+        "assistant",
+        "text",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kept"),
+    [
+        (None, {}),
+        ({}, {}),
+        ({"memory_ids": ["mem_1", "mem_2"]}, {"memory_ids": ["mem_1", "mem_2"]}),
+        ({"q": "ç" * 140}, {"q": "ç" * 140}),  # 150 characters as JSON, not 850 escaped
+    ],
+)
+def test_small_arguments_are_kept_as_they_are(
+    arguments: dict[str, object] | None, kept: dict[str, object]
+) -> None:
+    assert outputs.compact_arguments(arguments) == kept
+
+
+def test_big_arguments_are_cut_to_one_line() -> None:
+    exact = {"q": "x" * (outputs.ARGUMENTS_CHARS - 9)}  # its JSON is the limit exactly
+    assert outputs.compact_arguments(exact) == exact
+    big = {"queries": ["x" * 100 for _ in range(10)]}
+    cut = outputs.compact_arguments(big)
+    assert list(cut) == ["summary"]
+    assert len(cut["summary"]) == outputs.ARGUMENTS_CHARS and cut["summary"].endswith("x…")
+    assert cut["summary"].startswith('{"queries": ["xxx')
+
+
+@pytest.mark.parametrize(
+    ("said_last", "asked"),
+    [
+        (i18n.text("delete_all_question", "en", minutes=10), "delete_all"),
+        (i18n.text("delete_all_question", "pt", minutes=3), "delete_all"),
+        (
+            i18n.text("update_choice_question", "pt", content="x", candidates="1. a", minutes=10),
+            "choose_update",
+        ),
+        (i18n.text("forget_choice_question", "en", candidates="1. a", minutes=10), "choose_forget"),
+        ("Done.", None),
+    ],
+)
+def test_which_of_the_runtimes_questions_the_thread_ended_on(
+    said_last: str, asked: str | None
+) -> None:
+    history = [said("user", "hi", "h1"), said("assistant", said_last, "h2")]
+    tool = outputs.result(fresh().working(now=AT), 1, "MemorySearch", "found 1").record
+    card = ChatRecord.memory_card("h4", "cyc_0", PEANUTS)
+    assert asked_in([*history, tool, card, said("user", "sim", "h5")]) == asked
+    status = said("assistant", said_last, "h3").model_copy(update={"modal": "textForReplace"})
+    assert asked_in([status]) is None
+    assert asked_in([said("system", said_last, "h6")]) is None
+    assert asked_in([]) is None

@@ -483,3 +483,127 @@ def test_memory_replies_a_fast_path_does_not_wait_for_are_noted() -> None:
 
     moved = decide(fresh(), events.Answered(AT, "list", (MemoryPage(memories=[]),)), CONFIG)
     assert [type(e) for e in moved.effects] == [E.Note]
+
+
+# -- what each step records, for the next decision to read ------------------------------------
+
+
+def status_lines(carried: list[E.Effect]) -> list[tuple[str, str]]:
+    return [
+        (e.record.id, str(e.record.content))
+        for e in carried
+        if isinstance(e, E.Post) and e.record.modal == "textForReplace"
+    ]
+
+
+def test_every_fast_path_shows_its_status_as_its_one_step() -> None:
+    _, deleting_all = go(routed("delete_all", targets=("mem_1",)), delete=deleting())
+    state = routed("update_chosen", choice=choice(), targets=("mem_c2",))
+    reply = MemoryUpdated(
+        memory_id="mem_c2", old_content="x", new_content="y", memory=memory("mem_c2")
+    )
+    _, updating = go(state, update=reply)
+    history = turn("c1", "MemorySave", {"written_ids": ["mem_p"]})
+    _, forgetting_one = forgetting(history, forget=deleted("mem_p"))
+    assert status_lines(deleting_all) == [("cyc_1.1.status", "Deleting memories...")]
+    assert status_lines(updating) == [("cyc_1.1.status", i18n.text("memory_update_started", "en"))]
+    assert status_lines(forgetting_one) == [("cyc_1.1.status", "Deleting memories...")]
+
+
+@pytest.mark.parametrize(
+    ("state", "summary"),
+    [
+        (routed("ask_delete_all"), "asked the user to confirm deleting all their memories"),
+        (routed("ask_choice", choice=choice()), "no such candidate: asked again which memory"),
+        (routed("forget_last"), "nothing the user told was saved here: asked what"),
+    ],
+)
+def test_a_fast_path_says_what_it_did_to_the_next_decision(state: CycleState, summary: str) -> None:
+    ended, _ = go(state)
+    assert ended.steps[0].summary == summary
+
+
+def test_a_list_with_more_says_so_to_the_next_decision() -> None:
+    page = MemoryPage(memories=[memory("mem_1")], next_cursor="1")
+    ended, _ = go(routed("list_all"), list=page)
+    assert ended.steps[0].summary == "listed the user's 1 newest memories (and more)"
+    ended, _ = go(routed("list_all"), list=MemoryPage(memories=[memory("mem_1")]))
+    assert ended.steps[0].summary == "listed the user's 1 newest memories"
+
+
+@pytest.mark.parametrize(
+    ("reply", "summary"),
+    [
+        (DOWN, "memory service: timed out"),
+        (failure("unavailable"), "memory service: unavailable here"),
+        (failure("invalid"), "list refused (invalid): invalid here"),
+        (MemoryFound(memories=[]), "list refused (MemoryFound): unexpected MemoryFound"),
+    ],
+)
+def test_a_fast_path_that_failed_says_why(reply: object, summary: str) -> None:
+    ended, _ = go(routed("list_all"), list=reply)
+    assert ended.steps[0].summary == summary
+
+
+def test_what_the_user_told_is_gone_when_none_of_it_is_left() -> None:
+    history = turn("c1", "MemorySave", {"written_ids": ["mem_a", "mem_b"]})
+    ended, _ = forgetting(history, get=(failure("not_found"), failure("not_found")))
+    assert ended.steps[0].summary == "what the user told last is gone already"
+
+
+@pytest.mark.parametrize(
+    ("history", "written"),
+    [
+        # a newer write that failed, or named nothing, or was never answered: the older one
+        (
+            [
+                *turn("c1", "MemorySave", {"written_ids": ["mem_a"]}),
+                *turn("c2", "MemorySave", {"written_ids": ["mem_b"]}, "failed: x"),
+            ],
+            ["mem_a"],
+        ),
+        (
+            [
+                *turn("c1", "MemorySave", {"written_ids": ["mem_a"]}),
+                *turn("c2", "MemorySave", {"memory_types": ["goal"]}),
+            ],
+            ["mem_a"],
+        ),
+        # a card that is no update, or an update card that names nothing
+        (
+            [
+                *turn("c1", "MemorySave", {"written_ids": ["mem_a"]}),
+                ChatRecord.memory_card("c2.1.0", "c2", memory("mem_x")),
+            ],
+            ["mem_a"],
+        ),
+        (
+            [
+                ChatRecord(
+                    id="c2.1.updated",
+                    cycle_id="c2",
+                    chat_history=True,
+                    modal="memory",
+                    role="system",
+                    content="not a card",
+                )
+            ],
+            [],
+        ),
+        (
+            [
+                ChatRecord(
+                    id="c2.1.updated",
+                    cycle_id="c2",
+                    chat_history=True,
+                    modal="memory",
+                    role="system",
+                    content={"memory_id": 7},
+                )
+            ],
+            [],
+        ),
+    ],
+)
+def test_what_forget_that_looks_past(history: list[ChatRecord], written: list[str]) -> None:
+    assert last_told(history) == written

@@ -83,6 +83,14 @@ NOT_ANSWERS = [
     (ADDRESS_PT, "O meu gato chama-se Tareco"),
     (ADDRESS_PT, "Hoje está calor e eu gosto de praia"),
     ("What's my daughter's name?", "I have a dog"),
+    # what tells a question, a statement or a fragment apart
+    (ADDRESS_EN, "Why?"),
+    (ADDRESS_PT, "o que?"),
+    (ADDRESS_EN, "My cat Tom"),
+    (ADDRESS_PT, "O céu é azul"),
+    (ADDRESS_EN, "I'm tired"),
+    (ADDRESS_EN, "I live in Porto? "),
+    (ADDRESS_EN, "😀"),
 ]
 ANSWERS = [
     # a fragment that fills the slot
@@ -103,6 +111,10 @@ ANSWERS = [
     (ADDRESS_PT, "É a Rua das Flores 12, Lisboa"),
     ("What's my daughter's name?", "She is called Lena"),
     ("What is my job?", "I work as a nurse"),
+    ("What's my daughter's name?", "It's Lena"),
+    ("What's my name?", "I'm Ana"),
+    ("Qual é o meu nome?", "Sou a Ana"),
+    ("Quem é o responsável?", "Eu"),
 ]
 
 

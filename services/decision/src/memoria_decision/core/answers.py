@@ -85,7 +85,7 @@ _KIN: Final = tuple(
         "address live lives living street road avenue house home apartment flat endereco "
         "morada moro mora vivo vive rua avenida casa apartamento",
         "job work works profession occupation career trabalho trabalha emprego profissao",
-        "name called named nome chama chamo chamado chamada",
+        "name called named i'm sou nome chama chamo chamado chamada",
         "birthday born birth aniversario nasci nasceu nascimento",
         "age old years idade anos",
         "phone telephone mobile number telefone celular numero",

@@ -110,7 +110,7 @@ def _arrived(event: events.Arrived, config: Config) -> Transition:
         started_at=event.at,
         status="opening",
         transcript=(message,),
-        work=Work(now=event.at, pending=event.pending, lock_fresh=True),
+        work=Work(pending=event.pending, lock_fresh=True),
     )
     if not event.owns:  # only after a lock expired: another cycle runs, it waits behind it
         return Transition(state, (effects.Note("thread busy"), effects.Requeue(event.framed)))
