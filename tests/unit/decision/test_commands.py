@@ -182,7 +182,7 @@ def test_a_reply_that_does_not_tell_its_language_takes_the_questions() -> None:
 
 def test_a_yes_after_the_question_expired_confirms_nothing() -> None:
     expired = route_for("sim", None, "pt", asked="delete_all")
-    assert (expired.kind, expired.language) == ("expired", "pt")
+    assert (expired.kind, expired.language, expired.expired) == ("expired", "pt", "delete_all")
     assert route_for("sim", None, "pt").kind == "model"  # a yes to anything else
     late_pick = route_for("2", None, "en", asked="choose_forget")
     assert (late_pick.kind, late_pick.expired, late_pick.dropped) == (
@@ -225,9 +225,19 @@ def test_read_choice(message: str, index: int | None, language: str | None) -> N
     assert not choice.out_of_range
 
 
-@pytest.mark.parametrize("message", ["3", "the third", "a terceira", "0"])
-def test_a_number_with_no_such_candidate_is_out_of_range(message: str) -> None:
-    assert read_choice(message, CANDIDATES).out_of_range
+@pytest.mark.parametrize(
+    ("message", "language"), [("3", None), ("the third", "en"), ("a terceira", "pt"), ("0", None)]
+)
+def test_a_number_with_no_such_candidate_is_out_of_range(
+    message: str, language: str | None
+) -> None:
+    choice = read_choice(message, CANDIDATES)
+    assert (choice.index, choice.out_of_range, choice.language) == (None, True, language)
+
+
+def test_a_pick_by_its_quoted_id_or_text() -> None:
+    assert read_choice('"mem_c2"', CANDIDATES) == Choice(1)
+    assert read_choice("'MEM_C1'", CANDIDATES) == Choice(0)
 
 
 @pytest.mark.parametrize(
@@ -252,6 +262,22 @@ def test_routes_of_a_pending_choice() -> None:
     assert (other.kind, other.dropped, other.resolves) == ("model", "choose_update", "pa_1")
     # "yes" is no pick: a pending choice is not a yes/no question
     assert route_for("yes", pending_choice(), "en").kind == "model"
+    quoted = route_for('the one that says "black, no sugar"', pending_choice(), "en")
+    assert (quoted.kind, quoted.targets) == ("update_chosen", ("mem_c2",))
+
+
+@pytest.mark.parametrize(
+    ("kind", "chosen"), [("choose_update", "update_chosen"), ("choose_forget", "forget_chosen")]
+)
+def test_a_pending_choice_travels_with_its_route(kind: str, chosen: str) -> None:
+    """The store's copy is cleared: the route keeps the question it answered."""
+    pending = pending_choice().model_copy(update={"kind": kind})
+    picked = route_for("2", pending, "en")
+    assert (picked.kind, picked.targets, picked.choice) == (chosen, ("mem_c2",), pending)
+    again = route_for("3", pending, "en")
+    assert (again.kind, again.choice) == ("ask_choice", pending)
+    cancelled = route_for("cancel", pending, "en")
+    assert (cancelled.kind, cancelled.declined, cancelled.choice) == ("cancel", True, pending)
 
 
 def pending_choice(language: str = "en") -> PendingAction:

@@ -384,6 +384,7 @@ def test_no_step_allowed_ends_a_model_route_at_once() -> None:
     moved = decide(fresh(), events.Redelivered(AT), config(max_steps=0))
     assert kinds(moved) == end_kinds(notice=True, derived=True)
     assert saved_end(moved).end_reason == "max_steps"
+    assert posted(moved)[0].content == i18n.text("max_steps", "en", steps=0)
 
 
 # -- completions ---------------------------------------------------------------------------
@@ -459,6 +460,7 @@ def test_a_step_that_needs_a_choice_asks_it_then_ends() -> None:
 def test_the_previous_steps_completion_again_republishes_the_pending_request() -> None:
     moved = decide(waiting(2), completion(1), CONFIG)
     assert kinds(moved) == [E.SetDeadline, E.RequestAction]
+    assert moved.state == waiting(2).working(now=AT)
 
 
 @pytest.mark.parametrize("ends", [False, True])

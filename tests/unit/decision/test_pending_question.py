@@ -178,6 +178,13 @@ def test_the_next_message_goes_to_the_model_with_the_question_and_the_verdict(
     assert question.assistant_question == asked(ADDRESS_EN).asked
 
 
+def test_a_question_kept_without_its_words_is_handed_over_empty() -> None:
+    bare = asked(ADDRESS_EN).model_copy(update={"content": None, "asked": None})
+    question = begun("5 Elm Street", bare).context().pending_question
+    assert question is not None
+    assert (question.user_question, question.assistant_question) == ("", "")
+
+
 def test_a_command_drops_the_question_and_runs() -> None:
     state = begun("list all my memories", asked(ADDRESS_EN))
     assert state.route is not None

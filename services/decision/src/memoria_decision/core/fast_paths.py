@@ -70,7 +70,6 @@ def start(state: CycleState, route: Route, config: Config) -> Transition:
                 memory_id=route.chosen.memory_id,
                 content=choice.content,
                 content_kind=choice.content_kind,
-                source="chat",
             )
             status = outputs.status(state, STEP, "memory_update_started")
             return Transition(state, (status, effects.AskMemory("update", (update,))))
@@ -161,7 +160,7 @@ def answered(state: CycleState, event: events.Answered, config: Config) -> Trans
         case "forget", (reply,) if _code(reply) == "not_found":
             # Forgotten before ("forget that" said twice), or deleted from another window.
             return _say(state, "forget_gone", f"{state.work.target} was gone already")
-    first = replies[0] if replies else None
+    first = replies[0]  # a request was made: a reply, or why there is none, came back
     code = _code(first) or type(first).__name__
     summary = f"{event.purpose} refused ({code}): {_detail(first)}"
     if event.purpose == "update":

@@ -329,7 +329,7 @@ def _overdue(state: CycleState, step: int, config: Config) -> Transition:
     """The step still awaited fails and ends the cycle; its result goes in the history first
     (a crash in between publishes it again, with the same id)."""
     pending = state.pending
-    if state.status == "ended" or pending is None or pending.step != step:
+    if pending is None or pending.step != step:  # an ended cycle has none
         return Transition(state, (effects.Note(f"step {step} is not pending"),))
     failed = StepRecord(step=step, action=pending.action, status="failed", summary="timed out")
     result = outputs.result(state, step, pending.action, "failed: timed out")
