@@ -179,6 +179,20 @@ class GatewaySettings(_Env):
     gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
     max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
     max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest HTTP request body, in bytes, of every route but the bulk ones; "
+        "a larger one is refused with 413 before it is read (and before the token is "
+        "checked).",
+    )
+    max_bulk_body_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Largest HTTP request body, in bytes, of `POST /api/memories/batch` (256 "
+        "memories of the largest size fit) and `POST /v1/chat/completions` (whose clients "
+        "send the whole conversation each time); larger is refused with 413 before it is read.",
+    )
     ws_messages_per_minute: int = Field(
         default=30,
         ge=1,
