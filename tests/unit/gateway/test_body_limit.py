@@ -5,7 +5,7 @@ not started (no broker): nothing here reaches one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +101,9 @@ async def test_the_body_is_not_read_past_the_limit(settings: Settings) -> None:
         sent_chunks += 1
         return {"type": "http.request", "body": b"a" * 1024, "more_body": True}
 
-    answer: list[dict[str, Any]] = []
+    answer: list[MutableMapping[str, Any]] = []
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         answer.append(message)
 
     scope = {
