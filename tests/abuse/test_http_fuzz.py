@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from stack import Stack
 
 from memoria_contracts.session import SESSION_FIELDS
+from memoria_contracts.streams import Stream
 from tests.abuse.helpers import (
     FUZZ,
     a_user,
@@ -519,6 +520,34 @@ def test_a_user_past_the_request_limit_is_told_when_to_retry_and_nothing_is_done
     # The refused request created nothing (read through the unthrottled replica).
     listed = api.http.get("/api/memories", headers=headers)
     assert answered(listed, 200)["memories"] == []
+
+
+def test_a_memory_told_before_the_year_1000_is_saved_and_one_out_of_range_refused(
+    api: Api,
+) -> None:
+    """The finding: such a save hung for 20 s, answered 503, was retried five times into a
+    dead letter and stayed ``writing``. Every time the stores keep is saved at once; one
+    they cannot keep is a 422 that says why; nothing reaches a dead letter."""
+    import redis as sync_redis
+
+    early = {"content": "a tale of the year 999", "creation_datetime": "0999-01-01T00:00:00Z"}
+    created = api.http.post("/api/memories", json=early)
+    assert created.status_code == 201, created.text
+    assert created.json()["creation_datetime"].startswith("0999-01-01T00:00:00")
+    listed = api.http.get("/api/memories", params={"until": "1000-01-01T00:00:00Z"})
+    assert [m["memory_id"] for m in answered(listed, 200)["memories"]] == [
+        created.json()["memory_id"]
+    ]
+    beyond = {"content": "x", "creation_datetime": "0001-01-01T00:00:00+01:00"}
+    refused_time = api.http.post("/api/memories", json=beyond)
+    assert refused_time.status_code == 422
+    (error,) = refused_time.json()["detail"]
+    assert error["msg"].startswith("The creation time must fall between 0001-01-01T00:00:00Z")
+    broker = sync_redis.Redis.from_url(api.stack.redis_url)
+    try:
+        assert broker.xlen(Stream.DEAD_LETTER.value) == 0
+    finally:
+        broker.close()
 
 
 def test_the_services_are_all_up_and_the_aimed_at_records_intact(api: Api) -> None:
