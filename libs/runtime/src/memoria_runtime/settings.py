@@ -166,10 +166,29 @@ class AuthSettings(DataSettings):
     )
     dev_login: bool = Field(
         default=True,
-        description="Enable `POST /api/token` (log in by user id, no password). "
-        "Turn off wherever real users connect.",
+        description="Enable `POST /api/token` (log in by user id, no password). It answers "
+        "only requests addressed to this machine (`Host` localhost, 127.0.0.1, ::1) unless "
+        "MEMORIA_DEV_LOGIN_HOSTS names others, and a gateway listening on another address "
+        "refuses to start with it on unless MEMORIA_DEV_LOGIN_HOSTS is set. The image "
+        "turns it off. Turn it off wherever real users connect.",
     )
-    token_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Session token lifetime.")
+    dev_login_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated host names (a request's `Host` without its port) the "
+        "dev login answers on besides this machine's loopback names; `*` for any. Whoever "
+        "reaches the gateway under one of them can log in as anyone.",
+    )
+    token_ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        description="Session token lifetime. A token is refused once this long has passed "
+        "since it was issued (its `iat`), whatever its `exp` says.",
+    )
+
+    @field_validator("dev_login_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        return _comma_separated(value)
 
 
 class GatewaySettings(_Env):
@@ -179,6 +198,13 @@ class GatewaySettings(_Env):
     gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
     max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
     max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated web origins (`https://chat.example.com`) whose pages may "
+        "open the WebSocket besides the gateway's own (an `Origin` that matches the request's "
+        "`Host`); `*` for any. Clients that send no `Origin` (the CLI, the Python client) "
+        "are not concerned.",
+    )
     max_body_bytes: int = Field(
         default=1024 * 1024,
         ge=1024,
@@ -225,6 +251,11 @@ class GatewaySettings(_Env):
         "gateway (a sliding window in the broker); more are refused with 429 and "
         "`Retry-After`. 0: no limit (a proxy in front limits instead).",
     )
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        return _comma_separated(value)
 
 
 class StorageSettings(DataSettings):

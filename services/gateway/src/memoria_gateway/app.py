@@ -21,6 +21,7 @@ from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
 from memoria_gateway.openai_routes import error_body, openai_router
 from memoria_gateway.persona_routes import persona_router
+from memoria_gateway.security_headers import SecurityHeaders
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.user_rate_limit import per_user
 from memoria_gateway.ws import ws_router
@@ -100,6 +101,7 @@ def create_app(
         return settings.max_bulk_body_bytes if bulk else settings.max_body_bytes
 
     app.add_middleware(BodyLimit, limit_for=body_limit, refusal=refusal_body)
+    app.add_middleware(SecurityHeaders)
     openapi.install(app)
     return app
 
