@@ -18,7 +18,7 @@ _ALGORITHM = "HS256"
 _ISSUER = "memoria"
 CLOCK_SKEW_S = 60
 """How far in the future a token's issue time may be (another host's clock runs ahead)."""
-_SECRET_FILE = "auth_secret"
+SECRET_FILE = "auth_secret"
 _USER_IDS = TypeAdapter(UserId)
 
 
@@ -29,7 +29,7 @@ class AuthError(Exception):
 def load_or_create_secret(settings: AuthSettings) -> str:
     """The configured secret, else one generated once and kept (0600) in the data directory,
     so tokens survive restarts and every local gateway replica accepts them."""
-    return load_or_create(settings, settings.auth_secret, _SECRET_FILE)
+    return load_or_create(settings, settings.auth_secret, SECRET_FILE)
 
 
 class TokenIssuer:

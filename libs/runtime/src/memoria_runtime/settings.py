@@ -13,6 +13,7 @@ import socket
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,6 +38,20 @@ DEFAULT_LLM_PRICES: dict[str, tuple[float, float]] = {
     "gemini-2.5-flash-lite": (0.10, 0.40),
     "gemini-embedding-001": (0.15, 0.0),
 }
+
+
+EMBEDDED_PASSWORD_FILE = "embedded_password"
+"""In the data directory (0600): the password `memoria run` gives its embedded Valkey and
+milvus-lite, and that every process of that directory connects with."""
+EMBEDDED_MILVUS_USER = "memoria"
+
+
+def embedded_password(data_dir: Path) -> str | None:
+    """The embedded servers' password, or None before `memoria run` made one."""
+    try:
+        return (data_dir.expanduser() / EMBEDDED_PASSWORD_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _default_data_dir() -> Path:
@@ -142,7 +157,13 @@ class BusSettings(DataSettings):
 
     @property
     def effective_redis_url(self) -> str:
-        return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"
+        """MEMORIA_REDIS_URL, else the embedded Valkey's, with its password when `memoria
+        run` made one for this data directory."""
+        if self.redis_url:
+            return self.redis_url
+        password = embedded_password(self.data_dir)
+        credentials = f":{quote(password, safe='')}@" if password else ""
+        return f"redis://{credentials}127.0.0.1:{self.embedded_redis_port}/0"
 
 
 class AuthSettings(DataSettings):
@@ -300,6 +321,17 @@ class StorageSettings(DataSettings):
     @property
     def effective_milvus_uri(self) -> str:
         return self.milvus_uri or f"http://127.0.0.1:{self.embedded_milvus_port}"
+
+    @property
+    def effective_milvus_token(self) -> str | None:
+        """MEMORIA_MILVUS_TOKEN, else, for the embedded milvus-lite, the user and password
+        `memoria run` made for this data directory."""
+        if self.milvus_token is not None:
+            return self.milvus_token.get_secret_value()
+        if self.milvus_uri is not None:
+            return None
+        password = embedded_password(self.data_dir)
+        return f"{EMBEDDED_MILVUS_USER}:{password}" if password else None
 
 
 class LlmSettings(_Env):

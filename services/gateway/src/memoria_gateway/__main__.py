@@ -12,6 +12,7 @@ from memoria_gateway import SERVICE_NAME
 from memoria_gateway.app import create_app
 from memoria_gateway.dev_login import exposed_dev_login, host_name, is_loopback
 from memoria_runtime import ops
+from memoria_runtime.files import keep_files_private
 from memoria_runtime.health import Health
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
@@ -53,6 +54,7 @@ def refuse_an_open_dev_login(settings: GatewayProcessSettings) -> None:
 
 def main() -> None:
     exit_zero_after_a_stop_signal()
+    keep_files_private()
     settings = GatewayProcessSettings()
     configure_logging(settings.log_level)
     refuse_an_open_dev_login(settings)
