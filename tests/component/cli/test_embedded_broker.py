@@ -24,6 +24,11 @@ START_TIMEOUT_S = 60.0
 STREAM = "memoria:test:survivor"
 
 
+def command_line(pid: int) -> bytes:
+    """What every account on the machine can read of a process."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -149,8 +154,7 @@ async def test_with_a_password_every_client_without_it_is_refused(tmp_path: Path
         assert (await reader.readline()).startswith(b"-NOAUTH")
         writer.close()
         pid = int((await client.info("server"))["process_id"])
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
-        assert password.encode() not in command_line
+        assert password.encode() not in command_line(pid)
     config = embedded_broker.config_file(tmp_path)
     assert config.stat().st_mode & 0o777 == 0o600
     assert password in config.read_text()

@@ -19,9 +19,9 @@ import pytest
 
 from memoria_cli import embedded_milvus
 from memoria_cli.supervisor import EXIT_OK, StartupError, Supervisor
-from memoria_runtime.settings import EMBEDDED_PASSWORD_FILE
 from memoria_memory.vectors.milvus import MilvusVectorStore
 from memoria_memory.vectors.port import VectorRow
+from memoria_runtime.settings import EMBEDDED_PASSWORD_FILE
 
 # Starts its own milvus-lite, not the shared fixture's.
 pytestmark = pytest.mark.milvus
@@ -32,6 +32,11 @@ POLL_S = 0.1
 DIM = 4
 COLLECTION = "memoria_bindings_embedded_test_4"
 USER = "alice"
+
+
+def command_line(pid: int) -> bytes:
+    """What every account on the machine can read of a process."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def free_port() -> int:
@@ -216,4 +221,4 @@ async def test_with_a_password_a_client_without_it_is_refused(tmp_path: Path) ->
         assert (await embedded_milvus.server_version(port, token)).startswith("milvus_lite")
         pid = supervisor.pids["milvus"]
         assert pid is not None
-        assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert password.encode() not in command_line(pid)
