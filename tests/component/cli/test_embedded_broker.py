@@ -145,7 +145,7 @@ async def test_with_a_password_every_client_without_it_is_refused(tmp_path: Path
             with pytest.raises(AuthenticationError):
                 await stranger.get("pin")
             with pytest.raises(AuthenticationError):
-                await stranger.execute_command("DEL", "pin")
+                await stranger.delete("pin")
         finally:
             await stranger.aclose()
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
