@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from memoria_contracts.base import ContractModel
-from memoria_contracts.text import NO_CONTROLS, code_point, control_in
+from memoria_contracts.text import CONTROL_FREE, NO_CONTROLS, NOT_BLANK, code_point, control_in
 from memoria_contracts.times import (
     EARLIEST_STORABLE,
     LATEST_STORABLE,
@@ -71,13 +71,17 @@ Binding = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
     NO_CONTROLS,
+    NOT_BLANK,
 ]
 QueryText = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
     NO_CONTROLS,
+    NOT_BLANK,
 ]
-IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200), NO_CONTROLS]
+IdempotencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), NO_CONTROLS, CONTROL_FREE
+]
 Vector = list[float]
 
 

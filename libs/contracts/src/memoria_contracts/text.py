@@ -8,7 +8,7 @@ import re
 import unicodedata
 from typing import Annotated, Final
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 ELLIPSIS = "…"
@@ -69,7 +69,16 @@ def refuse_controls(text: str) -> str:
 
 
 NO_CONTROLS: Final = AfterValidator(refuse_controls)
-PlainText = Annotated[str, NO_CONTROLS]
+CONTROL_FREE_PATTERN: Final = r"^(?:[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\r]|\r\n)*$"
+"""What :func:`control_in` allows, as JSON Schema says it (documentation: the check is
+:data:`NO_CONTROLS`, which also names the character it refuses)."""
+CONTROL_FREE: Final = Field(json_schema_extra={"pattern": CONTROL_FREE_PATTERN})
+NOT_BLANK: Final = Field(
+    json_schema_extra={"pattern": r"^(?=[\s\S]*\S)" + CONTROL_FREE_PATTERN.removeprefix("^")}
+)
+"""As :data:`CONTROL_FREE`, for text whose surrounding blanks are stripped and that may not
+be empty: something other than blanks."""
+PlainText = Annotated[str, NO_CONTROLS, CONTROL_FREE]
 """Text a person typed: any Unicode but the control characters of :func:`control_in`."""
 
 

@@ -140,6 +140,10 @@ def http_router(gateway: Gateway) -> APIRouter:
     @router.get(
         "/api/threads/{thread_id}/messages",
         dependencies=per_user(gateway.tokens, gateway.requests),
+        responses={
+            404: {"model": ErrorBody, "description": "No message `before` in this thread."},
+            503: {"model": ErrorBody, "description": "The memory service is not answering."},
+        },
     )
     async def thread_messages(
         thread_id: ThreadId,

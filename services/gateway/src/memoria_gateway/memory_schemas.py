@@ -16,6 +16,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
     model_validator,
 )
@@ -186,8 +187,17 @@ def _item_or_refusal(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         return RefusedItem(errors=exc.errors(include_url=False, include_input=False))
 
 
-BatchEntry = Annotated[MemoryBatchItem, WrapValidator(_item_or_refusal)]
-"""A :class:`MemoryBatchItem` in the schema; a :class:`RefusedItem` when it is not one."""
+BATCH_ITEM_SCHEMA: Final = {
+    "description": "A memory as `POST /api/memories` takes it, plus its `idempotency_key`. "
+    "Any value is taken here: one that is no such memory is refused alone, as its result "
+    "says (422), and the others are saved.",
+    "anyOf": [MemoryBatchItem.model_json_schema(mode="validation"), {}],
+}
+BatchEntry = Annotated[
+    MemoryBatchItem, WrapValidator(_item_or_refusal), WithJsonSchema(BATCH_ITEM_SCHEMA)
+]
+"""A :class:`MemoryBatchItem`; a :class:`RefusedItem` when it is not one. Said so in the
+schema: any value is a valid item of the request, refused (or not) in its own result."""
 
 
 class MemoryBatchCreate(_Body):

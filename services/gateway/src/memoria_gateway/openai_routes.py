@@ -185,7 +185,12 @@ def openai_router(gateway: Gateway) -> APIRouter:
         """The models this server answers as: one, a full thought cycle over your memories."""
         return ModelList(data=[ModelCard(id=MODEL_ID, created=started)])
 
-    @router.get("/models/{model}", response_model=ModelCard, dependencies=limited)
+    @router.get(
+        "/models/{model}",
+        response_model=ModelCard,
+        dependencies=limited,
+        responses={404: {"model": ErrorResponse, "description": "No such model."}},
+    )
     async def get_model(model: str, _: Annotated[str, Depends(current_user)]) -> ModelCard:
         if model != MODEL_ID:
             raise OpenAIError(404, f"no model '{model}': this server serves '{MODEL_ID}'")
@@ -290,6 +295,7 @@ class _Answer:
             thread_id=thread_id, cycle_id=self.cycle_id, message_id=message_id
         )
         self._listener = listener
+        listener.only(self.cycle_id)  # the user's other cycles are not this request's
         self._timeout_s = timeout_s
 
     def _events(self) -> AsyncIterator[AnswerEvent]:

@@ -8,6 +8,7 @@ JSON Python reads) turned the 422 into a 500. Here the answer keeps FastAPI's sh
 (error_words.py) and ``input`` only when it is a short scalar.
 
 A body that is not UTF-8 is a 422 like any other unreadable JSON (FastAPI answers it 400).
+A 405 names in ``Allow`` every method of the path (Starlette names those of one route).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
-from starlette.status import HTTP_400_BAD_REQUEST, HTTP_422_UNPROCESSABLE_CONTENT
+from starlette.routing import Match
+from starlette.status import (
+    HTTP_400_BAD_REQUEST,
+    HTTP_405_METHOD_NOT_ALLOWED,
+    HTTP_422_UNPROCESSABLE_CONTENT,
+)
 
 from memoria_gateway.error_words import in_user_words
 
@@ -44,4 +50,21 @@ def install(app: FastAPI) -> None:
     async def http_error(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == HTTP_400_BAD_REQUEST and exc.detail == UNREADABLE_BODY:
             return unprocessable([{"loc": ["body"], "msg": NOT_TEXT, "type": "json_invalid"}])
+        if exc.status_code == HTTP_405_METHOD_NOT_ALLOWED:
+            allowed = ", ".join(sorted(methods_of(request)))
+            return JSONResponse(
+                {"detail": f"Method Not Allowed: this path takes {allowed}"},
+                status_code=HTTP_405_METHOD_NOT_ALLOWED,
+                headers={"Allow": allowed},
+            )
         return await http_exception_handler(request, exc)
+
+
+def methods_of(request: Request) -> set[str]:
+    """Every method some route of the request's path answers."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)  # PARTIAL: the path, not the method
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return methods
