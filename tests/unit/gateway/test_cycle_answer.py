@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from memoria_contracts.frames import CycleEndFrame, DeltaFrame, MessageFrame
 from memoria_gateway.cycle_answer import (
@@ -19,6 +20,7 @@ from memoria_gateway.cycle_answer import (
 )
 from memoria_gateway.hub import OUTBOX_FRAMES, ConnectionHub, FrameListener
 from memoria_gateway.openai_routes import DEFAULT_THREAD, OpenAIError, thread_for
+from memoria_gateway.openai_schemas import ChatCompletionRequest
 from memoria_gateway.resume import EntryId
 
 CYCLE = "cyc_1"
@@ -149,3 +151,17 @@ def test_a_listener_told_its_cycle_is_not_crowded_out_by_the_users_other_cycles(
             " and late",
         ]
         assert other.overflowed  # one told no cycle still takes everything (and may fall behind)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"stream": "yes"}, {"stream": 1}, {"n": "1"}, {"stream_options": {"include_usage": "yes"}}],
+)
+def test_flags_and_counts_are_taken_as_json_types_only(field: dict[str, Any]) -> None:
+    """The finding: ``"stream": "yes"`` was taken as true. A JSON client that means true
+    sends true; guessing would stream to a client that cannot read a stream."""
+    body = {"model": "memoria", "messages": [{"role": "user", "content": "hi"}], **field}
+    with pytest.raises(ValidationError):
+        ChatCompletionRequest.model_validate(body)
+    typed = {"stream": True, "n": 1, "stream_options": {"include_usage": True}}
+    assert ChatCompletionRequest.model_validate(body | typed).stream
