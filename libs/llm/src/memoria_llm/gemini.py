@@ -1,48 +1,37 @@
-"""The Gemini provider, on pydantic-ai's Google model (which runs on ``google-genai``; its
-client is built here, so ``gemini_base_url`` reaches the SDK).
-
-The modes, retries, re-asks and usage are those of every remote provider (``remote.py``).
-What is Gemini's own: a 429 says how long to wait in its body (``RetryInfo.retryDelay``),
-which pydantic-ai does not read, and embeddings go through the SDK in batches of 100, with
-the task type for the purpose and the dimension the store was made for; their usage is
-reported when the response counts it (``batchEmbedContents`` usually does not).
-"""
+"""The Gemini provider, on pydantic-ai's Google model over a ``google-genai`` client built here
+(so ``gemini_base_url`` reaches it). Gemini's own: a 429 says how long to wait in its body
+(``RetryInfo``), which pydantic-ai does not read; embeddings go through the SDK in batches of
+100 with the purpose's task type, their usage reported when the response counts it."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 from google import genai
 from google.genai import errors, types
 from opentelemetry import trace
-from pydantic_ai.exceptions import ModelConnectionError, ModelHTTPError, ModelTimeoutError
+from pydantic_ai import exceptions as ai
 from pydantic_ai.models import Model
 from pydantic_ai.models.google import GoogleModel
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.providers.google import GoogleProvider
-from pydantic_ai.usage import RequestUsage
 
 from memoria_llm.config import GeminiConfig
-from memoria_llm.port import EmbedPurpose, LLMOutputError, LLMRequest, Mode
-from memoria_llm.remote import BACKOFF_BASE_S, BACKOFF_MAX_S, RemoteModel, Retried, record
+from memoria_llm.port import EmbedPurpose, LLMRequest, Mode
+from memoria_llm.remote import BACKOFF_BASE_S, BACKOFF_MAX_S, RemoteModel, Retried
 
 try:
     import httpx2
-except ImportError:  # google-genai before 3.0
+except ImportError:  # google-genai before 3.0 sends through httpx
     httpx2 = None  # type: ignore[assignment]
 
 EMBED_BATCH_MAX = 100  # batchEmbedContents takes at most 100 requests
-TASK_TYPES: dict[EmbedPurpose, str] = {
-    "passage": "RETRIEVAL_DOCUMENT",
-    "query": "RETRIEVAL_QUERY",
-}
-# Our prompts have one system prompt, at the start: no need for pydantic-ai's note on how
-# mid-conversation system messages arrive.
+TASK_TYPES: dict[EmbedPurpose, str] = {"passage": "RETRIEVAL_DOCUMENT", "query": "RETRIEVAL_QUERY"}
+# One system prompt, at the start: no need for pydantic-ai's note on mid-conversation ones.
 PROFILE = ModelProfile(supports_inline_system_prompts=True)
-
-# Embeddings go through the SDK: google-genai 3.x sends through httpx2, older versions httpx.
 _TRANSPORT = (httpx.TransportError,) + ((httpx2.TransportError,) if httpx2 else ())
 _TIMEOUT = (httpx.TimeoutException,) + ((httpx2.TimeoutException,) if httpx2 else ())
 
@@ -86,8 +75,7 @@ class GeminiModel(RemoteModel):
             vertexai=False,
             api_key=settings.gemini_api_key.get_secret_value(),
             http_options=types.HttpOptions(
-                base_url=settings.gemini_base_url,
-                timeout=math.ceil(self._timeout_s * 1000),
+                base_url=settings.gemini_base_url, timeout=math.ceil(self._timeout_s * 1000)
             ),
         )
         self._provider = GoogleProvider(client=self._client)
@@ -122,42 +110,21 @@ class GeminiModel(RemoteModel):
         config = types.EmbedContentConfig(
             task_type=TASK_TYPES[purpose], output_dimensionality=self._dim
         )
-        vectors: list[list[float]] = []
-        counts: list[RequestUsage] = []
-        with self._span("llm.embedding", model, None) as span:
-            span.set_attribute("memoria.llm.texts", len(texts))
+
+        async def embed(batch: list[str]) -> tuple[list[Any], int | None]:
+            """One batch, its failures in pydantic-ai's shape so they read alike."""
             try:
-                for start in range(0, len(texts), EMBED_BATCH_MAX):
-                    batch = list(texts[start : start + EMBED_BATCH_MAX])
+                response = await self._client.aio.models.embed_content(
+                    model=model, contents=batch, config=config
+                )
+            except errors.APIError as exc:
+                raise ai.ModelHTTPError(exc.code, model, exc.details) from exc
+            except _TIMEOUT as exc:
+                raise ai.ModelTimeoutError(model, repr(exc)) from exc
+            except _TRANSPORT as exc:
+                raise ai.ModelConnectionError(model, repr(exc)) from exc
+            metadata = response.usage_metadata
+            vectors = [e.values or [] for e in response.embeddings or []]
+            return vectors, metadata.prompt_token_count if metadata else None
 
-                    async def embed(batch: list[str] = batch) -> types.EmbedContentResponse:
-                        return await self._embed(model, batch, config)
-
-                    response = await self._call(model, embed)
-                    metadata = response.usage_metadata
-                    if metadata is not None and metadata.prompt_token_count is not None:
-                        counts.append(RequestUsage(input_tokens=metadata.prompt_token_count))
-                    embeddings = response.embeddings or []
-                    if len(embeddings) != len(batch):
-                        raise LLMOutputError(
-                            f"{model} returned {len(embeddings)} of {len(batch)} vectors"
-                        )
-                    vectors.extend(self._unit(e.values or [], model) for e in embeddings)
-            finally:
-                record(span, model, counts)
-        return vectors
-
-    async def _embed(
-        self, model: str, batch: list[str], config: types.EmbedContentConfig
-    ) -> types.EmbedContentResponse:
-        """One batch, its failures in pydantic-ai's shape so they are retried and worded alike."""
-        try:
-            return await self._client.aio.models.embed_content(
-                model=model, contents=batch, config=config
-            )
-        except errors.APIError as exc:
-            raise ModelHTTPError(exc.code, model, exc.details) from exc
-        except _TIMEOUT as exc:
-            raise ModelTimeoutError(model, repr(exc)) from exc
-        except _TRANSPORT as exc:
-            raise ModelConnectionError(model, repr(exc)) from exc
+        return await self._embedded(model, texts, EMBED_BATCH_MAX, embed)

