@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 from google import genai
 from google.genai import errors, types
-from opentelemetry import trace
 from pydantic_ai import exceptions as ai
 from pydantic_ai.models import Model
 from pydantic_ai.models.google import GoogleModel
@@ -21,7 +20,7 @@ from pydantic_ai.providers.google import GoogleProvider
 
 from memoria_llm.config import GeminiConfig
 from memoria_llm.port import EmbedPurpose, LLMRequest, Mode
-from memoria_llm.remote import BACKOFF_BASE_S, BACKOFF_MAX_S, RemoteModel, Retried
+from memoria_llm.remote import Options, RemoteModel, Retried
 
 try:
     import httpx2
@@ -54,21 +53,12 @@ def _server_delay(exc: BaseException | None) -> float:
 class GeminiModel(RemoteModel):
     system = "gemini"
 
-    def __init__(
-        self,
-        settings: GeminiConfig,
-        *,
-        backoff_base_s: float = BACKOFF_BASE_S,
-        backoff_max_s: float = BACKOFF_MAX_S,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
+    def __init__(self, settings: GeminiConfig, **options: Unpack[Options]) -> None:
         super().__init__(
             settings,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            tracer_provider=tracer_provider,
             server_delay=_server_delay,
             transient=(errors.UnknownApiResponseError,),
+            **options,
         )
         self._settings = settings
         self._client = genai.Client(

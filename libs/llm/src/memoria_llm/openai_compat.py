@@ -15,11 +15,10 @@ import logging
 import math
 from collections.abc import Sequence
 from enum import IntEnum
-from typing import Any
+from typing import Any, Unpack
 
 import openai
 from openai import omit
-from opentelemetry import trace
 from opentelemetry.trace import Span
 from pydantic_ai import exceptions as ai
 from pydantic_ai.messages import ModelMessage
@@ -33,8 +32,7 @@ from memoria_llm import port
 from memoria_llm.config import OpenAIConfig
 from memoria_llm.model_messages import model_messages, response_text, text_turns
 from memoria_llm.remote import (
-    BACKOFF_BASE_S,
-    BACKOFF_MAX_S,
+    Options,
     RemoteModel,
     Retried,
     TextStream,
@@ -112,21 +110,12 @@ def _server_delay(exc: BaseException | None) -> float:
 class OpenAICompatibleModel(RemoteModel):
     system = "openai_compatible"
 
-    def __init__(
-        self,
-        settings: OpenAIConfig,
-        *,
-        backoff_base_s: float = BACKOFF_BASE_S,
-        backoff_max_s: float = BACKOFF_MAX_S,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
+    def __init__(self, settings: OpenAIConfig, **options: Unpack[Options]) -> None:
         super().__init__(
             settings,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            tracer_provider=tracer_provider,
             server_delay=_server_delay,
             transient=(openai.APIError,),  # an error event in the middle of a stream
+            **options,
         )
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model

@@ -15,7 +15,7 @@ from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
@@ -139,6 +139,14 @@ class TextStream:
             self._response = None
         await self._exit.aclose()
         self._exit = AsyncExitStack()
+
+
+class Options(TypedDict, total=False):
+    """How a provider waits between tries, and where its spans go (tests shorten the waits)."""
+
+    backoff_base_s: float
+    backoff_max_s: float
+    tracer_provider: trace.TracerProvider | None
 
 
 class RemoteModel(port.LanguageModel):
