@@ -120,5 +120,6 @@ def test_with_the_password_memoria_run_makes_every_part_requires_and_uses_it(
     for argv in (valkey.argv, milvus.argv):
         assert not any("the-password" in part for part in argv)
     for service in services:
+        assert service.env is not None
         assert service.env["MEMORIA_REDIS_URL"] == "redis://:the-password@127.0.0.1:6411/0"
         assert service.env["MEMORIA_MILVUS_TOKEN"] == "memoria:the-password"
