@@ -33,6 +33,8 @@ BANNER = re.compile(r"Memoria is running: (http://\S+)")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
 TWO_RUNS_TIMEOUT_S = 2 * (START_TIMEOUT_S + STOP_TIMEOUT_S)
+ONE_RUN_AND_CHECKS_TIMEOUT_S = START_TIMEOUT_S + STOP_TIMEOUT_S + 60.0
+"""A start, a stop, and in between `memoria doctor` and `memoria token` as processes."""
 """Two starts and stops of everything (the default 120 s per test is one on a loaded host)."""
 # The one format of every line, whichever process wrote it: "15:58:51 INFO    decision | …"
 LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +(\S+) +\| (.*)$")
@@ -151,6 +153,7 @@ async def ask(port: int, text: str) -> str:
     return str(answers[-1]["content"])
 
 
+@pytest.mark.timeout(ONE_RUN_AND_CHECKS_TIMEOUT_S)
 def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     memoria_run: tuple[Run, int],
 ) -> None:
