@@ -173,6 +173,7 @@ def valid_message_frame(raw: str | bytes) -> bool:
         and THREAD_ID.fullmatch(data["thread_id"]) is not None
         and isinstance(data.get("content"), str)
         and bool(data["content"].strip())
+        and control_in(data["content"]) is None  # tab and newline aside (protocol.md, Text)
     )
 
 
