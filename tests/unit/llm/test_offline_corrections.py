@@ -144,12 +144,12 @@ async def test_a_correction_with_nothing_to_correct_is_saved_as_new(message: str
     assert await run_cycle(message, found=found) == ["MemorySearch", "MemorySave", "Finalize"]
 
 
-async def test_its_search_answer_says_what_was_looked_for_then_the_save() -> None:
+async def test_its_search_says_nothing_and_the_save_answers() -> None:
     context = after_search("actually, I drink tea", BERLIN)
     results = {"found": [{"memory_id": BERLIN[0], "content": BERLIN[1]}]}
     metadata = {"results": json.dumps(results)}
     said = "".join([p async for p in MODEL.chat(request("MemorySearch", context, metadata))])
-    assert said == 'I looked for "I drink tea" in your memories.'
+    assert said == ""  # one answer a turn: the save's
     save = await MODEL.reasoning(request("MemorySave", context), SavePlan)
     assert [m.content for m in save.memories] == ["I drink tea"]
 

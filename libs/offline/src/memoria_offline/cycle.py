@@ -41,9 +41,10 @@ class CycleView:
     said_at: datetime
     """When the user sent the message: what its relative dates are counted from."""
     told_no_model: bool
-    """The planner answered earlier in the recent history: the first closing of its first
-    cycle said that no language model answers. (Closings themselves are not history, seed
-    000, so the planner's other answers are what shows it was here.)"""
+    """The conversation has already been told that no language model answers: the planner
+    answered in it before (its first answer said so), or the user spoke in it before with no
+    other model answering (a closing said so: closings are not history, so only the user's
+    earlier turn shows it)."""
 
     @property
     def said_by(self) -> str | None:
@@ -170,6 +171,18 @@ def _reading(context: CycleContext, asked_back: str | None, asked_delete_all: bo
     return Reading(Intent.SAVE, statement, facts=(statement,))
 
 
+def _told_no_model(context: CycleContext) -> bool:
+    records = [*context.history, *context.transcript]
+    answered = {r.model for r in records if r.role == "assistant" and r.model}
+    if replies.LABEL in answered:
+        return True
+    earlier_turn = any(
+        r.role == "user" and not r.tool_record and r.id != context.original_message.id
+        for r in context.history
+    )
+    return earlier_turn and not answered
+
+
 def _last_search_step(steps: list[StepRecord]) -> int:
     searches = [step.step for step in steps if step.action == SEARCH_ACTION]
     return max(searches, default=0)
@@ -203,8 +216,5 @@ def view(context: CycleContext) -> CycleView:
         asked_delete_all=asked_delete_all,
         asked_back=asked_back,
         said_at=context.original_message.created_at,
-        told_no_model=any(
-            record.role == "assistant" and record.model == replies.LABEL
-            for record in context.history
-        ),
+        told_no_model=_told_no_model(context),
     )
