@@ -247,6 +247,12 @@ def bindings_of(statement: str, replacing: Sequence[str] = ()) -> list[str]:
     return unique[:MAX_BINDINGS]
 
 
+def content_word(word: str) -> bool:
+    """Whether a folded word says something (no stop word, no question word, three letters
+    or more)."""
+    return word not in _STOPWORDS and word not in _ASKING_WORDS and len(word) > 2
+
+
 def _stems(folded: str) -> set[str]:
     """Content words cut to their first letters: "allergic"/"allergy", "alergica"/"alergia"
     and "favourite"/"favourites" meet; words of two letters or fewer say too little."""

@@ -493,7 +493,7 @@ def _read(message: str) -> Reading:
     if question or _QUESTION_START.match(text):
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
     core = _past_context(text)
-    if _CHANGED.match(core) or (_NOW.search(core.rstrip(" .!")) and _is_fact(core)):
+    if _CHANGED.match(core) or (_NOW.search(text.rstrip(" .!")) and _is_fact(core)):
         return Reading(Intent.UPDATE, whole)
     if _CHATTER.match(core):
         return Reading(Intent.SMALL_TALK, whole)
