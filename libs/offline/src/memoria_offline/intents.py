@@ -274,7 +274,8 @@ _EVERYDAY_FACT: Final = _rx(
 # whole message, its time included.
 _EN_CONTEXT: Final = (
     r"(?:and|so|but|also|then|well|anyway|besides|btw|by the way|oh|actually not|"
-    r"honestly|plus|recently|lately|finally|usually|sometimes|nowadays|today|tonight|"
+    r"honestly|plus|recently|lately|finally|usually|sometimes|nowadays|now|these days|today|"
+    r"tonight|"
     r"yesterday|tomorrow|this (?:morning|afternoon|evening|week|month|year|weekend|summer|"
     r"winter|spring|autumn|fall)|last (?:night|week|month|year|weekend|summer|winter|"
     r"spring|autumn|fall|time|[a-z]+day)|next (?:week|month|year|weekend|[a-z]+day)|"
@@ -301,6 +302,11 @@ _PT_CONTEXT: Final = (
     r"(?:em|no|na|de) [a-z0-9'-]+(?: (?!eu\b)[a-z0-9'-]+)?)"
 )
 _CONTEXT_FIRST: Final = _rx(rf"^(?:{_EN_CONTEXT}|{_PT_CONTEXT})(?:\s*,\s*|\s+)(?=\S)")
+# The same with a place of one word only ("Em Lisboa trabalho ...", where the greedy form
+# takes "Em Lisboa trabalho" for the place).
+_CONTEXT_FIRST_SHORT: Final = _rx(
+    _CONTEXT_FIRST.pattern.replace("[a-z0-9'-]+)?)", "[a-z0-9'-]+)??)")
+)
 _EN_SUBJECT: Final = _rx(r"^(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b")
 # "I drink tea now", "now I work from home", "agora bebo chá": a fact that replaces what
 # memory holds about its subject, like a move.
@@ -369,14 +375,18 @@ def _past_context(text: str) -> str:
     """``text`` (folded) without the time, place or connective it opens with, when a
     statement follows them ("yesterday i went ..." → "i went ...")."""
     for _ in range(_MAX_CONTEXTS):
-        match = _CONTEXT_FIRST.match(text)
-        if match is None:
-            break
-        rest = text[match.end() :]
-        if not (_EN_SUBJECT.match(rest) or _CONTEXT_FIRST.match(rest) or _pt_statement(rest)):
+        rests = [
+            text[m.end() :] for p in (_CONTEXT_FIRST, _CONTEXT_FIRST_SHORT) if (m := p.match(text))
+        ]
+        rest = next((r for r in rests if _statement_follows(r)), None)
+        if rest is None:
             break
         text = rest
     return text
+
+
+def _statement_follows(rest: str) -> bool:
+    return bool(_EN_SUBJECT.match(rest) or _CONTEXT_FIRST.match(rest) or _pt_statement(rest))
 
 
 def _pt_statement(text: str) -> bool:
