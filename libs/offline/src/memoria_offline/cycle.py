@@ -89,10 +89,13 @@ def _said(text: str) -> str:
 
 
 def _cards(context: CycleContext) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(message id, memory id, card) of each memory card the cycle has shown."""
+    """(message id, memory id, card) of each memory card a search of the cycle has shown
+    (not the cards of what a step saved or updated)."""
     for record in context.transcript:
         content = record.content
         if record.modal != "memory" or not isinstance(content, dict):
+            continue
+        if record.card is not None and record.card.kind != "found":
             continue
         memory_id = content.get("memory_id")
         if isinstance(memory_id, str):
