@@ -16,6 +16,7 @@ from memoria_offline import replies
 from memoria_offline.answers import as_statement
 from memoria_offline.facts import about, closest
 from memoria_offline.intents import Intent, Reading, read
+from memoria_offline.merge import kept_details
 
 SEARCH_ACTION: Final = "MemorySearch"
 T = TypeVar("T")
@@ -58,7 +59,20 @@ class CycleView:
         # Any found memory, not only the targets: "Rita, não Rute" told again finds no
         # memory holding "Rute", but the one it made says "Rita".
         found = dict.fromkeys([*self.targets, *self.found])
-        return next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
+        told = next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
+        if told is not None or self.reading.intent != Intent.UPDATE:
+            return told
+        # A correction told again: applied to its target, it changes nothing ("actually, I
+        # drink tea" against "I drink tea every morning").
+        return next(
+            (
+                i
+                for i in self.targets
+                if _said(kept_details(self.texts[i][0], self.reading.statement))
+                == _said(self.texts[i][0])
+            ),
+            None,
+        )
 
     @property
     def already_said(self) -> bool:

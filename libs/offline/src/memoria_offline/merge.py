@@ -3,7 +3,7 @@
 "Actually, my sister plays the oboe" against "My sister Ingrid plays the bassoon" gives "My
 sister Ingrid plays the oboe"; "I drink tea now" against "I drink coffee every morning"
 gives "I drink tea every morning". The two sentences are aligned word by word
-(``difflib``): where they agree, the memory's words stay; what the correction says in place
+(``difflib``): where they agree, the words stay (as the correction types them); what the correction says in place
 of the memory's words replaces them; a detail only the memory has (a name between two
 agreeing words) stays; a time or frequency the correction leaves out ("every morning",
 "todas as manhãs") stays after its new value. A correction that shares no content word with
@@ -76,7 +76,7 @@ def kept_details(memory: str, correction: str) -> str:
     merged: list[str] = []
     for tag, i1, i2, j1, j2 in blocks:
         if tag == "equal":
-            merged += old[i1:i2]
+            merged += new[j1:j2]  # as the user typed it now ("São", not "Sao")
         elif tag == "insert":
             merged += new[j1:j2]
         elif tag == "delete":
