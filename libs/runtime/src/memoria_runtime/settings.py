@@ -382,12 +382,12 @@ class MemorySettings(_Env):
         "(docs/relevance.md).",
     )
     memory_relative_relevance: float = Field(
-        default=0.3,
+        default=0.2,
         ge=0.0,
         le=1.0,
         description="The cards a chat search shows are those within this share of the best "
-        "match's relevance (besides `memory_min_relevance`): at 0.3, a memory scored under "
-        "a third of the best is not shown, nor given to the model. 0 shows every memory "
+        "match's relevance (besides `memory_min_relevance`): at 0.2, a memory scored under "
+        "a fifth of the best is not shown, nor given to the model. 0 shows every memory "
         "above the absolute bar (docs/relevance.md).",
     )
     memory_retrieval: MemoryRetrieval = Field(
