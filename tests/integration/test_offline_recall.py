@@ -111,10 +111,11 @@ def stack(
 async def _answered(stack: Stack, user: str, items: Sequence[Item]) -> list[str]:
     """Every item's fact told in a thread of its own, then every question asked in another
     thread; the misses, described."""
+    misses = []
     for n, (said, _, _) in enumerate(items):
         saving = await say(stack, user, f"tell-{n}", said)
-        assert actions(saving)[0] in ("MemorySave", "MemorySearch"), (said, actions(saving))
-    misses = []
+        if not {"MemorySave", "MemoryUpdate"} & set(actions(saving)):
+            misses.append(f"{said!r} was not kept ({actions(saving)})")
     for n, (_, asked, words) in enumerate(items):
         frames = await say(stack, user, f"ask-{n}", asked)
         reply = " ".join(str(a["content"]) for a in answers(frames))

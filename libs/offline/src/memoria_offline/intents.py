@@ -315,6 +315,14 @@ _NOW: Final = _rx(
     r" (?:now|nowadays|these days|instead|agora|hoje em dia|atualmente)$"
 )
 _MAX_CONTEXTS: Final = 3
+# Plans and what is under way: "We're going to Japan in April", "I'm training for a marathon".
+_UNDER_WAY: Final = _rx(
+    r"^(?:i'?m|i am|we'?re|we are) (?:not )?(?:going|planning|moving|travell?ing|flying|"
+    r"visiting|starting|getting|having|expecting|training|learning|taking|working|studying|"
+    r"staying|leaving|coming|driving|buying|selling|renting|building|preparing|saving|"
+    r"organi[sz]ing|celebrating|hosting|attending|running|doing|writing|reading|seeing|"
+    r"dating|living)\b"
+)
 _WE_FACT: Final = _rx(
     rf"^we (?:usually |always |often |never |sometimes |also |still )?"
     rf"(?!(?:{'|'.join(lexicon.CONVERSATION_VERBS)})\b)[a-z]+ "
@@ -405,6 +413,7 @@ def _is_fact(text: str) -> bool:
     """A first-person statement (folded) worth keeping."""
     return bool(
         _FACT.match(text)
+        or _UNDER_WAY.match(text)
         or _EVERYDAY_FACT.match(text)
         or _WE_FACT.match(text)
         or (_pt_statement(text) and not _QUESTION_START.match(text))

@@ -3,12 +3,12 @@
 "Actually, my sister plays the oboe" against "My sister Ingrid plays the bassoon" gives "My
 sister Ingrid plays the oboe"; "I drink tea now" against "I drink coffee every morning"
 gives "I drink tea every morning". The two sentences are aligned word by word
-(``difflib``): where they agree, the words stay (as the correction types them); what the correction says in place
-of the memory's words replaces them; a detail only the memory has (a name between two
-agreeing words) stays; a time or frequency the correction leaves out ("every morning",
-"todas as manhãs") stays after its new value. A correction that shares no content word with
-the memory's start is a new fact, and replaces the memory whole ("I moved to Hamburg" for
-"I live in Berlin")."""
+(``difflib``): where they agree, the words stay (as the correction types them); what the
+correction says in place of the memory's words replaces them; a detail only the memory has
+(a name between two agreeing words) stays; a time or frequency the correction leaves out
+("every morning", "todas as manhãs") stays after its new value. A correction that shares no
+content word with the memory's start is a new fact, and replaces the memory whole ("I moved
+to Hamburg" for "I live in Berlin")."""
 
 from __future__ import annotations
 
