@@ -120,16 +120,22 @@ async def _answered(stack: Stack, user: str, items: Sequence[Item]) -> list[str]
         frames = await say(stack, user, f"ask-{n}", asked)
         reply = " ".join(str(a["content"]) for a in answers(frames))
         if not all(_folded(word) in _folded(reply) for word in words):
-            misses.append(f"{asked!r} → {reply!r} (wanted {words})")
+            misses.append(f"{asked!r} → {reply[:200]!r} (wanted {words})")
     return misses
 
 
+PART_TIMEOUT_S: Final = 600
+"""Two cycles an item, one at a time, on a busy 2-core machine: minutes, not seconds."""
+
+
+@pytest.mark.timeout(PART_TIMEOUT_S)
 async def test_the_development_part_is_answered_in_a_new_thread(stack: Stack) -> None:
     misses = await _answered(stack, "recall-dev", DEV)
     print(f"development part: {len(DEV) - len(misses)}/{len(DEV)}", *misses, sep="\n  ")
     assert len(DEV) - len(misses) >= DEV_BAR, misses
 
 
+@pytest.mark.timeout(PART_TIMEOUT_S)
 async def test_the_held_out_part_is_answered_in_a_new_thread(stack: Stack) -> None:
     misses = await _answered(stack, "recall-held-out", HELD_OUT)
     print(f"held-out part: {len(HELD_OUT) - len(misses)}/{len(HELD_OUT)}", *misses, sep="\n  ")

@@ -315,6 +315,18 @@ _NOW: Final = _rx(
     r" (?:now|nowadays|these days|instead|agora|hoje em dia|atualmente)$"
 )
 _MAX_CONTEXTS: Final = 3
+# Something of the user's named inside the subject: "The name of my dog is Rex", "O
+# aniversário do meu pai é dia 3 de maio".
+_POSSESSED: Final = _rx(
+    r"^(?:the|o|a|os|as) [a-z0-9'\- ]{1,40}? (?:of my|of our|do meu|da minha|dos meus|"
+    r"das minhas|de meu|de minha|do nosso|da nossa) [a-z0-9'\- ]{1,40}? "
+    r"(?:is|are|was|were|e|era|sao|foi|fica|cai)\b"
+)
+# Portuguese "we" in the verb: "Vamos viajar para o Chile", "Moramos em Braga".
+_PT_WE: Final = _rx(
+    r"^(?:nos )?(?!vamos (?:ver|la|nessa|embora|conversar|falar)\b)"
+    r"(?:vamos|fomos|estamos|somos|temos|tivemos|[a-z]{3,}(?:amos|emos|imos)) [a-z0-9]"
+)
 # Plans and what is under way: "We're going to Japan in April", "I'm training for a marathon".
 _UNDER_WAY: Final = _rx(
     r"^(?:i'?m|i am|we'?re|we are) (?:not )?(?:going|planning|moving|travell?ing|flying|"
@@ -414,6 +426,8 @@ def _is_fact(text: str) -> bool:
     return bool(
         _FACT.match(text)
         or _UNDER_WAY.match(text)
+        or _POSSESSED.match(text)
+        or _PT_WE.match(text)
         or _EVERYDAY_FACT.match(text)
         or _WE_FACT.match(text)
         or (_pt_statement(text) and not _QUESTION_START.match(text))
