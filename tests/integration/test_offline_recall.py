@@ -2,11 +2,12 @@
 events and plans, family, work, health; English and Portuguese) and how they ask for them
 in a new thread, answered by the offline planner through the real stack.
 
-The set has two parts. ``DEV`` is what the rules were developed against; ``HELD_OUT`` was
-written with it and left alone while the rules changed, so its score says how the rules do
-on phrasings they were not fitted to. Each user holds every fact of their part (the others
-are the distractors a real store has); each question is asked in a thread of its own, and
-the answer must name what was told. Every miss is printed."""
+The set has two parts. ``DEV`` is what the rules were developed against (its last items were
+held out in a first round, then looked at); ``HELD_OUT`` was written before the rules were
+changed for them and left alone, so its score says how the rules do on phrasings they were
+not fitted to. A user holds every fact of one language of a part (the others are the
+distractors a real store has); each question is asked in a thread of its own, and the
+answer must name what was told. Every miss is printed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any, Final
 import pytest
 from offline_chat import actions, answers, offline_stack, say
 from stack import Stack
+
+from memoria_runtime.i18n import language_of
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +60,7 @@ DEV: Final[list[Item]] = [
     ("Ontem fui ao oftalmologista", "Quando fui ao oftalmologista?", ("oftalmologista",)),
     ("Meu filho estuda na escola Pedro II", "Onde meu filho estuda?", ("Pedro II",)),
     ("Sou alérgico a camarão", "Tenho alguma alergia?", ("camarão",)),
-]
-
-HELD_OUT: Final[list[Item]] = [
+    # Held out in a first round, then developed against.
     ("My wife's name is Clara", "Who is my wife?", ("Clara",)),
     ("Every Monday morning I have a team meeting", "When is my team meeting?", ("Monday",)),
     ("I started a new job at the bakery last week", "Where do I work now?", ("bakery",)),
@@ -88,8 +89,29 @@ HELD_OUT: Final[list[Item]] = [
     ("Meu chefe se chama Ricardo", "Qual o nome do meu chefe?", ("Ricardo",)),
 ]
 
-DEV_BAR: Final = 19
-"""Of the 21 development items, at least this many answered."""
+HELD_OUT: Final[list[Item]] = [
+    ("My anniversary is on June 8", "When is my anniversary?", ("June 8",)),
+    ("I go to yoga on Wednesday evenings", "When do I do yoga?", ("Wednesday",)),
+    ("Next month we're moving to Denver", "Where are we moving?", ("Denver",)),
+    ("My brother Sam is a firefighter", "What does Sam do?", ("firefighter",)),
+    ("I've been working at Siemens since 2018", "Where do I work?", ("Siemens",)),
+    ("I have asthma", "Do I have any health problems?", ("asthma",)),
+    ("I'm lactose intolerant", "Can I drink milk?", ("lactose",)),
+    (
+        "Meu aniversário de casamento é em 8 de junho",
+        "Quando é meu aniversário de casamento?",
+        ("8 de junho",),
+    ),
+    ("Às terças à noite faço aula de inglês", "Quando tenho aula de inglês?", ("terças",)),
+    ("Mês que vem vamos nos mudar para Curitiba", "Para onde vamos nos mudar?", ("Curitiba",)),
+    ("Meu irmão Pedro é bombeiro", "O que o Pedro faz?", ("bombeiro",)),
+    ("Trabalho na Petrobras desde 2015", "Onde eu trabalho?", ("Petrobras",)),
+    ("Tenho asma", "Tenho algum problema de saúde?", ("asma",)),
+    ("Sou intolerante a lactose", "Posso tomar leite?", ("lactose",)),
+]
+
+DEV_BAR: Final = 32
+"""Of the 35 development items, at least this many answered."""
 HELD_OUT_BAR: Final = 12
 """Of the 14 held-out items, at least this many answered."""
 
@@ -108,9 +130,18 @@ def stack(
         yield running
 
 
-async def _answered(stack: Stack, user: str, items: Sequence[Item]) -> list[str]:
+async def _answered(stack: Stack, part: str, items: Sequence[Item]) -> list[str]:
     """Every item's fact told in a thread of its own, then every question asked in another
-    thread; the misses, described."""
+    thread, by one user a language; the misses, described."""
+    english = [item for item in items if language_of(item[0]) != "pt"]
+    portuguese = [item for item in items if language_of(item[0]) == "pt"]
+    return [
+        *await _answered_by(stack, f"{part}-en", english),
+        *await _answered_by(stack, f"{part}-pt", portuguese),
+    ]
+
+
+async def _answered_by(stack: Stack, user: str, items: Sequence[Item]) -> list[str]:
     misses = []
     for n, (said, _, _) in enumerate(items):
         saving = await say(stack, user, f"tell-{n}", said)

@@ -281,7 +281,9 @@ _EN_CONTEXT: Final = (
     r"spring|autumn|fall|time|[a-z]+day)|next (?:week|month|year|weekend|[a-z]+day)|"
     r"(?:a|one|two|three|four|five|six|a few|several|[0-9]+) (?:days?|weeks?|months?|"
     r"years?) ago|on (?:the )?(?:[a-z]+days?|weekends|weekdays|the weekend|[0-9]+(?:st|nd|"
-    r"rd|th)?)|every (?:day|morning|evening|night|week|month|year|weekend|[a-z]+day)|"
+    r"rd|th)?)(?: (?:mornings?|afternoons?|evenings?|nights?))?|"
+    r"every (?:day|morning|evening|night|week|month|year|weekend|[a-z]+day)"
+    r"(?: (?:morning|afternoon|evening|night))?|"
     r"each (?:day|morning|week|[a-z]+day)|in the (?:morning|afternoon|evening|summer|"
     r"winter)|at (?:night|work|home|school|the weekend)|after (?:work|school|lunch|dinner)|"
     r"before (?:work|school|bed)|when i was (?:a )?(?:kid|child|young|little|[0-9]+)|"
@@ -326,6 +328,11 @@ _POSSESSED: Final = _rx(
 _PT_WE: Final = _rx(
     r"^(?:nos )?(?!vamos (?:ver|la|nessa|embora|conversar|falar)\b)"
     r"(?:vamos|fomos|estamos|somos|temos|tivemos|[a-z]{3,}(?:amos|emos|imos)) [a-z0-9]"
+)
+# What happened to the user: "I had knee surgery in 2019", "I had a baby in May".
+_HAD: Final = _rx(
+    r"^(?:i|we) had (?!(?:no|to|it|that|this|fun|enough|a (?:good|great|nice|bad) "
+    r"(?:time|day|night))\b)[a-z0-9]"
 )
 # Plans and what is under way: "We're going to Japan in April", "I'm training for a marathon".
 _UNDER_WAY: Final = _rx(
@@ -426,6 +433,7 @@ def _is_fact(text: str) -> bool:
     return bool(
         _FACT.match(text)
         or _UNDER_WAY.match(text)
+        or _HAD.match(text)
         or _POSSESSED.match(text)
         or _PT_WE.match(text)
         or _EVERYDAY_FACT.match(text)
