@@ -81,7 +81,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "onde eu moro",
     ),
     (
-        r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
+        r"work\w*|job|profession|career|occupation|for a living|trabalh\w*|emprego|profissao|"
         r"carreira|ocupacao|what do i do(?=\W*$)|o que (?:eu )?faco(?=\W*$)|i teach|"
         r"i run (?:a|an|my) (?:[a-z]+ )?(?:business|company|shop|store|restaurant|cafe|bar|"
         r"bakery|startup|studio|clinic|practice)|dou aulas?|"
