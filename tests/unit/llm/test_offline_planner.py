@@ -291,8 +291,12 @@ async def test_explanations_tell_back_what_memory_holds_in_the_second_person() -
     nothing = await told(
         "MemorySearch", "where is the party?", found=[], looked_for=["where is the party?", "x"]
     )
-    # The user's words, not the topic keys the rules added to them.
-    assert nothing == 'I have nothing about "where is the party?" in your memories yet.'
+    # The user's words, not the topic keys the rules added to them; a question about the
+    # world says that only a model could answer it.
+    assert nothing == (
+        'I have nothing about "where is the party?" in your memories, and with no language '
+        "model configured I can only answer from what you told me."
+    )
     saved = await told(
         "MemorySave", "lembre que moro em Lisboa", saved=[{"content": "Moro em Lisboa"}]
     )

@@ -114,6 +114,10 @@ class OfflineModel(LanguageModel):
             query = replies.mid_sentence(reading.statement)
             closest = telling.mid_sentence(replies.found_answer(found[:1], language))
             return replies.text("found_unsure", language, query=query, items=closest)
+        if reading.intent == Intent.SEARCH and not results.get("since"):
+            # A question about the world, not the user: only a model could answer it.
+            query = replies.mid_sentence(reading.statement)
+            return replies.text("found_none_general", language, query=query)
         return replies.explanation(request.task, results, language)
 
     @staticmethod

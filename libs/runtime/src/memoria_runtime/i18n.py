@@ -290,6 +290,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": 'I have nothing about "{query}" in your memories yet.',
         "pt": 'Ainda não tenho nada sobre "{query}" nas suas memórias.',
     },
+    "offline_found_none_general": {
+        "en": 'I have nothing about "{query}" in your memories, and with no language model '
+        "configured I can only answer from what you told me.",
+        "pt": 'Não tenho nada sobre "{query}" nas suas memórias, e sem um modelo de linguagem '
+        "configurado só consigo responder a partir do que você me contou.",
+    },
     "offline_looked_for": {
         "en": 'I looked for "{query}" in your memories.',
         "pt": 'Procurei "{query}" nas suas memórias.',
