@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from memoria_offline.intents import Intent, read
+from memoria_offline.merge import kept_details
 from memoria_offline.person import addressed
+from memoria_offline.telling import sentence, told
 
 from .cycles import run_cycle
 
@@ -39,6 +41,7 @@ SAVE = ["MemorySave", "Finalize"]
         # A noun is no verb: "jogo" (game) after "Meu" stays.
         ("Meu jogo favorito é Zelda", "pt", "Seu jogo favorito é Zelda"),
         ("Sábado vou ao cinema", "pt", "Sábado você vai ao cinema"),
+        ("Bebo café todas as manhãs", "pt", "Você bebe café todas as manhãs"),
     ],
 )  # fmt: skip
 def test_a_fact_is_told_back_in_the_second_person(said: str, language: str, told: str) -> None:
@@ -120,3 +123,41 @@ def test_statements_near_those_words_are_still_saved(message: str) -> None:
 @pytest.mark.parametrize("message", ["I drink tea now", "Agora bebo chá", "Now I work from home"])
 def test_a_fact_said_to_hold_now_corrects_what_memory_holds(message: str) -> None:
     assert read(message).intent == Intent.UPDATE
+
+
+@pytest.mark.parametrize(
+    ("memory", "correction", "kept"),
+    [
+        # Nothing in common but short words: a new fact, nothing of the old one kept.
+        ("My job is hard every day", "My car is blue", "My car is blue"),
+        # A time the correction leaves out stays, with the date resolved for it.
+        (
+            "I drink coffee every morning (2026-11-30)",
+            "I drink tea",
+            "I drink tea every morning (2026-11-30)",
+        ),
+        # Wherever it is.
+        (
+            "I drink coffee every morning at home",
+            "I drink tea at home",
+            "I drink tea every morning at home",
+        ),
+        ("Moro em Sao Paulo", "Moro em São Paulo", "Moro em São Paulo"),  # as typed now
+    ],
+)  # fmt: skip
+def test_a_correction_keeps_the_details_it_does_not_touch(
+    memory: str, correction: str, kept: str
+) -> None:
+    assert kept_details(memory, correction) == kept
+
+
+def test_dates_and_ordinals_are_not_codes_to_quote() -> None:
+    assert told("My daughter's birthday is on March 14th", "en") == (
+        "Your daughter's birthday is on March 14th"
+    )
+    assert told("My PIN is 4821", "en") == 'Your PIN is "4821"'
+
+
+def test_three_saved_memories_read_as_one_sentence() -> None:
+    said = sentence(["I'm Marco", "I live in Berlin", "I drink tea"], "en")
+    assert said == "You're Marco, you live in Berlin, and you drink tea."

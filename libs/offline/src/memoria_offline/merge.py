@@ -89,6 +89,6 @@ def kept_details(memory: str, correction: str) -> str:
         else:  # replace
             merged += new[j1:j2]
             when = _when_start(old_words[i1:i2])
-            if i2 == len(old) and when is not None and _when_start(new_words[j1:j2]) is None:
+            if when is not None and _when_start(new_words[j1:j2]) is None:
                 merged += old[i1 + when : i2]
     return tidy(_joined(merged).rstrip(" ."))

@@ -74,16 +74,15 @@ def mid_sentence(text: str) -> str:
 
 
 def sentence(contents: Sequence[Any], language: Language) -> str:
-    """One or two memories as one sentence ("You live in Recife, and your sister plays the
-    oboe."); more as a list, one a line. No final newline."""
+    """Memories as one sentence ("You live in Recife, and your sister plays the oboe.")."""
     said = [told(content, language) for content in contents]
     if not said:
         return ""
-    if len(said) <= SENTENCE_ITEMS:
-        rest = [mid_sentence(item) for item in said[1:]]
-        joined = ", ".join([said[0], *(f"{_AND[language]} {item}" for item in rest)])
-        return joined + ("" if joined.endswith(("?", "!")) else ".")
-    return bullet_list(said)
+    rest = [mid_sentence(item) for item in said[1:]]
+    if rest:
+        rest[-1] = f"{_AND[language]} {rest[-1]}"
+    joined = ", ".join([said[0], *rest])
+    return joined + ("" if joined.endswith(("?", "!")) else ".")
 
 
 def bullet_list(items: Sequence[str]) -> str:
