@@ -3,7 +3,7 @@ events and plans, family, work, health; English and Portuguese) and how they ask
 in a new thread, answered by the offline planner through the real stack.
 
 The set has two parts. ``DEV`` is what the rules were developed against (its last items were
-held out in a first round, then looked at); ``HELD_OUT`` was written before the rules were
+held out in two earlier rounds, then looked at); ``HELD_OUT`` was written before the rules were
 changed for them and left alone, so its score says how the rules do on phrasings they were
 not fitted to. A user holds every fact of one language of a part (the others are the
 distractors a real store has); each question is asked in a thread of its own, and the
@@ -87,9 +87,7 @@ DEV: Final[list[Item]] = [
         ("20 de agosto",),
     ),
     ("Meu chefe se chama Ricardo", "Qual o nome do meu chefe?", ("Ricardo",)),
-]
-
-HELD_OUT: Final[list[Item]] = [
+    # Held out in a second round, then developed against.
     ("My anniversary is on June 8", "When is my anniversary?", ("June 8",)),
     ("I go to yoga on Wednesday evenings", "When do I do yoga?", ("Wednesday",)),
     ("Next month we're moving to Denver", "Where are we moving?", ("Denver",)),
@@ -110,8 +108,37 @@ HELD_OUT: Final[list[Item]] = [
     ("Sou intolerante a lactose", "Posso tomar leite?", ("lactose",)),
 ]
 
-DEV_BAR: Final = 32
-"""Of the 35 development items, at least this many answered."""
+HELD_OUT: Final[list[Item]] = [
+    (
+        "My grandmother turns 90 on October 2",
+        "When does my grandmother turn 90?",
+        ("October 2",),
+    ),
+    ("I walk the dog every evening after dinner", "When do I walk the dog?", ("evening",)),
+    ("This summer we're renting a house in Crete", "Where are we going this summer?", ("Crete",)),
+    ("My nephew Tiago is studying medicine", "What does Tiago study?", ("medicine",)),
+    ("I'm a data analyst at a bank in Porto", "What's my job?", ("data analyst",)),
+    ("I take vitamin D every morning", "What supplements do I take?", ("vitamin D",)),
+    ("I broke my wrist last spring", "Did I ever break a bone?", ("wrist",)),
+    (
+        "O casamento da minha prima é em 15 de novembro",
+        "Quando é o casamento da minha prima?",
+        ("15 de novembro",),
+    ),
+    ("Todo domingo almoço com meus pais", "O que faço no domingo?", ("pais",)),
+    ("Em dezembro vou fazer uma cirurgia no joelho", "Quando é minha cirurgia?", ("dezembro",)),
+    ("Minha sobrinha Clara mora em Recife", "Onde mora minha sobrinha?", ("Recife",)),
+    (
+        "Sou professora de matemática numa escola pública",
+        "Qual é a minha profissão?",
+        ("professora",),
+    ),
+    ("Tenho enxaqueca quase toda semana", "Que problema de saúde eu tenho?", ("enxaqueca",)),
+    ("Meu voo para Lisboa sai dia 20 às 8h", "Quando sai meu voo?", ("20",)),
+]
+
+DEV_BAR: Final = 45
+"""Of the 49 development items, at least this many answered."""
 HELD_OUT_BAR: Final = 12
 """Of the 14 held-out items, at least this many answered."""
 
@@ -142,15 +169,17 @@ async def _answered(stack: Stack, part: str, items: Sequence[Item]) -> list[str]
 
 
 async def _answered_by(stack: Stack, user: str, items: Sequence[Item]) -> list[str]:
-    misses = []
+    kept = []
     for n, (said, _, _) in enumerate(items):
         saving = await say(stack, user, f"tell-{n}", said)
-        if not {"MemorySave", "MemoryUpdate"} & set(actions(saving)):
-            misses.append(f"{said!r} was not kept ({actions(saving)})")
-    for n, (_, asked, words) in enumerate(items):
+        kept.append(bool({"MemorySave", "MemoryUpdate"} & set(actions(saving))))
+    misses = []  # one an item: not kept, or not answered
+    for n, (said, asked, words) in enumerate(items):
         frames = await say(stack, user, f"ask-{n}", asked)
         reply = " ".join(str(a["content"]) for a in answers(frames))
-        if not all(_folded(word) in _folded(reply) for word in words):
+        if not kept[n]:
+            misses.append(f"{said!r} was not kept")
+        elif not all(_folded(word) in _folded(reply) for word in words):
             misses.append(f"{asked!r} → {reply[:200]!r} (wanted {words})")
     return misses
 

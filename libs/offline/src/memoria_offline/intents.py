@@ -329,6 +329,17 @@ _PT_WE: Final = _rx(
     r"^(?:nos )?(?!vamos (?:ver|la|nessa|embora|conversar|falar)\b)"
     r"(?:vamos|fomos|estamos|somos|temos|tivemos|[a-z]{3,}(?:amos|emos|imos)) [a-z0-9]"
 )
+# What the user has or is, said without an article: "I have asthma", "I'm lactose
+# intolerant", "I've been working at Siemens since 2018".
+_HAS: Final = _rx(
+    r"^(?:i|we) have (?!(?:to|no|nothing|been|got|a lot|an idea|fun|time|enough|it|that|"
+    r"this|them|one|some|any|you)\b)[a-z]|"
+    r"^i(?:'m| am) (?:[a-z]+ )?(?:intolerant|diabetic|asthmatic|epileptic|celiac|coeliac|"
+    r"colou?r ?blind|left-handed|right-handed|deaf|blind|hypertensive|an(?:a)?emic|"
+    r"autistic|dyslexic|lactose|gluten)\b|"
+    r"^(?:i|we)(?:'ve| have) been (?:[a-z]+ing|married|divorced|together|vegan|vegetarian|"
+    r"sober|a |an )"
+)
 # What happened to the user: "I had knee surgery in 2019", "I had a baby in May".
 _HAD: Final = _rx(
     r"^(?:i|we) had (?!(?:no|to|it|that|this|fun|enough|a (?:good|great|nice|bad) "
@@ -413,7 +424,12 @@ def _past_context(text: str) -> str:
 
 
 def _statement_follows(rest: str) -> bool:
-    return bool(_EN_SUBJECT.match(rest) or _CONTEXT_FIRST.match(rest) or _pt_statement(rest))
+    return bool(
+        _EN_SUBJECT.match(rest)
+        or _CONTEXT_FIRST.match(rest)
+        or _pt_statement(rest)
+        or _PT_WE.match(rest)
+    )
 
 
 def _pt_statement(text: str) -> bool:
@@ -434,6 +450,7 @@ def _is_fact(text: str) -> bool:
         _FACT.match(text)
         or _UNDER_WAY.match(text)
         or _HAD.match(text)
+        or _HAS.match(text)
         or _POSSESSED.match(text)
         or _PT_WE.match(text)
         or _EVERYDAY_FACT.match(text)
