@@ -3,7 +3,7 @@ events and plans, family, work, health; English and Portuguese) and how they ask
 in a new thread, answered by the offline planner through the real stack.
 
 The set has two parts. ``DEV`` is what the rules were developed against (its last items were
-held out in two earlier rounds, then looked at); ``HELD_OUT`` was written before the rules were
+held out in three earlier rounds, then looked at); ``HELD_OUT`` was written before the rules were
 changed for them and left alone, so its score says how the rules do on phrasings they were
 not fitted to. A user holds every fact of one language of a part (the others are the
 distractors a real store has); each question is asked in a thread of its own, and the
@@ -106,9 +106,7 @@ DEV: Final[list[Item]] = [
     ("Trabalho na Petrobras desde 2015", "Onde eu trabalho?", ("Petrobras",)),
     ("Tenho asma", "Tenho algum problema de saúde?", ("asma",)),
     ("Sou intolerante a lactose", "Posso tomar leite?", ("lactose",)),
-]
-
-HELD_OUT: Final[list[Item]] = [
+    # Held out in a third round, then developed against.
     (
         "My grandmother turns 90 on October 2",
         "When does my grandmother turn 90?",
@@ -137,8 +135,29 @@ HELD_OUT: Final[list[Item]] = [
     ("Meu voo para Lisboa sai dia 20 às 8h", "Quando sai meu voo?", ("20",)),
 ]
 
-DEV_BAR: Final = 45
-"""Of the 49 development items, at least this many answered."""
+HELD_OUT: Final[list[Item]] = [
+    ("My son's graduation is on May 30", "When is my son's graduation?", ("May 30",)),
+    ("On Thursdays I pick up the kids from school", "What do I do on Thursdays?", ("kids",)),
+    ("We're getting married in September", "When are we getting married?", ("September",)),
+    ("My sister-in-law Ana works at Google", "Where does Ana work?", ("Google",)),
+    ("I quit my job at the hospital last month", "Where did I work before?", ("hospital",)),
+    ("I'm allergic to bee stings", "What am I allergic to?", ("bee",)),
+    ("I sleep badly when I drink coffee after 4pm", "Why do I sleep badly?", ("coffee",)),
+    (
+        "A formatura do meu filho é dia 30 de maio",
+        "Quando é a formatura do meu filho?",
+        ("30 de maio",),
+    ),
+    ("Às quintas busco as crianças na escola", "O que eu faço às quintas?", ("crianças",)),
+    ("Vamos nos casar em setembro", "Quando vamos nos casar?", ("setembro",)),
+    ("Minha cunhada Ana trabalha no Google", "Onde a Ana trabalha?", ("Google",)),
+    ("Pedi demissão do hospital mês passado", "Onde eu trabalhava?", ("hospital",)),
+    ("Sou alérgica a picada de abelha", "Do que eu tenho alergia?", ("abelha",)),
+    ("Durmo mal quando tomo café depois das 16h", "Por que eu durmo mal?", ("café",)),
+]
+
+DEV_BAR: Final = 57
+"""Of the 63 development items, at least this many answered."""
 HELD_OUT_BAR: Final = 12
 """Of the 14 held-out items, at least this many answered."""
 

@@ -106,12 +106,22 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "minha familia",
     ),
     (r"trip|travel|vacation|holiday|viagem|viajar|ferias", "travel plans", "planos de viagem"),
+    (
+        r"health\w*|sick|illness|disease|condition|medical|medicine|medication|pills?|"
+        r"asthma\w*|diabet\w*|migraines?|hypertension|blood pressure|cholesterol|"
+        r"intolerant|surgery|operation|injur\w*|broke|broken|break|fractur\w*|bones?|"
+        r"saude|doenca|doente|condicao|remedios?|medicamentos?|asma|enxaqueca|pressao alta|"
+        r"colesterol|cirurgia|operacao|fratur\w*|quebrei|ossos?|intolerante",
+        "my health",
+        "minha saude",
+    ),
     (r"favou?rite|favorit[oa]", "favourites", "favoritos"),
     (r"passport|passaporte", "passport", "passaporte"),
     (r"phone|mobile|cell|telefone|celular", "phone", "telefone"),
     (r"e-?mail", "e-mail", "e-mail"),
     (
-        r"eat|food|diet|vegan|vegetarian|comida|comer|dieta|vegan[oa]|vegetarian[oa]",
+        r"eat|food|diet|vegan|vegetarian|lactose|gluten|dairy|milk|comida|comer|dieta|"
+        r"vegan[oa]|vegetarian[oa]|leite|laticinios",
         "food",
         "comida",
     ),

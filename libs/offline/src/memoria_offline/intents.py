@@ -340,6 +340,18 @@ _HAS: Final = _rx(
     r"^(?:i|we)(?:'ve| have) been (?:[a-z]+ing|married|divorced|together|vegan|vegetarian|"
     r"sober|a |an )"
 )
+# Something or someone of the user's doing something: "My nephew Tiago is studying", "My
+# flight to Lisbon leaves on the 20th", "Minha sobrinha Clara mora em Recife", "Meu voo sai
+# dia 20".
+_THEIRS: Final = _rx(
+    r"^(?:my|our) [a-z0-9'\- ]{1,40}? (?:lives|works|studies|has|leaves|starts|ends|plays|"
+    r"goes|comes|turns|costs|arrives|departs|begins|runs|opens|closes|takes|teaches|drives|"
+    r"loves|likes|hates|speaks|got|had|went|moved|died|passed|retired|graduated)\b|"
+    r"^(?:meu|minha|meus|minhas|nosso|nossa) [a-z0-9'\- ]{1,40}? (?:mora|moram|trabalha|"
+    r"trabalham|estuda|estudam|tem|faz|fazem|gosta|joga|toca|vive|nasceu|se chama|chama|"
+    r"esta|vai|fica|sai|chega|comeca|termina|custa|vence|parte|dirige|fala|ensina|"
+    r"morreu|faleceu|casou|mudou|formou|aposentou)\b"
+)
 # What happened to the user: "I had knee surgery in 2019", "I had a baby in May".
 _HAD: Final = _rx(
     r"^(?:i|we) had (?!(?:no|to|it|that|this|fun|enough|a (?:good|great|nice|bad) "
@@ -451,6 +463,7 @@ def _is_fact(text: str) -> bool:
         or _UNDER_WAY.match(text)
         or _HAD.match(text)
         or _HAS.match(text)
+        or _THEIRS.match(text)
         or _POSSESSED.match(text)
         or _PT_WE.match(text)
         or _EVERYDAY_FACT.match(text)
