@@ -277,11 +277,6 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "en": "…and {count} more: ask me about a topic, or open your memories to see them all.",
         "pt": "…e mais {count}: pergunte sobre um assunto, ou abra suas memórias para ver todas.",
     },
-    # Before a correction or a forget: what was found is the target, not an answer.
-    "offline_found_target": {
-        "en": "Found: {items}.",
-        "pt": "Encontrei: {items}.",
-    },
     "offline_found_unsure": {
         "en": 'Nothing I have is clearly about "{query}". The closest: {items}',
         "pt": 'Nada do que tenho é claramente sobre "{query}". O mais próximo: {items}',
@@ -295,10 +290,6 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "configured I can only answer from what you told me.",
         "pt": 'Não tenho nada sobre "{query}" nas suas memórias, e sem um modelo de linguagem '
         "configurado só consigo responder a partir do que você me contou.",
-    },
-    "offline_looked_for": {
-        "en": 'I looked for "{query}" in your memories.',
-        "pt": 'Procurei "{query}" nas suas memórias.',
     },
     "offline_told_none": {
         "en": "Nothing you told me in that time ({period}) is in memory.",
