@@ -228,8 +228,10 @@ async def test_no_rerank_of_a_chronological_search(harness: Harness) -> None:
 async def test_cards_near_the_best_match_only_each_saying_how_it_matched(
     harness: Harness,
 ) -> None:
-    """A memory far below the best match gets no card ("Where do I live?" showed the sister's
-    bassoon at a tenth of the city's relevance); the first card is the best match."""
+    """With no model's rerank, a memory far below the best match gets no card ("Where do I
+    live?" showed the sister's bassoon at a tenth of the city's relevance); the first card is
+    the best match. (A model's rerank sees every memory found: test_memory_rerank.)"""
+    harness.settings = harness.settings.model_copy(update={"memory_rerank": False})
     scored = {
         "mem_city": ("I live in Recife", 0.39),
         "mem_near": ("I moved to Recife in 2020", 0.2),

@@ -385,7 +385,8 @@ class MemorySettings(_Env):
         default=0.2,
         ge=0.0,
         le=1.0,
-        description="The cards a chat search shows are those within this share of the best "
+        description="Without a model's rerank (the offline planner, or MEMORIA_MEMORY_RERANK "
+        "off), the cards a chat search shows are those within this share of the best "
         "match's relevance (besides `memory_min_relevance`): at 0.2, a memory scored under "
         "a fifth of the best is not shown, nor given to the model. 0 shows every memory "
         "above the absolute bar (docs/relevance.md).",

@@ -187,10 +187,13 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         )
     )
     memories = found.memories
-    if plan.mode == "semantic":
+    reranked = plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm)
+    if plan.mode == "semantic" and not reranked:
+        # With no model to judge them, the cards near the best match are the answer; a
+        # model's rerank sees every memory found and narrows them itself.
         memories = near_the_best(memories, ctx.settings.memory_relative_relevance)
     # Chronological results are in the order asked for (newest first), not by relevance.
-    if plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm):
+    if reranked:
         memories = await rerank(
             ctx.llm,
             context=ctx.cycle,
