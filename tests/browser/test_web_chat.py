@@ -212,7 +212,8 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
     expect(ended_cycles(page).nth(1).locator(".cycle__steps li")).to_have_text(
         ["MemorySearch", "Finalize"]
     )
-    recalled = assistant(page, "Your favourite colour is green.")
+    recalled = page.locator("#messages .msg--assistant").last
+    expect(recalled.locator(".bubble")).to_have_text("Your favourite colour is green.")
     expect(recalled.locator(".model__name")).to_have_text(OFFLINE_BADGE)
     expect(recalled).not_to_contain_text("No language model")  # said once, then the badge
     # The search's answer is the turn's one answer: no "Done." bubble after it, and no
@@ -482,7 +483,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
     wait_for_resume(page, dropped)
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(2)
-    expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(
+    expect(page.locator("#messages .msg--memory-found .mem__content")).to_have_text(
         "My dog is called Rex"
     )
 
