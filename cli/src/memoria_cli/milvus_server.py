@@ -7,7 +7,7 @@ on its engine, gRPC on a thread pool, the same message limits) with one gRPC int
 that refuses, as UNAUTHENTICATED, every call whose ``authorization`` metadata is not the
 token pymilvus sends for ``token="user:password"`` (base64 of it). Clients need no change:
 the memory service passes MEMORIA_MILVUS_TOKEN (or the embedded password) as that token.
-Why a password and not a Unix socket: docs/adr/0027-embedded-servers-require-a-password.md.
+Why a password and not a Unix socket: docs/adr/0028-embedded-servers-require-a-password.md.
 """
 
 from __future__ import annotations

@@ -458,6 +458,16 @@ class MemorySettings(_Env):
         "more unrelated memories out than the old bar. Raise it for fewer, surer results "
         "(docs/relevance.md).",
     )
+    memory_relative_relevance: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="Without a model's rerank (the offline planner, or MEMORIA_MEMORY_RERANK "
+        "off), the cards a chat search shows are those within this share of the best "
+        "match's relevance (besides `memory_min_relevance`): at 0.2, a memory scored under "
+        "a fifth of the best is not shown, nor given to the model. 0 shows every memory "
+        "above the absolute bar (docs/relevance.md).",
+    )
     memory_retrieval: MemoryRetrieval = Field(
         default="hybrid",
         description="How semantic search finds memories: `dense` (the embedder's vectors), "

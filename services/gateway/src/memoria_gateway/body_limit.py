@@ -5,7 +5,7 @@ a body without one (chunked) is counted as it arrives and refused the moment it 
 limit. FastAPI reads a body before it resolves a route's dependencies, so the 413 comes
 before the token check and before any parsing, and a huge body costs the gateway no more
 memory than the limit, whoever sends it. The 413 closes the connection: the rest of the body
-is not read, and a client still sending sees the answer at once (ADR 0026 says why this is
+is not read, and a client still sending sees the answer at once (ADR 0027 says why this is
 ours rather than Starlette's ``max_body_size``).
 """
 
