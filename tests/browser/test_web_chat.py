@@ -929,7 +929,7 @@ def test_invisible_characters_show_as_marked_code_points(
     )
     send(page, "what is my pin?")
     expect(ended_cycles(page)).to_have_count(2)
-    card = page.locator("#messages .msg--memory .mem__content")
+    card = page.locator("#messages .msg--memory .mem__content").last  # the one recalled
     expect(card).to_contain_text(shown, ignore_case=True)
     marker = card.locator(".invisible-char").first
     expect(marker).to_have_text("⟨U+202E⟩")
