@@ -18,7 +18,7 @@ product's own code and measures every decision prompt on the way.
   each turn, as the memory service does in the background). Search and save steps leave a
   tool call and its result in the thread, as decision publishes them. Beside it, the older
   history: the newest ``MEMORIA_HISTORY_LIMIT`` messages and no summary,
-  its transcript is the cycle so far, and ``memoria_decision.prompt.decision_prompt`` makes
+  its transcript is the cycle so far, and ``memoria_decision.chooser.decision_prompt`` makes
   the prompt with the real action catalog. A search or save turn makes two decisions
   (before and after the step), the others one.
 * **Counted** as the product counts: the prompt goes to the scripted provider's
@@ -409,7 +409,7 @@ def report(measured: list[Measured], turns: int, history_limit: int, actions: in
         [
             f"prompt tokens per decision: {turns}-turn synthetic conversation, "
             f"{len(measured)} decisions (turn mix: {mix})",
-            "prompt: memoria_decision.prompt.decision_prompt, the real catalog "
+            "prompt: memoria_decision.chooser.decision_prompt, the real catalog "
             f"({actions} actions); history: the thread's summaries (HistorySummarizer) and "
             f"the newest messages after them (HistoryRepository.recent on SQLite, at most "
             f"MEMORIA_HISTORY_LIMIT={history_limit})",
