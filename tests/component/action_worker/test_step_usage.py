@@ -21,6 +21,7 @@ from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import metrics
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 
 from .harness import (
@@ -30,6 +31,9 @@ from .harness import (
     step_delivery,
     step_requested,
 )
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 ANSWER = "Hello there, friend!"  # 3 words out
 PROMPT = Prompt(system="Be brief.", messages=[PromptMessage("user", "hi there")])  # 4 words in
@@ -99,7 +103,7 @@ async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> No
         step_requested("Chatty", 1), step_delivery(1)
     )
 
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4, 3)]
+    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [Usage("scripted", 4, 3)]
     assert scripted_output_tokens() - before == 3
     (done,) = [e for stream, e in publisher.sent if stream is Stream.ACTIONS_DONE]
     assert isinstance(done.payload, ActionCompleted)
@@ -117,7 +121,7 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     assert isinstance(broken_done.payload, ActionCompleted)
     assert broken_done.payload.outcome.status == "failed"
     # The first step's answer, then the failed step's plan: 6 "words" of JSON.
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4 + 4, 3 + 6)]
+    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [Usage("scripted", 4 + 4, 3 + 6)]
 
 
 def in_portuguese(envelope: Envelope) -> Envelope:

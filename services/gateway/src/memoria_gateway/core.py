@@ -66,7 +66,10 @@ def build_broker(
         settings, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
     )
     gate = ThreadGate(
-        redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+        redis,
+        lock_ttl_s=settings.thread_lock_ttl_s,
+        stream_maxlen=settings.stream_maxlen,
+        partitions=settings.partitions,
     )
     signer = signer_for(settings)
     gateway = Gateway(
@@ -75,7 +78,7 @@ def build_broker(
         redis=redis,
         intake=Intake(settings, gate, signer),
         memory=MemoryClient(broker, settings),
-        chat_out=ChatOutLog(redis, broker.message_format, signer),
+        chat_out=ChatOutLog(redis, broker.message_format, signer, settings.partitions),
         signer=signer,
         requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
@@ -90,7 +93,8 @@ def build_broker(
         )
     )
 
-    ChatOutFanOut(broker, signer, gateway.hub)  # starts and stops with the broker
+    # starts and stops with the broker
+    ChatOutFanOut(broker, signer, gateway.hub, cluster=settings.redis_cluster)
     return broker, gateway
 
 

@@ -1,5 +1,8 @@
-"""The chat.out fan-out: every gateway replica reads all of chat.out (no consumer group) and
-delivers what belongs to its own sockets, one entry at a time, in stream order.
+"""The chat.out fan-out: every gateway replica reads all of chat.out, every partition of it
+(no consumer group), and delivers what belongs to its own sockets, one entry at a time, in
+stream order. A user's frames are all in one partition (the user's), so each user's frames
+arrive in the order they were sent. One blocking read waits on every partition; on a cluster
+(one slot per command) there is one read per partition.
 
 A plain ``XREAD`` loop on the bus' client rather than a FastStream subscriber: chat.out
 carries every streamed token of every cycle, and FastStream's per-entry machinery cost more
@@ -35,14 +38,18 @@ FAN_OUT = "fan-out"
 
 
 class ChatOutFanOut:
-    def __init__(self, broker: MemoriaBroker, signer: Signer, hub: ConnectionHub) -> None:
+    def __init__(
+        self, broker: MemoriaBroker, signer: Signer, hub: ConnectionHub, *, cluster: bool
+    ) -> None:
         self._broker = broker
         self._signer = signer
         self._hub = hub
+        self._keys = broker.partitions.keys(Stream.CHAT_OUT.value)
+        self._reads = [[key] for key in self._keys] if cluster else [self._keys]
         self._metrics = metrics.group_consumer_metrics(
             broker.service, Stream.CHAT_OUT.value, FAN_OUT
         )
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         broker.add_reader(
             self,
             Channel(
@@ -54,25 +61,33 @@ class ChatOutFanOut:
         )
 
     async def start(self) -> None:
-        """Read from the stream's current last entry. Reading from "$" would ask, at each
-        XREAD, for entries newer than the moment it is sent, and one appended between two
+        """Read each partition from its current last entry. Reading from "$" would ask, at
+        each XREAD, for entries newer than the moment it is sent, and one appended between two
         reads would never reach a socket — which a resumed socket, registered before its
         replay was read, must be able to count on."""
-        newest: Any = await self._broker.redis.xrevrange(Stream.CHAT_OUT.value, count=1)
-        last_id = newest[0][0].decode() if newest else "0-0"
-        self._task = asyncio.create_task(self._read_forever(last_id), name="chat.out fan-out")
+        last_ids: dict[str, str] = {}
+        for key in self._keys:
+            newest: Any = await self._broker.redis.xrevrange(key, count=1)
+            last_ids[key] = newest[0][0].decode() if newest else "0-0"
+        self._tasks = [
+            asyncio.create_task(
+                self._read_forever({key: last_ids[key] for key in keys}),
+                name="chat.out fan-out",
+            )
+            for keys in self._reads
+        ]
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await stop_task(self._task)
-            self._task = None
+        for task in self._tasks:
+            await stop_task(task)
+        self._tasks = []
 
-    async def _read_forever(self, last_id: str) -> None:
+    async def _read_forever(self, last_ids: dict[Any, Any]) -> None:
         failures = 0
         while True:
             try:
                 reply: Any = await self._broker.redis.xread(
-                    {Stream.CHAT_OUT.value: last_id}, count=_BATCH, block=_BLOCK_MS
+                    dict(last_ids), count=_BATCH, block=_BLOCK_MS
                 )
             except RedisError as exc:
                 if failures == 0:
@@ -81,14 +96,15 @@ class ChatOutFanOut:
                 failures += 1
                 continue
             failures = 0
-            for _, entries in reply or ():
+            for raw_key, entries in reply.items() if isinstance(reply, dict) else reply or ():
+                key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
                 for raw_id, fields in entries:
-                    last_id = raw_id.decode()
+                    last_ids[key] = raw_id.decode()
                     try:
                         self._deliver(raw_id, fields)
                     except Exception:  # one bad entry must not stop every user's stream
                         self._metrics.failed.inc()
-                        log.exception("chat.out entry %s not delivered", last_id)
+                        log.exception("chat.out entry %s of %s not delivered", raw_id, key)
 
     def _deliver(self, raw_id: bytes, fields: dict[bytes, bytes]) -> None:
         entry = read_entry(raw_id, fields, self._broker.message_format)

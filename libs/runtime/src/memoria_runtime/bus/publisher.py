@@ -1,5 +1,6 @@
 """Publishing envelopes: signed, framed entries with approximate MAXLEN trimming, each
-published stream declared on the service's bus (its AsyncAPI document)."""
+published stream declared on the service's bus (its AsyncAPI document). An envelope goes to
+its user's partition of the stream (partitions.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.bus.topology import append, groups_of
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import BusSettings
 
 
@@ -29,7 +31,8 @@ class _Queued:
     its stream was missing."""
 
     index: int
-    stream: Stream
+    key: str
+    """The partition of the stream appended to."""
     framed: bytes
 
 
@@ -45,6 +48,7 @@ class EventPublisher:
         self, broker: MemoriaBroker, settings: BusSettings, signer: Signer | None = None
     ) -> None:
         self._broker = broker
+        self._partitions = settings.partitions
         self._maxlen = settings.stream_maxlen
         self._signer = signer or signer_for(settings)
         self._published: dict[Stream, Counter] = {}
@@ -54,9 +58,17 @@ class EventPublisher:
         self._broker.declare(Channel(stream.value, "publish", "xadd", description))
         self._published[stream] = metrics.published_counter(self._broker.service, stream.value)
 
+    @property
+    def partitions(self) -> Partitions:
+        return self._partitions
+
+    def key(self, stream: Stream, event: Envelope) -> str:
+        """The partition of ``stream`` that ``event`` goes to: its user's."""
+        return self._partitions.of(event.user_id).scoped(stream.value)
+
     async def publish(self, stream: Stream, event: Envelope) -> None:
         framed = await self._framed(stream, event)
-        await append(self._broker.redis, stream.value, framed, maxlen=self._maxlen)
+        await append(self._broker.redis, self.key(stream, event), framed, maxlen=self._maxlen)
         self._published[stream].inc()
 
     async def publish_all(self, stream: Stream, events: Sequence[Envelope]) -> None:
@@ -76,10 +88,11 @@ class EventPublisher:
         Run the pipeline with :meth:`execute`, which makes again an append that found its
         stream missing."""
         framed = await self._framed(stream, event)
-        self._queued.setdefault(pipe, []).append(_Queued(len(pipe), stream, framed))
+        key = self.key(stream, event)
+        self._queued.setdefault(pipe, []).append(_Queued(len(pipe), key, framed))
         # approximate=True (redis-py's default) sends MAXLEN with '~': trimming stays O(1).
         pipe.xadd(
-            stream.value,
+            key,
             {DATA_FIELD: framed},
             maxlen=self._maxlen,
             nomkstream=bool(groups_of(stream.value)),  # topology.py
@@ -95,7 +108,7 @@ class EventPublisher:
         for item in queued:
             if replies[item.index] is None:
                 replies[item.index] = await append(
-                    self._broker.redis, item.stream.value, item.framed, maxlen=self._maxlen
+                    self._broker.redis, item.key, item.framed, maxlen=self._maxlen
                 )
         return replies
 
