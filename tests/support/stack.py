@@ -139,10 +139,9 @@ class Stack:
     def wait_ready(self, actions: int = 1) -> None:
         """Gateway healthy, the memory service serving, and at least ``actions`` actions
         advertised by workers."""
-        import redis as sync_redis
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        client = sync_redis.Redis.from_url(self.redis_url)
+        client = self.broker_client()
         try:
             while time.monotonic() < deadline:
                 self._check_alive()
@@ -161,6 +160,18 @@ class Stack:
         finally:
             client.close()
         raise TimeoutError(f"stack not ready; logs:\n{self.all_logs()}")
+
+    @property
+    def on_cluster(self) -> bool:
+        return self.env.get("MEMORIA_REDIS_CLUSTER", "").lower() == "true"
+
+    def broker_client(self) -> Any:
+        """A synchronous client of the stack's broker (a cluster client on a cluster)."""
+        import redis as sync_redis
+
+        if self.on_cluster:
+            return sync_redis.RedisCluster.from_url(self.redis_url)
+        return sync_redis.Redis.from_url(self.redis_url)
 
     def _check_alive(self) -> None:
         for name, process in self.processes.items():

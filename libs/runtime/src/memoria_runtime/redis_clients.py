@@ -17,14 +17,22 @@ inbox) would wait on a silent socket for good. TCP keepalive makes the kernel no
 ``KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S * KEEPALIVE_PROBES`` seconds and fail the read;
 the usual reconnect follows. A connect to a vanished address gives up after
 ``CONNECT_TIMEOUT_S`` instead of the kernel's two minutes of SYN retries.
+
+With ``MEMORIA_REDIS_CLUSTER=true`` every client is a cluster client (redis-py's
+``RedisCluster``): the URL names any node, the others and the slots they serve are learnt
+from it, and a command goes to the primary of its key's slot. Every multi-key command,
+script and pipeline of Memoria names keys of one partition, so of one slot
+(partitions.py). A command that meets a primary going away is tried again on the topology
+read anew; one that still fails (the replica not yet promoted) fails like a broker outage
+here, and the callers treat it so: a reader retries, an entry stays pending.
 """
 
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError, TimeoutError
@@ -38,6 +46,9 @@ CONNECT_TIMEOUT_S = 5.0
 KEEPALIVE_IDLE_S = 10
 KEEPALIVE_INTERVAL_S = 3
 KEEPALIVE_PROBES = 3
+CLUSTER_CONNECTIONS_PER_NODE = 1000
+"""A cluster client holds one connection per blocked read (a reader per partition) besides
+those its commands use, and refuses a command outright past the bound rather than waiting."""
 
 
 def _keepalive_options() -> dict[int, int]:
@@ -70,13 +81,29 @@ def reconnecting() -> Retry:
 
 
 def connect(settings: BusSettings) -> Redis:
-    """A client with its own pool (redis-py's default size)."""
+    """A client with its own pool (redis-py's default size); a cluster client on a cluster.
+    Typed as a plain client: the cluster client takes the same commands, every one of which
+    names keys of one slot."""
+    if settings.redis_cluster:
+        return _cluster(settings)
     return Redis.from_url(settings.effective_redis_url, **connection_options())
+
+
+def _cluster(settings: BusSettings) -> Redis:
+    client = RedisCluster.from_url(
+        settings.effective_redis_url,
+        max_connections=CLUSTER_CONNECTIONS_PER_NODE,
+        **connection_options(),
+    )
+    return cast(Redis, client)
 
 
 def connect_bounded(settings: BusSettings, *, max_connections: int, wait_s: float) -> Redis:
     """A client whose pool holds at most ``max_connections``; a command beyond them waits up
-    to ``wait_s`` for a free one instead of failing at once ("Too many connections")."""
+    to ``wait_s`` for a free one instead of failing at once ("Too many connections"). On a
+    cluster, a cluster client (:func:`connect`)."""
+    if settings.redis_cluster:
+        return _cluster(settings)
     pool = BlockingConnectionPool.from_url(
         settings.effective_redis_url,
         max_connections=max_connections,

@@ -80,8 +80,8 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer, settings.partitions),
         signer=signer,
-        requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
-        messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
+        requests=_user_limit(redis, settings, settings.http_requests_per_minute, HTTP_REQUESTS),
+        messages=_user_limit(redis, settings, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
     # The thread gate's script appends these, atomically with the thread's lock and queue.
     broker.declare(
@@ -98,5 +98,10 @@ def build_broker(
     return broker, gateway
 
 
-def _user_limit(redis: Any, per_minute: int, counted: str) -> UserRateLimit | None:
-    return UserRateLimit(redis, per_minute, counted) if per_minute else None
+def _user_limit(
+    redis: Any, settings: GatewayProcessSettings, per_minute: int, counted: str
+) -> UserRateLimit | None:
+    if not per_minute:
+        return None
+    cluster_url = settings.effective_redis_url if settings.redis_cluster else None
+    return UserRateLimit(redis, per_minute, counted, cluster_url=cluster_url)

@@ -111,6 +111,9 @@ class ReplyInbox:
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             # before any request names the channel
             if self._sharded:
+                # the channel's shard is looked up in the slots the client learns at its
+                # first command: learn them now if none was sent yet
+                await self._redis.initialize()
                 await pubsub.ssubscribe(self.channel)
             else:
                 await pubsub.subscribe(self.channel)
