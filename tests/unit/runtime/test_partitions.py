@@ -115,3 +115,18 @@ def test_the_layout_names_count_and_tagging() -> None:
     assert Partitions().layout == "partitions=1;tagged=0"
     assert Partitions(1, tagged=True).layout == "partitions=1;tagged=1"
     assert Partitions(4).layout == "partitions=4;tagged=1"
+
+
+@pytest.mark.parametrize("partitions", [Partitions(), Partitions(1, tagged=True), Partitions(6)])
+def test_a_layout_reads_back_as_the_same_partitions(partitions: Partitions) -> None:
+    again = Partitions.from_layout(partitions.layout)
+    assert (again.count, again.tagged, again.all) == (
+        partitions.count,
+        partitions.tagged,
+        partitions.all,
+    )
+
+
+def test_a_malformed_layout_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a partition layout"):
+        Partitions.from_layout("partitions=many")

@@ -218,7 +218,11 @@ class ThreadGate:
         by its hash alone (a pipeline would first ask whether it is loaded, one more round
         trip); :meth:`refreshed` runs it again should the broker have forgotten it."""
         call = self._refresh_call(user_id, thread_id, message_id)
-        pipe.evalsha(self._refresh.sha, len(call["keys"]), *call["keys"], *call["args"])
+        # As a raw command: a cluster pipeline refuses its evalsha() method, not the command
+        # (routed by its key, the lock's partition).
+        pipe.execute_command(
+            "EVALSHA", self._refresh.sha, len(call["keys"]), *call["keys"], *call["args"]
+        )
 
     async def refreshed(self, result: Any, user_id: str, thread_id: str, message_id: str) -> bool:
         """The outcome of a :meth:`queue_refresh` (its pipeline run with

@@ -112,5 +112,14 @@ class Partitions:
         """What every service of one deployment must agree on (checked at start)."""
         return f"partitions={self.count};tagged={int(self.tagged)}"
 
+    @classmethod
+    def from_layout(cls, layout: str) -> Partitions:
+        """The partitions a :attr:`layout` describes (as the running services record it)."""
+        fields = dict(part.split("=", 1) for part in layout.split(";") if "=" in part)
+        try:
+            return cls(int(fields["partitions"]), tagged=fields.get("tagged") == "1")
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"not a partition layout: {layout!r}") from exc
+
     def __repr__(self) -> str:
         return f"Partitions({self.count}, tagged={self.tagged})"

@@ -19,10 +19,11 @@ the usual reconnect follows. A connect to a vanished address gives up after
 ``CONNECT_TIMEOUT_S`` instead of the kernel's two minutes of SYN retries.
 
 With ``MEMORIA_REDIS_CLUSTER=true`` every client is a cluster client (redis-py's
-``RedisCluster``): the URL names any node, the others and the slots they serve are learnt
-from it, and a command goes to the primary of its key's slot. Every multi-key command,
-script and pipeline of Memoria names keys of one partition, so of one slot
-(partitions.py). A command that meets a primary going away is tried again on the topology
+``RedisCluster``): the URL names any node (or several, comma-separated, so that a process
+starting while one of them is down finds the cluster through another), the others and the
+slots they serve are learnt from it, and a command goes to the primary of its key's slot.
+Every multi-key command, script and pipeline of Memoria names keys of one partition, so of
+one slot (partitions.py). A command that meets a primary going away is tried again on the topology
 read anew; one that still fails (the replica not yet promoted) fails like a broker outage
 here, and the callers treat it so: a reader retries, an entry stays pending.
 """
@@ -31,11 +32,13 @@ from __future__ import annotations
 
 import socket
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ConnectionError, TimeoutError
+from redis.exceptions import ConnectionError, SlotNotCoveredError, TimeoutError
 
 from memoria_runtime.settings import BusSettings
 
@@ -46,6 +49,7 @@ CONNECT_TIMEOUT_S = 5.0
 KEEPALIVE_IDLE_S = 10
 KEEPALIVE_INTERVAL_S = 3
 KEEPALIVE_PROBES = 3
+DEFAULT_PORT = 6379
 CLUSTER_CONNECTIONS_PER_NODE = 1000
 """A cluster client holds one connection per blocked read (a reader per partition) besides
 those its commands use, and refuses a command outright past the bound rather than waiting."""
@@ -89,9 +93,60 @@ def connect(settings: BusSettings) -> Redis:
     return Redis.from_url(settings.effective_redis_url, **connection_options())
 
 
+class SlotUnavailable(ConnectionError):
+    """No node serves the key's slot for now: its primary is gone and no replica has taken
+    over yet (a failover). A broker outage like any other, for the callers."""
+
+
+class _FailoverAwarePipeline(ClusterPipeline):
+    async def execute(
+        self, raise_on_error: bool = True, allow_redirections: bool = True
+    ) -> list[Any]:
+        try:
+            return await super().execute(raise_on_error, allow_redirections)
+        except SlotNotCoveredError as exc:
+            raise SlotUnavailable(str(exc)) from exc
+
+
+class FailoverAwareCluster(RedisCluster):
+    """redis-py's cluster client, except that a slot nobody serves during a failover is a
+    :class:`SlotUnavailable` (a ``ConnectionError``) rather than an exception outside
+    ``RedisError``, which every loop here would take for a bug."""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except SlotNotCoveredError as exc:
+            raise SlotUnavailable(str(exc)) from exc
+
+    def pipeline(
+        self, transaction: Any | None = None, shard_hint: Any | None = None
+    ) -> ClusterPipeline:
+        if shard_hint:
+            raise ValueError("shard_hint has no meaning on a cluster")
+        return _FailoverAwarePipeline(self, transaction)  # type: ignore[abstract]  # as redis-py makes it
+
+
+def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """``redis://[user:pass@]h1:p1,h2:p2/0`` → the URL of the first node (its credentials,
+    TLS and options) and every node named."""
+    parts = urlsplit(url)
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    nodes: list[tuple[str, int]] = []
+    for host in hosts.split(","):
+        name, _, port = host.strip().rpartition(":")
+        if not name:
+            name, port = port, str(DEFAULT_PORT)
+        nodes.append((name.strip("[]"), int(port)))
+    first = f"{credentials}@{hosts.split(',')[0]}" if credentials else hosts.split(",")[0]
+    return urlunsplit(parts._replace(netloc=first)), nodes
+
+
 def _cluster(settings: BusSettings) -> Redis:
-    client = RedisCluster.from_url(
-        settings.effective_redis_url,
+    first, nodes = cluster_nodes(settings.effective_redis_url)
+    client = FailoverAwareCluster.from_url(
+        first,
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes],
         max_connections=CLUSTER_CONNECTIONS_PER_NODE,
         **connection_options(),
     )

@@ -15,8 +15,6 @@ import asyncio
 import logging
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
@@ -89,9 +87,9 @@ class ChatOutFanOut:
                 reply: Any = await self._broker.redis.xread(
                     dict(last_ids), count=_BATCH, block=_BLOCK_MS
                 )
-            except RedisError as exc:
+            except Exception as exc:  # the broker away, a cluster failing over: read again
                 if failures == 0:
-                    log.warning("chat.out read failed (%s); retrying", exc)
+                    log.warning("chat.out read failed (%r); retrying", exc)
                 await asyncio.sleep(_RETRY_AFTER_S[min(failures, len(_RETRY_AFTER_S) - 1)])
                 failures += 1
                 continue

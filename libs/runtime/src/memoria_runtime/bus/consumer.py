@@ -42,7 +42,13 @@ from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
-from redis.exceptions import BusyLoadingError, RedisError, ResponseError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -89,13 +95,22 @@ EventHandler = Callable[[Envelope, Delivery], Awaitable[Envelope | None]]
 """Handles one event; a returned envelope is the reply to a request (request/reply)."""
 
 
+_OUTAGES = (
+    RedisConnectionError,  # a cluster's slot without a primary for now too (redis_clients)
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,  # a cluster failing over
+    TryAgainError,  # a cluster moving the slot
+)
+
+
 def is_outage(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the broker could not be reached, rather
     than that handling the entry went wrong."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, RedisConnectionError | RedisTimeoutError | BusyLoadingError):
+        if isinstance(current, _OUTAGES):
             return True
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -238,6 +253,10 @@ class GroupConsumer:
                 else:  # the broker is away or refuses for now: never stop reading
                     failures = await self._pause_after(exc, failures)
                 continue
+            except Exception as exc:  # a partition left unread is worse than any log line
+                log.exception("%s: read of %s failed", self._name, ", ".join(keys))
+                failures = await self._pause_after(exc, failures)
+                continue
             failures = 0
             for key, entries in _by_stream(reply):
                 await self._take(key, entries, redelivered=False)
@@ -279,7 +298,7 @@ class GroupConsumer:
                             message_ids=ids[start : start + _CLAIM_CHUNK],
                             justid=True,
                         )
-                    except RedisError as exc:
+                    except Exception as exc:  # the next round claims them again
                         log.warning("%s: keep-alive claim failed: %s", self._name, exc)
 
     # -- taking entries --------------------------------------------------------------------
@@ -331,7 +350,7 @@ class GroupConsumer:
             if start == "0-0":
                 return
 
-    async def _pause_after(self, exc: RedisError, failures: int) -> int:
+    async def _pause_after(self, exc: Exception, failures: int) -> int:
         delay = _RETRY_AFTER_S[min(failures, len(_RETRY_AFTER_S) - 1)]
         if failures == 0:
             log.warning("%s: read failed (%s); retrying", self._name, exc)

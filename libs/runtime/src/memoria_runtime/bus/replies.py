@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from faststream.redis.parser.message import MessageFormat
-from redis.exceptions import RedisError
 
 from memoria_runtime.bus.topology import append
 from memoria_runtime.health import stop_task
@@ -124,8 +123,8 @@ class ReplyInbox:
             while True:
                 try:
                     message = await self._next(pubsub)
-                except RedisError as exc:
-                    log.warning("reply inbox: %s; listening again", exc)
+                except Exception as exc:  # the broker away, a shard failing over
+                    log.warning("reply inbox: %r; listening again", exc)
                     await asyncio.sleep(_RETRY_AFTER_S)
                     continue
                 if message is None or message.get("type") not in ("message", "smessage"):
