@@ -9,7 +9,9 @@ from collections import Counter
 from typing import Any
 
 import httpx
+import pytest
 from redis.asyncio import Redis
+from scraped_metrics import scrape, total
 from stack import Stack
 from valkey_cluster import ValkeyCluster, even_slot_ranges
 from ws_client import Frame, chat, one_cycle
@@ -119,3 +121,56 @@ async def test_a_dropped_socket_resumes_where_it_left_off(chat_stack: Stack) -> 
     assert resumed["complete"] is True
     assert [f["event_id"] for f in replayed] == ids[2:]
     assert replayed == frames[2:]
+
+
+@pytest.fixture(scope="module")
+def second_gateway(chat_stack: Stack) -> int:
+    """Another gateway replica on the same cluster; its port."""
+    return chat_stack.add_gateway("gateway-2")
+
+
+async def fan_out_handled(port: int) -> float:
+    samples = await scrape(f"http://127.0.0.1:{port}/metrics")
+    return total(samples, "memoria_bus_entries_total", group="fan-out", outcome="handled")
+
+
+async def test_a_gateway_receives_only_the_frames_of_its_users(
+    chat_stack: Stack, second_gateway: int
+) -> None:
+    first_before = await fan_out_handled(chat_stack.port)
+    second_before = await fan_out_handled(second_gateway)
+    frames = await one_cycle(chat_stack.ws_url("only-here"), "t1", "hello there", CYCLE_TIMEOUT_S)
+    assert frames[-1]["type"] == "cycle_end"
+    await asyncio.sleep(0.5)  # the last frames' counts
+    assert await fan_out_handled(chat_stack.port) - first_before >= len(frames)
+    assert await fan_out_handled(second_gateway) == second_before  # not one frame
+
+
+async def test_a_socket_moving_to_another_gateway_gets_every_frame_in_order(
+    chat_stack: Stack, second_gateway: int
+) -> None:
+    user = "mover"
+    async with chat(chat_stack.ws_url(user)) as first:
+        accepted = await first.send("t1", "slow and steady")
+        cycle_id = f"cyc_{accepted['id'].removeprefix('msg_')}"
+        # Leave once the step runs (its status line is out, its answer not yet).
+        await first.wait_for(lambda f: f.get("content") == "Thinking...", CYCLE_TIMEOUT_S)
+        seen = [f for f in first.frames if f.get("event_id")]
+    since = seen[-1]["event_id"]
+    async with chat(f"{chat_stack.ws_url(user, second_gateway)}&since={since}") as second:
+        await second.wait_for(
+            lambda f: f["type"] == "cycle_end" and f.get("cycle_id") == cycle_id, CYCLE_TIMEOUT_S
+        )
+        rest = [f for f in second.frames if f.get("event_id")]
+        resumed = [f for f in second.frames if f["type"] == "resumed"]
+    assert resumed and resumed[0]["complete"] is True
+    frames = seen + rest
+    ids = [f["event_id"] for f in frames]
+    assert len(ids) == len(set(ids))  # none twice
+    assert ids == sorted(ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+    assert frames[-1]["actions"] == ["Slow", "Finalize"]
+    # Every frame of the cycle, as its stored history and its live frames tell it.
+    history = await asyncio.to_thread(chat_stack.history, user, "t1")
+    answers = [m["content"] for m in history if m["role"] == "assistant"]
+    sent = [f["content"] for f in frames if f["type"] == "message" and f["role"] == "assistant"]
+    assert sent[-len(answers) :] == answers

@@ -152,10 +152,15 @@ async def test_the_gate_appends_to_the_threads_partition(redis: Redis) -> None:
 
 
 async def test_a_service_with_another_layout_refuses_to_start(redis: Redis) -> None:
-    await ensure_same_layout(redis, Partitions(PARTITIONS))
-    await ensure_same_layout(redis, Partitions(PARTITIONS))  # the same: fine
-    with pytest.raises(LayoutMismatch, match="partitions=4") as refused:
-        await ensure_same_layout(redis, Partitions(2))
+    mine = settings_for("redis://unused", bus_partitions=PARTITIONS).bus_layout
+    assert mine == "partitions=4;tagged=1;fanout=routed"
+    await ensure_same_layout(redis, mine)
+    await ensure_same_layout(redis, mine)  # the same: fine
+    for other in (
+        settings_for("redis://unused", bus_partitions=2),
+        settings_for("redis://unused"),
+        settings_for("redis://unused", bus_partitions=PARTITIONS, fan_out="broadcast"),
+    ):
+        with pytest.raises(LayoutMismatch, match="partitions=4") as refused:
+            await ensure_same_layout(redis, other.bus_layout)
     assert "memoria:bus:layout" in str(refused.value)
-    with pytest.raises(LayoutMismatch):
-        await ensure_same_layout(redis, Partitions())

@@ -107,7 +107,7 @@ def service_lifecycle(
         redis = redis_clients.connect(settings)
         try:
             await ensure_shared_key(redis, signer_for(settings))
-            await ensure_same_layout(redis, settings.partitions)
+            await ensure_same_layout(redis, settings.bus_layout)
         finally:
             await redis.aclose()
 

