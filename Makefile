@@ -81,7 +81,7 @@ bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (
 	$(PY) bench/sqlite_writes.py
 	$(PY) bench/cycle_overhead.py
 
-docs: ## Regenerate docs/asyncapi/*.yaml and the settings table of docs/configuration.md
+docs: ## Regenerate docs/asyncapi/*.yaml, the settings table of docs/configuration.md and the cluster overlay's KEDA triggers
 	$(VENV)/bin/memoria docs
 
 clean: ## Remove the environment and caches (keeps your data directory)

@@ -25,7 +25,7 @@ SERVICES = {
     "decision": "memoria_decision",
     "gateway": "memoria_gateway",
 }
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0  # the memory service imports for half a minute on 2 loaded cores
 TEST_BUS_SECRET = "memoria-tests-bus-secret"
 STOP_TIMEOUT_S = 15.0
 

@@ -35,7 +35,7 @@ def even_slot_ranges(primaries: int) -> list[tuple[int, int]]:
     return [(bounds[n], bounds[n + 1] - 1) for n in range(primaries)]
 
 
-def _node_config(appendonly: bool) -> dict[str, Any]:
+def _node_config(appendonly: bool, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "cluster-enabled": "yes",
         "cluster-config-file": "nodes.conf",
@@ -45,7 +45,7 @@ def _node_config(appendonly: bool) -> dict[str, Any]:
     }
     if appendonly:
         config.update({"appendonly": "yes", "appendfsync": "always"})
-    return config
+    return {**config, **(extra or {})}
 
 
 @dataclass
@@ -183,13 +183,19 @@ def _form(primaries: list[ValkeyServer], replicas: list[list[ValkeyServer]]) -> 
 
 @contextmanager
 def valkey_cluster(
-    data_dir: Path, primaries: int = 3, replicas: int = 1, *, appendonly: bool = False
+    data_dir: Path,
+    primaries: int = 3,
+    replicas: int = 1,
+    *,
+    appendonly: bool = False,
+    config: dict[str, Any] | None = None,
 ) -> Iterator[ValkeyCluster]:
-    """``primaries`` primaries with ``replicas`` replicas each, formed and serving."""
+    """``primaries`` primaries with ``replicas`` replicas each, formed and serving;
+    ``config``: more settings of every node."""
     started: list[ValkeyServer] = []
 
     def node(name: str) -> ValkeyServer:
-        server = ValkeyServer(data_dir=data_dir / name, config=_node_config(appendonly))
+        server = ValkeyServer(data_dir=data_dir / name, config=_node_config(appendonly, config))
         server.start()
         started.append(server)
         return server

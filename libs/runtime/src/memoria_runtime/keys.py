@@ -83,6 +83,14 @@ def gateway_inbox(part: Partition, gateway: str) -> str:
 ACTION_CATALOG = f"{PREFIX}:actions:catalog"
 """Hash: field = worker id, value = JSON list of the actions it runs and when it expires."""
 
+
+def action_catalog(part: Partition) -> str:
+    """:data:`ACTION_CATALOG` of one partition: workers write every partition's copy, and a
+    cycle reads its own partition's with its step's other commands (one slot, and no single
+    key every cycle of a cluster reads)."""
+    return part.scoped(ACTION_CATALOG)
+
+
 SERVICES = f"{PREFIX}:services"
 """Hash: field = consumer name, value = JSON presence of a serving process (presence.py)."""
 

@@ -340,7 +340,7 @@ class CycleEngine:
         )
         async with self.redis.pipeline(transaction=False) as pipe:
             self.store.queue_create(pipe, state)
-            pipe.hgetall(keys.ACTION_CATALOG)
+            pipe.hgetall(keys.action_catalog(self._part(state.user_id)))
             await self._queue_post(pipe, state, ChatPosted(message=state.original))
             created, catalog, *_ = await self.publisher.execute(pipe)
         state = await self.store.created(state, created)
@@ -396,7 +396,9 @@ class CycleEngine:
         if not shown:
             await self._post(state, thinking)
         if not catalog:
-            catalog = await self._workers_within(self.settings.no_workers_wait_seconds)
+            catalog = await self._workers_within(
+                self._part(state.user_id), self.settings.no_workers_wait_seconds
+            )
         if not catalog:
             return NoWorkers()
         try:
@@ -419,7 +421,7 @@ class CycleEngine:
         refresh = not known.lock_fresh
         entries = known.catalog
         if not (recorded is not None or refresh or entries is None):
-            return await live_actions(self.redis, entries), False
+            return await live_actions(self.redis, entries, self._part(state.user_id)), False
         at: dict[str, int] = {}  # where each answer read below is among the results
         async with self.redis.pipeline(transaction=False) as pipe:
             if recorded is not None:
@@ -430,7 +432,7 @@ class CycleEngine:
                 self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
                 at["refresh"] = _slot(pipe)
             if entries is None:
-                pipe.hgetall(keys.ACTION_CATALOG)
+                pipe.hgetall(keys.action_catalog(self._part(state.user_id)))
                 at["catalog"] = _slot(pipe)
             await self._queue_post(pipe, state, status)
             results = await self.publisher.execute(pipe, raise_on_error=False)
@@ -443,7 +445,7 @@ class CycleEngine:
                 raise result
         if entries is None:
             entries = results[at["catalog"]]
-        return await live_actions(self.redis, entries), True
+        return await live_actions(self.redis, entries, self._part(state.user_id)), True
 
     async def _request(self, state: CycleState, spent: dict[str, tuple[int, int]]) -> None:
         """The decision's tokens, the state with its pending step, the step's deadline, its
@@ -535,7 +537,7 @@ class CycleEngine:
         if next_id:
             log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
 
-    async def _workers_within(self, seconds: float) -> list[ActionSpec]:
+    async def _workers_within(self, part: Partition, seconds: float) -> list[ActionSpec]:
         """The live actions once a worker advertises some, within ``seconds``; none after.
         No worker is most often a moment: services start in any order (a message taken
         before the workers were up reaches decision when it starts: ADR 0018), and a lone
@@ -544,7 +546,8 @@ class CycleEngine:
         deadline = loop.time() + seconds
         while loop.time() < deadline:
             await asyncio.sleep(_WORKERS_POLL_S)
-            specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
+            entries = await self.redis.hgetall(keys.action_catalog(part))
+            specs = await live_actions(self.redis, entries, part)
             if specs:
                 return specs
         return []
