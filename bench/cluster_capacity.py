@@ -73,19 +73,33 @@ SCRIPT: dict[str, Any] = {
 
 @dataclass
 class NodeSample:
-    commands: int
+    by_command: Counter[str]
     net_in: int
     net_out: int
     cpu_s: float
 
+    @property
+    def commands(self) -> int:
+        return sum(self.by_command.values())
+
+
+UNCOUNTED = ("cmdstat_info", "cmdstat_monitor", "cmdstat_cluster|slot-stats")
+"""The bench's own commands."""
+
 
 def sample(client: sync_redis.Redis) -> NodeSample:
     stats: dict[str, Any] = client.info("commandstats")
-    commands = sum(int(v["calls"]) for k, v in stats.items() if k != "cmdstat_info")
+    by_command = Counter(
+        {
+            k.removeprefix("cmdstat_"): int(v["calls"])
+            for k, v in stats.items()
+            if k not in UNCOUNTED
+        }
+    )
     traffic: dict[str, Any] = client.info("stats")
     cpu: dict[str, Any] = client.info("cpu")
     return NodeSample(
-        commands,
+        by_command,
         int(traffic["total_net_input_bytes"]),
         int(traffic["total_net_output_bytes"]),
         float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
@@ -214,6 +228,7 @@ def main() -> int:
                 },
             )
         )
+        stack.push(lambda failed, *_: _logs_if_failed(services, failed))
         tokens = {user: services.token(user) for user in users}
         clients = {p.port: cluster.client(p) for p in cluster.primaries}
         warm = asyncio.run(run_users(services.ws_base, tokens, 1, args.concurrency))
@@ -225,15 +240,18 @@ def main() -> int:
             for part in partitions.all
         }
         started = time.monotonic()
-        with monitoring(cluster) as monitors:
-            ended = asyncio.run(run_users(services.ws_base, tokens, args.cycles, args.concurrency))
-            elapsed = time.monotonic() - started
-            time.sleep(0.5)  # the last commands of the last cycles
+        ended = asyncio.run(run_users(services.ws_base, tokens, args.cycles, args.concurrency))
+        elapsed = time.monotonic() - started
+        time.sleep(0.5)  # the last commands of the last cycles
         after = {port: sample(client) for port, client in clients.items()}
         slots_after = {
             part.index: slot_stats(clients[slot_owner[part.index]], part.slot or 0)
             for part in partitions.all
         }
+        # Apart, since MONITOR costs the servers CPU: which partition each command went to.
+        with monitoring(cluster) as monitors:
+            attributed = asyncio.run(run_users(services.ws_base, tokens, 1, args.concurrency))
+            time.sleep(0.5)
         print(f"load average at end: {loadavg()}")
     return report(
         args,
@@ -247,7 +265,15 @@ def main() -> int:
         slots_after,
         slot_owner,
         monitors.counts,
+        attributed,
     )
+
+
+def _logs_if_failed(services: Any, failed: object) -> bool:
+    """The services' logs, when the run ends with an exception (before they are removed)."""
+    if failed is not None:
+        print(services.all_logs(), file=sys.stderr)
+    return False
 
 
 def _owner(cluster: ValkeyCluster, slot: int) -> int:
@@ -271,6 +297,7 @@ def report(
     slots_after: dict[int, dict[str, int]],
     slot_owner: dict[int, int],
     monitored: Counter[int],
+    monitored_cycles: int,
 ) -> int:
     ports = sorted(before)
     commands = {p: after[p].commands - before[p].commands for p in ports}
@@ -287,16 +314,24 @@ def report(
     print(f"  bytes in              {sum(net_in.values()) / cycles:8.0f}")
     print(f"  bytes out             {sum(net_out.values()) / cycles:8.0f}")
     print(f"  primary CPU, µs       {sum(cpu_us.values()) / cycles:8.1f}")
+    by_command: Counter[str] = Counter()
+    for port in ports:
+        by_command.update(after[port].by_command - before[port].by_command)
+    top = ", ".join(f"{name} {count / cycles:.1f}" for name, count in by_command.most_common(12))
+    print(f"  by command: {top}")
 
-    print("\nper primary        commands  vs mean   bytes in  bytes out   CPU s   per cycle: cmds")
+    print("\nper primary       commands  vs mean   bytes in  bytes out   CPU s  per cycle  most")
     mean = statistics.fmean(commands.values())
     worst = 0.0
     for n, port in enumerate(ports):
         off = percent_off(commands[port], mean)
         worst = max(worst, abs(off))
+        mine = after[port].by_command - before[port].by_command
+        most = ", ".join(f"{k} {v / cycles:.1f}" for k, v in mine.most_common(4))
         print(
             f"  primary {n} :{port} {commands[port]:>9} {off:>+7.1f}% {net_in[port]:>10} "
-            f"{net_out[port]:>10} {cpu_us[port] / 1e6:>7.2f}   {commands[port] / cycles:6.1f}"
+            f"{net_out[port]:>10} {cpu_us[port] / 1e6:>7.2f}  {commands[port] / cycles:8.1f}"
+            f"  {most}"
         )
 
     by_partition = Counter(partitions.of(user).index for user in users)
@@ -306,6 +341,7 @@ def report(
     partition_cycles = {i: by_partition[i] * args.cycles for i in by_partition}
     for part in partitions.all:
         done = partition_cycles.get(part.index, 0) or 1
+        attributed = by_partition[part.index] or 1  # one cycle a user, under MONITOR
         stats_in = (
             slots_after[part.index]["network-bytes-in"]
             - slots_before[part.index]["network-bytes-in"]
@@ -318,12 +354,12 @@ def report(
         print(
             f"  {part.index:>3} {part.tag:<10} {by_partition[part.index]:>5}"
             f"  :{slot_owner[part.index]}"
-            f"  {monitored[part.index] / done:>14.1f}  {stats_cpu / done:>12.1f}"
+            f"  {monitored[part.index] / attributed:>14.1f}  {stats_cpu / done:>12.1f}"
             f"  {stats_in / done:>14.0f}  {stats_out / done:>9.0f}"
         )
     print(
         f"  commands of no partition (presence, rate limits, cluster topology, pings): "
-        f"{monitored[-1] / cycles:.1f} per cycle"
+        f"{monitored[-1] / max(monitored_cycles, 1):.1f} per cycle"
     )
 
     cluster_us = sum(cpu_us.values()) / cycles

@@ -195,3 +195,20 @@ async def test_broadcast_needs_no_routes(
     routes = UserRoutes(redis, settings.partitions, "gw-1", routed=False)
     await routes.enter("alice")
     assert await cast(Any, redis).keys("memoria:route:*") == []
+
+
+async def test_a_missing_chat_out_is_created_with_its_readers_group(
+    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+) -> None:
+    """A flushed broker: the routed append creates the partition with the history group
+    before appending, so the memory service's group reads the frame (ADR 18)."""
+    a = await gateway(redis_url, "gw-a", started)
+    chat_out = await publisher(redis_url, started)
+    await a.routes.enter("alice")
+    key = a.broker.partitions.of("alice").scoped(Stream.CHAT_OUT.value)
+    await redis.delete(key)
+    with a.hub.listen("alice") as alice:
+        await chat_out.publish(Stream.CHAT_OUT, frame("alice", "after a flush"))
+        assert await texts(alice, 1) == ["after a flush"]
+    groups = await redis.xinfo_groups(key)
+    assert [(g["name"], g["lag"]) for g in groups] == [(b"memory-history", 1)]

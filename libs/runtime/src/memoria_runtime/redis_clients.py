@@ -30,6 +30,7 @@ here, and the callers treat it so: a reader retries, an entry stays pending.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -102,18 +103,52 @@ class _FailoverAwarePipeline(ClusterPipeline):
     async def execute(
         self, raise_on_error: bool = True, allow_redirections: bool = True
     ) -> list[Any]:
+        client = self.cluster_client
+        if isinstance(client, FailoverAwareCluster):
+            await client.ready()
         try:
             return await super().execute(raise_on_error, allow_redirections)
         except SlotNotCoveredError as exc:
             raise SlotUnavailable(str(exc)) from exc
 
 
+_STREAM_READS = ("XREAD", "XREADGROUP")
+
+
 class FailoverAwareCluster(RedisCluster):
-    """redis-py's cluster client, except that a slot nobody serves during a failover is a
-    :class:`SlotUnavailable` (a ``ConnectionError``) rather than an exception outside
-    ``RedisError``, which every loop here would take for a bug."""
+    """redis-py's cluster client, except that:
+
+    * a slot nobody serves during a failover is a :class:`SlotUnavailable` (a
+      ``ConnectionError``) rather than an exception outside ``RedisError``, which every loop
+      here would take for a bug;
+    * the slot of an ``XREAD``/``XREADGROUP`` is found from its ``STREAMS`` keys here:
+      redis-py asks a node (``COMMAND GETKEYS``) for every command whose keys move, a round
+      trip per read, all to one node (measured: 37 of 162 commands a cycle on a cluster,
+      all on the first primary, before this).
+    """
+
+    async def _determine_slot(self, command: str, *args: Any) -> int:
+        if command.upper() in _STREAM_READS:
+            slots = {self.keyslot(key) for key in _stream_keys(args)}
+            if len(slots) == 1:
+                return slots.pop()
+        return await super()._determine_slot(command, *args)
+
+    _first_use: asyncio.Lock | None = None
+
+    async def ready(self) -> None:
+        """Learn the cluster's nodes and slots before the first command. Many first commands
+        at once on a new client (a gateway's first sockets) each start that, and redis-py can
+        then hand one of them a connection another is still opening (an AttributeError
+        deep in the connection); one at a time, they all find it done."""
+        if self._initialize:
+            if self._first_use is None:
+                self._first_use = asyncio.Lock()
+            async with self._first_use:
+                await self.initialize()
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        await self.ready()
         try:
             return await super().execute_command(*args, **kwargs)
         except SlotNotCoveredError as exc:
@@ -125,6 +160,16 @@ class FailoverAwareCluster(RedisCluster):
         if shard_hint:
             raise ValueError("shard_hint has no meaning on a cluster")
         return _FailoverAwarePipeline(self, transaction)  # type: ignore[abstract]  # as redis-py makes it
+
+
+def _stream_keys(args: tuple[Any, ...]) -> list[Any]:
+    """The keys of ``XREAD``/``XREADGROUP`` arguments: the first half after ``STREAMS``."""
+    for index, arg in enumerate(args):
+        word = arg.decode() if isinstance(arg, bytes) else str(arg)
+        if word.upper() == "STREAMS":
+            rest = args[index + 1 :]
+            return list(rest[: len(rest) // 2])
+    return []
 
 
 def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
@@ -142,15 +187,21 @@ def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
     return urlunsplit(parts._replace(netloc=first)), nodes
 
 
-def _cluster(settings: BusSettings) -> Redis:
-    first, nodes = cluster_nodes(settings.effective_redis_url)
+def cluster_client(url: str, **options: Any) -> Redis:
+    """A cluster client of the cluster whose nodes ``url`` names (``options``: the nodes'
+    connection options)."""
+    first, nodes = cluster_nodes(url)
     client = FailoverAwareCluster.from_url(
         first,
         startup_nodes=[ClusterNode(host, port) for host, port in nodes],
         max_connections=CLUSTER_CONNECTIONS_PER_NODE,
-        **connection_options(),
+        **options,
     )
     return cast(Redis, client)
+
+
+def _cluster(settings: BusSettings) -> Redis:
+    return cluster_client(settings.effective_redis_url, **connection_options())
 
 
 def connect_bounded(settings: BusSettings, *, max_connections: int, wait_s: float) -> Redis:

@@ -17,6 +17,7 @@ own (``limits`` gives the two keys one hash tag).
 # No `from __future__ import annotations`: FastAPI reads the dependency's annotation, which
 # names a closure variable that a string annotation could not be resolved to.
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final
@@ -51,22 +52,31 @@ class UserRateLimit:
         self.per_minute = per_minute
         self._counted = counted
         storage: RedisStorage | RedisClusterStorage
+        # A new cluster client meets its first commands one at a time (redis_clients.py).
+        self._first_use: asyncio.Lock | None = None
         if cluster_url is not None:
             storage = RedisClusterStorage(
                 _cluster_uri(cluster_url), implementation="redispy", key_prefix=KEY_PREFIX
             )
+            self._first_use = asyncio.Lock()
         else:
             # The gateway's pool (its bound and timeouts); typed by limits as scalars only.
             shared: dict[str, Any] = {"connection_pool": redis.connection_pool}
             storage = RedisStorage(
                 "async+redis://", implementation="redispy", key_prefix=KEY_PREFIX, **shared
             )
+        self._storage = storage
         self._limiter = SlidingWindowCounterRateLimiter(storage)
         self._item = RateLimitItemPerMinute(per_minute)
 
     async def take(self, user_id: str) -> float:
         """Count one request of ``user_id``: 0 when it may go on, else the seconds until one
         would (a refused request is not counted)."""
+        if self._first_use is not None:
+            async with self._first_use:
+                if self._first_use is not None:
+                    await self._storage.check()  # learns the cluster's nodes
+                    self._first_use = None
         if await self._limiter.hit(self._item, self._counted, user_id):
             return 0.0
         stats = await self._limiter.get_window_stats(self._item, self._counted, user_id)

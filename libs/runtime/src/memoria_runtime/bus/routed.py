@@ -37,15 +37,18 @@ _INBOX_SUFFIX = ":inbox"
 
 # KEYS: chat.out's partition, the user's route set. ARGV: the framed entry, chat.out's
 # MAXLEN, the partition's inbox prefix, the inboxes' MAXLEN, the groups chat.out is created
-# with (space-separated, as the thread gate's scripts do: bus/topology.py).
+# with when it is missing (space-separated, as the thread gate's scripts do:
+# bus/topology.py).
 _APPEND_AND_ROUTE = (
     """
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], '*',
+  '__data__', ARGV[1])
+if not id then
   for group in string.gmatch(ARGV[5], '%S+') do
     redis.call('XGROUP', 'CREATE', KEYS[1], group, '$', 'MKSTREAM')
   end
+  id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', '__data__', ARGV[1])
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', '__data__', ARGV[1])
 for _, gateway in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   local inbox = ARGV[3] .. gateway .. '"""
     + _INBOX_SUFFIX
