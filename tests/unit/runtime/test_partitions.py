@@ -130,3 +130,31 @@ def test_a_layout_reads_back_as_the_same_partitions(partitions: Partitions) -> N
 def test_a_malformed_layout_is_refused() -> None:
     with pytest.raises(ValueError, match="not a partition layout"):
         Partitions.from_layout("partitions=many")
+
+
+def test_a_users_partition_never_changes_across_versions() -> None:
+    """Every service of a deployment, of any version, must find a user in the same
+    partition: the mapping is part of the data's layout, pinned here."""
+    users = ["ana", "bob", "carol", "dave", "erin", "frank"]
+    assert [Partitions(2).of(u).index for u in users] == [0, 0, 1, 1, 0, 0]
+    assert [Partitions(3).of(u).index for u in users] == [1, 1, 1, 0, 2, 1]
+    assert [Partitions(12).of(u).index for u in users] == [4, 10, 1, 3, 8, 10]
+
+
+def test_two_partitions_take_users_apart() -> None:
+    counts = Counter(Partitions(2).of(f"user-{n}").index for n in range(1000))
+    assert all(400 <= n <= 600 for n in counts.values()), counts
+
+
+def test_every_partitions_key_of_a_name() -> None:
+    partitions = Partitions(3)
+    assert partitions.keys(Stream.ACTIONS.value) == [
+        f"memoria:{part.tag}:actions" for part in partitions.all
+    ]
+    assert Partitions().keys(Stream.ACTIONS.value) == [Stream.ACTIONS.value]
+
+
+def test_only_the_tag_is_taken_out_of_a_name() -> None:
+    part = Partitions(4).all[1]
+    name = part.scoped("memoria:route:odd}:name")
+    assert logical_name(name) == "memoria:route:odd}:name"
