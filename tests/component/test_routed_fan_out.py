@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ChatPosted, Envelope
 from memoria_contracts.streams import Stream
+from memoria_gateway import fan_out
 from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub, FrameListener
 from memoria_gateway.routing import UserRoutes
@@ -212,3 +213,26 @@ async def test_a_missing_chat_out_is_created_with_its_readers_group(
         assert await texts(alice, 1) == ["after a flush"]
     groups = await redis.xinfo_groups(key)
     assert [(g["name"], g["lag"]) for g in groups] == [(b"memory-history", 1)]
+
+
+async def test_an_inbox_lost_is_opened_again_and_its_users_registered_again(
+    redis: Redis, redis_url: str, started: list[MemoriaBroker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway was away longer than its lease (here: its inbox deleted): the next
+    renewal finds it gone, opens it again and puts its users back in their route sets."""
+    monkeypatch.setattr(fan_out, "INBOX_LEASE_S", 1)
+    a = await gateway(redis_url, "gw-a", started)
+    chat_out = await publisher(redis_url, started)
+    await a.routes.enter("alice")
+    part = a.broker.partitions.of("alice")
+    inbox, route = keys.gateway_inbox(part, "gw-a"), keys.user_route(part, "alice")
+    await redis.delete(inbox)
+    await chat_out.publish(Stream.CHAT_OUT, frame("alice", "lost"))  # prunes the route
+    assert await redis.smembers(route) == set()
+    async with asyncio.timeout(WAIT_S):
+        while not await redis.exists(inbox) or not await redis.smembers(route):
+            await asyncio.sleep(0.05)
+    assert await redis.smembers(route) == {b"gw-a"}
+    with a.hub.listen("alice") as alice:
+        await chat_out.publish(Stream.CHAT_OUT, frame("alice", "found again"))
+        assert await texts(alice, 1) == ["found again"]
