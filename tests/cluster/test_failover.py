@@ -35,7 +35,7 @@ from tests.chaos.harness import (
     resilient_redis,
 )
 
-from .conftest import PRIMARIES, cluster_cycles, form, services_on
+from .conftest import CYCLES_ENV, PRIMARIES, cluster_cycles, form, services_on
 
 LANES = ["a", "b", "c", "d"]
 
@@ -128,5 +128,6 @@ async def test_a_primary_killed_mid_run_loses_nothing_acknowledged(
         problems.append(f"{len(failovers)} primaries to kill, {len(took)} killed")
     summary = report("a primary killed", seed, problems, records, timeline, services)
     summary += f"\nfailovers took {[round(t, 1) for t in took]} s"
+    summary += f"\nrerun: MEMORIA_CHAOS_SEED={seed} {CYCLES_ENV}={cycles} make test-cluster"
     print(summary)
     assert not problems, summary
