@@ -14,6 +14,10 @@ atomic, so there is no moment where a message is neither queued nor on ``chat.in
 
 Queue entries are ``<message id>\\t<FastStream-framed entry>``; the framed bytes keep the
 message's own trace headers, so a queued message's cycle is still its own trace.
+
+On a partitioned bus every key of a call (the thread's lock, queue and seen id, the keys a
+caller passes, the ``chat.in`` the scripts append to) is in the user's partition, under its
+hash tag (partitions.py): each script runs on one cluster slot.
 """
 
 from __future__ import annotations
