@@ -31,7 +31,7 @@ from ws_client import chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
-OFFLINE_LABEL = "offline planner (no LLM)"
+OFFLINE_BADGE = "offline · no model"
 HOSTILE = "My favourite snack is <img src=x onerror=alert(1)> <script>alert(2)</script>"
 STORE_TIMEOUT_S = 30.0
 LIGHT_BG = "rgb(247, 247, 249)"
@@ -183,9 +183,14 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
 
     send(page, "remember that my favourite colour is green")
     expect(user_bubbles(page, "remember that my favourite colour is green")).to_have_count(1)
-    saved = assistant(page, 'Saved: "My favourite colour is green".')
+    saved = assistant(page, "Noted: your favourite colour is green.")
     expect(saved).to_be_visible()
-    expect(saved.locator(".model__name")).to_have_text(OFFLINE_LABEL)
+    # The conversation's first answer says no model answers; every answer has the badge.
+    expect(saved).to_contain_text("No language model is answering")
+    expect(saved.locator(".model--offline .model__name")).to_have_text(OFFLINE_BADGE)
+    stored = page.locator("#messages .msg--memory-saved")
+    expect(stored.locator(".mem__label")).to_have_text("Memory saved")
+    expect(stored.locator(".mem__content")).to_have_text("My favourite colour is green")
     cycle = ended_cycles(page)
     expect(cycle).to_have_count(1)
     expect(cycle.locator(".cycle__steps li")).to_have_text(["MemorySave", "Finalize"])
@@ -199,19 +204,22 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
     expect(page.locator("#empty-state")).to_be_hidden()
 
     send(page, "what is my favourite colour?")
-    card = page.locator("#messages .msg--memory")
+    card = page.locator("#messages .msg--memory-found")
     expect(card.locator(".mem__content")).to_have_text("My favourite colour is green")
     expect(card.locator(".badge")).to_have_text("preference")
-    expect(card.locator(".relevance")).to_be_visible()
+    expect(card.locator(".relevance")).to_have_text("best match")  # words, not a percentage
     expect(ended_cycles(page)).to_have_count(2)
     expect(ended_cycles(page).nth(1).locator(".cycle__steps li")).to_have_text(
         ["MemorySearch", "Finalize"]
     )
-    recalled = assistant(page, 'From your memories: "My favourite colour is green".')
-    expect(recalled.locator(".model__name")).to_have_text(OFFLINE_LABEL)
-    # The search's answer is the cycle's last word (the thread was told there is no model):
-    # no "Done." bubble after it, and no status line left once the cycle ended.
-    expect(page.locator("#messages .msg--assistant").last).to_contain_text("From your memories")
+    recalled = page.locator("#messages .msg--assistant").last
+    expect(recalled.locator(".bubble")).to_have_text("Your favourite colour is green.")
+    expect(recalled.locator(".model__name")).to_have_text(OFFLINE_BADGE)
+    expect(recalled).not_to_contain_text("No language model")  # said once, then the badge
+    # The search's answer is the turn's one answer: no "Done." bubble after it, and no
+    # status line left once the cycle ended.
+    expect(page.locator("#messages .msg--assistant")).to_have_count(2)
+    expect(page.locator("#messages .msg--assistant").last).to_contain_text("Your favourite")
     expect(page.locator("#messages .status-row")).to_have_count(0)
     card.locator("summary").click()
     expect(card.locator(".mem__bindings li").first).to_be_visible()
@@ -244,7 +252,7 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     user = unique("eva")
     page = login(tab, stack, user)
     send(page, "remember that my favourite colour is green")
-    expect(assistant(page, 'Saved: "My favourite colour is green".')).to_be_visible()
+    expect(assistant(page, "Noted: your favourite colour is green.")).to_be_visible()
 
     page.get_by_role("button", name="Memories", exact=True).click()
     listed = page.locator("#memories .memories__item")
@@ -286,9 +294,7 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     # The chat finds it by its new words.
     page.get_by_role("button", name="Close memories").click()
     send(page, "what is my favourite colour?")
-    expect(
-        assistant(page, 'From your memories: "My favourite colour is dark blue".')
-    ).to_be_visible()
+    expect(assistant(page, "Your favourite colour is dark blue.")).to_be_visible()
     assert not tab.errors, tab.errors
 
 
@@ -311,8 +317,9 @@ def test_model_and_memory_text_never_becomes_markup(
     send(page, "what is my favourite snack?")
     expect(ended_cycles(page)).to_have_count(1)
     expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(HOSTILE)
-    expect(assistant(page, "From your memories").locator(".bubble")).to_have_text(
-        f'From your memories: "{HOSTILE}".'
+    told_back = HOSTILE.replace("My", "Your", 1)
+    expect(assistant(page, "Your favourite snack").locator(".bubble")).to_contain_text(
+        f"{told_back}."
     )
     expect(page.locator("#messages img, #messages script")).to_have_count(0)
 
@@ -322,7 +329,7 @@ def test_model_and_memory_text_never_becomes_markup(
     page.locator("#memories-query").fill("favourite snack")
     expect(page.locator("#memories-summary")).to_contain_text("found for")
     expect(panel.locator(".mem__content")).to_have_text([HOSTILE])
-    expect(panel.locator(".relevance")).to_be_visible()
+    expect(panel.locator(".relevance")).to_have_text(["best match"])
     expect(panel.locator("img, script")).to_have_count(0)
     assert page.evaluate("typeof window.__pwned") == "undefined"
     shoot(page, artifacts, "hostile-content-as-text")
@@ -404,7 +411,7 @@ def test_new_thread_rename_switch_and_unread(
     # Back to the first thread: its history is loaded from the server.
     page.locator(f"#thread-list [data-thread-id='{first_id}'] .thread__main").click()
     expect(user_bubbles(page, "remember that my city is Lisbon")).to_have_count(1)
-    expect(assistant(page, 'Saved: "My city is Lisbon".')).to_be_visible()
+    expect(assistant(page, "Noted: your city is Lisbon.")).to_be_visible()
     expect(page.locator("#thread-title")).to_have_text("remember that my city is Lisbon")
 
     # Another tab of the same user writes in "Holiday plans": this tab keeps its conversation
@@ -468,7 +475,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
     wait_for_resume(page, drop_socket(page))
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(1)
-    expect(assistant(page, 'Saved: "My dog is called Rex".')).to_have_count(1)
+    expect(assistant(page, "Noted: your dog is called Rex.")).to_have_count(1)
 
     # Drop it again and write while it is down: the message waits and goes out on reconnect.
     dropped = drop_socket(page)
@@ -476,7 +483,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
     wait_for_resume(page, dropped)
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(2)
-    expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(
+    expect(page.locator("#messages .msg--memory-found .mem__content")).to_have_text(
         "My dog is called Rex"
     )
 
@@ -554,7 +561,7 @@ def test_a_message_refused_for_now_is_sent_again_by_itself(stack: Stack, tab: Ta
 
     pending = page.locator("#messages .msg--user.is-pending .msg__meta")
     expect(pending).to_contain_text("trying again in 1 s")
-    expect(assistant(page, 'Saved: "I love hiking".')).to_be_visible()
+    expect(assistant(page, "Noted: you love hiking.")).to_be_visible()
     expect(user_bubbles(page, "I love hiking")).to_have_count(1)
     expect(page.locator("#messages .msg--user.is-pending")).to_have_count(0)
     expect(page.locator("#composer-input")).to_have_value("")
@@ -719,7 +726,7 @@ def test_themes_phone_layout_and_logout(
     page.set_viewport_size(PHONE)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
     expect(ended_cycles(page)).to_have_count(1)  # the reply's summary, from the history
-    expect(assistant(page, "Saved:")).to_be_visible()
+    expect(assistant(page, "Noted:")).to_be_visible()
     shoot(page, artifacts, "chat-dark-phone")
     page.get_by_role("button", name="Open the conversation list").click()
     expect(page.locator("#sidebar")).to_be_in_viewport()

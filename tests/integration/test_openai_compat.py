@@ -61,7 +61,7 @@ def test_a_saved_memory_is_recalled_in_a_later_request(stack: Stack) -> None:
         ],
     )
     answer = saved.choices[0].message.content or ""
-    assert 'Saved: "I am allergic to peanuts".' in answer
+    assert answer.startswith("Noted: you are allergic to peanuts.")  # the offline planner's
     assert saved.choices[0].finish_reason == "stop"
     assert extension(saved)["actions"] == ["MemorySave", "Finalize"]
     assert extension(saved)["thread_id"] == "oai-a"

@@ -238,7 +238,7 @@ def test_a_transcript_has_the_streamed_answer_once_whole() -> None:
     text = output.getvalue()
     assert text.count("favourite") == 1
     assert "Your favourite colour is green." in text
-    assert "offline planner (no LLM)" in text
+    assert "[offline · no model]" in text  # the badge
 
 
 def test_an_answer_taller_than_the_terminal_streams_its_newest_lines_and_shows_once() -> None:
@@ -313,16 +313,33 @@ def test_console_markup_in_content_is_shown_literally() -> None:
 # -- memories, notices, ends ---------------------------------------------------------------
 
 
-def test_a_memory_is_a_panel_with_its_type_content_bindings_relevance_and_id() -> None:
+def test_a_memory_is_a_panel_with_its_type_content_bindings_match_and_id() -> None:
     view, output = transcript_view()
-    view.show(message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system"))
+    found = message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system")
+    view.show(found | {"card": {"kind": "found", "match": "best"}})
     text = output.getvalue()
     assert "memory · constraint" in text
     assert "Is allergic to peanuts" in text
     assert "bindings: food allergy, peanuts" in text
-    assert "relevance 0.87" in text
+    assert "best match" in text  # words, not a small number read as "weak"
+    assert "0.87" not in text
     assert "mem_01abcdefghijklmnopqrstuvwx" in text
     assert "╭" in text  # a panel, not a bare line
+
+
+def test_a_saved_and_an_updated_memory_say_so_and_what_was_replaced() -> None:
+    view, output = transcript_view()
+    saved = message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system")
+    view.show(saved | {"card": {"kind": "saved"}})
+    updated = message(f"{CYCLE}.2.m1", MEMORY, modal="memory", role="system")
+    view.show(updated | {"card": {"kind": "updated", "replaced": "Likes peanuts"}})
+    text = output.getvalue()
+    assert "memory saved · constraint" in text
+    assert "memory updated · constraint" in text
+    assert "was: Likes peanuts" in text
+    # A card from before cards said how they matched: related, not a number.
+    view.show(message(f"{CYCLE}.3.m1", MEMORY, modal="memory", role="system"))
+    assert "related" in output.getvalue()
 
 
 def test_a_system_notice_and_an_error_frame_are_shown_plainly() -> None:
@@ -362,13 +379,14 @@ def test_memory_ids_stay_whole_in_a_narrow_table() -> None:
     assert MEMORY_ID in output.getvalue()
 
 
-def test_search_results_show_their_relevance_and_an_empty_search_says_so() -> None:
+def test_search_results_say_how_they_matched_and_an_empty_search_says_so() -> None:
     view, output = transcript_view()
-    view.memories([Memory.model_validate(MEMORY)], "allergy")
+    other = Memory.model_validate(MEMORY | {"memory_id": "mem_other", "relevance_score": 0.2})
+    view.memories([Memory.model_validate(MEMORY), other], "allergy")
     view.memories([], "rockets")
     text = output.getvalue()
-    assert "relevance" in text
-    assert "0.87" in text
+    assert "best match" in text and "related" in text
+    assert "0.87" not in text
     assert "no memories match 'rockets'" in text
 
 

@@ -88,7 +88,7 @@ class BusSettings(DataSettings):
         default=False,
         description="The broker is a Redis/Valkey Cluster: the URL names any one of its nodes "
         "and the others are found from it. Every key a thread's step touches then shares "
-        "its partition's hash tag (docs/adr/0026-partitioned-bus.md).",
+        "its partition's hash tag (docs/adr/0027-partitioned-bus.md).",
     )
     bus_partitions: int = Field(
         default=1,
@@ -422,6 +422,16 @@ class MemorySettings(_Env):
         "0.04 still shows a right memory for 94% of questions about saved facts while keeping "
         "more unrelated memories out than the old bar. Raise it for fewer, surer results "
         "(docs/relevance.md).",
+    )
+    memory_relative_relevance: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="Without a model's rerank (the offline planner, or MEMORIA_MEMORY_RERANK "
+        "off), the cards a chat search shows are those within this share of the best "
+        "match's relevance (besides `memory_min_relevance`): at 0.2, a memory scored under "
+        "a fifth of the best is not shown, nor given to the model. 0 shows every memory "
+        "above the absolute bar (docs/relevance.md).",
     )
     memory_retrieval: MemoryRetrieval = Field(
         default="hybrid",

@@ -181,6 +181,7 @@ def http_router(gateway: Gateway) -> APIRouter:
                 content=r.content,
                 model=r.model,
                 created_at=r.created_at,
+                card=r.card,
                 cycle_end=end_on.get(r.id),
             )
             for r in records
