@@ -95,7 +95,13 @@ class Tab:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", self._console)
         page.on("dialog", self._dialog)
+
+    def _console(self, message: Any) -> None:
+        # The page runs under its Content-Security-Policy: anything it refuses is a bug.
+        if "Content Security Policy" in message.text:
+            self.errors.append(message.text)
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(f"{dialog.type}: {dialog.message}")
@@ -458,7 +464,10 @@ def drop_socket(page: Page) -> int:
 def wait_for_resume(page: Page, before: int) -> None:
     """Until the page's new socket has resumed: its connection state alone may still read
     "connected" from the socket just closed, and a second close would then hit that one."""
-    page.wait_for_function(f"window.__memoria.resumes.length > {before}", timeout=TIMEOUT_MS)
+    # A function, not an expression: the page's policy forbids eval (no 'unsafe-eval').
+    page.wait_for_function(
+        "(before) => window.__memoria.resumes.length > before", arg=before, timeout=TIMEOUT_MS
+    )
 
 
 def test_reconnect_resumes_without_losing_or_repeating(
@@ -471,7 +480,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
 
     # Drop the socket as soon as the cycle's first frame arrived: the rest comes by replay.
     send(page, "remember that my dog is called Rex")
-    page.wait_for_function("window.__memoria.socket.lastEventId !== null")
+    page.wait_for_function("() => window.__memoria.socket.lastEventId !== null")
     wait_for_resume(page, drop_socket(page))
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(1)
@@ -863,7 +872,7 @@ def test_reply_summaries_are_there_after_a_reload(stack: Stack, tab: Tab) -> Non
 BIDI_ISOLATED = """() => [...document.querySelectorAll(
   "#messages .bubble, .mem__content, #thread-list .thread__title, "
   + "#thread-list .thread__preview, #thread-title, #user-name")]
-  .filter((element) => element.textContent.includes("\u202e"))
+  .filter((element) => element.textContent.includes("⟨U+202E⟩"))
   .map((element) => [element.className || element.id, getComputedStyle(element).unicodeBidi])"""
 
 
@@ -887,16 +896,64 @@ def test_a_typed_name_logs_in_and_user_text_is_bidi_isolated(stack: Stack, tab: 
     title = page.locator("#thread-list .thread__input")
     title.fill("\u202eABC-123 plans")
     title.press("Enter")
-    expect(page.locator("#thread-title")).to_have_text("\u202eABC-123 plans")
+    expect(page.locator("#thread-title")).to_have_text("⟨U+202E⟩ABC-123 plans")
 
     isolated = page.evaluate(BIDI_ISOLATED)
     kinds = {kind.split()[0] for kind, _ in isolated}
     assert {"bubble", "thread__title", "chat__title", "mem__content"} <= kinds, isolated
     assert all(bidi in ("isolate", "plaintext") for _, bidi in isolated), isolated
-    assert page.title().startswith("\u2068") and "\u2069 · Memoria" in page.title()
+    assert page.title() == "\u2068⟨U+202E⟩ABC-123 plans\u2069 · Memoria"
     # Outside the isolated elements the interface reads as it should.
     expect(page.locator("#memories-title")).to_have_text("Your memories")
     assert page.evaluate("getComputedStyle(document.body).direction") == "ltr"
+
+
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+
+
+def test_invisible_characters_show_as_marked_code_points(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    """The finding: a memory "remember that my pin is \u202e1234\u202c" showed as "my pin
+    is 4321" in the chat, the cards, the memories drawer, thread titles and the sidebar. Each
+    invisible format or direction character now shows as what it is, wherever text is
+    shown, and is stored as sent; a joiner inside an emoji stays part of it."""
+    user = unique("pin")
+    page = login(tab, stack, user)
+    told = "remember that my pin is \u202e1234\u202c"
+    shown = "my pin is ⟨U+202E⟩1234⟨U+202C⟩"
+    send(page, told)
+    expect(ended_cycles(page)).to_have_count(1)
+    expect(page.locator("#messages .msg--user .bubble")).to_have_text(
+        "remember that my pin is ⟨U+202E⟩1234⟨U+202C⟩"
+    )
+    send(page, "what is my pin?")
+    expect(ended_cycles(page)).to_have_count(2)
+    card = page.locator("#messages .msg--memory .mem__content").last  # the one recalled
+    expect(card).to_contain_text(shown, ignore_case=True)
+    marker = card.locator(".invisible-char").first
+    expect(marker).to_have_text("⟨U+202E⟩")
+    expect(marker).to_have_attribute("title", re.compile("right-to-left override"))
+
+    page.get_by_role("button", name="Memories", exact=True).click()
+    drawer = page.locator("#memories .mem__content")
+    expect(drawer).to_contain_text(shown, ignore_case=True)
+
+    page.locator("#thread-title").dblclick()
+    title = page.locator("#thread-list .thread__input")
+    title.fill("pin \u202e4321 " + FAMILY)
+    title.press("Enter")
+    expect(page.locator("#thread-title")).to_have_text(f"pin ⟨U+202E⟩4321 {FAMILY}")
+    expect(page.locator("#thread-list .thread.is-active .thread__title")).to_have_text(
+        f"pin ⟨U+202E⟩4321 {FAMILY}"
+    )
+    assert "⟨U+202E⟩4321" in page.title()
+    shoot(page, artifacts, "invisible-characters-marked")
+
+    # Stored as sent: the marks are the page's way of showing, not a change of the text.
+    stored = httpx.get(f"{stack.base_url}/api/memories", headers=headers(stack, user)).json()
+    assert "\u202e1234\u202c" in stored["memories"][0]["content"]
+    assert "⟨" not in stored["memories"][0]["content"]
 
 
 def test_the_api_docs_render_with_no_network(stack: Stack, context: BrowserContext) -> None:

@@ -12,9 +12,11 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from memoria_cli.chat.render import ChatView
+from memoria_cli.chat.sanitize import clean_line
 from memoria_client import Memory, Thread
 
 CYCLE = "cyc_01"
@@ -299,7 +301,8 @@ def test_control_characters_from_the_server_never_reach_the_terminal() -> None:
     text = output.getvalue()
     for char in ("\x1b", "\x07", "\r", "\x9b", "\u202e", "\x08"):
         assert char not in text
-    assert "safe[2J]0;owned text31mend" in text  # the words stay, their powers go
+    # The words stay, their powers go: each character shows as what it is.
+    assert "safe⟨U+001B⟩[2J⟨U+001B⟩]0;owned⟨U+0007⟩ text⟨U+000D⟩⟨U+009B⟩31m⟨U+202E⟩end" in text
 
 
 def test_console_markup_in_content_is_shown_literally() -> None:
@@ -413,3 +416,39 @@ def test_the_thread_table_marks_the_current_thread() -> None:
     assert "*" in rows[0]
     assert "Here is a plan" in rows[0]
     assert "*" not in rows[1]
+
+
+FAMILY = "family \U0001f468\u200d\U0001f469\u200d\U0001f467"
+HEART_ON_FIRE = "\u2764\ufe0f\u200d\U0001f525"
+
+
+@pytest.mark.parametrize(
+    ("stored", "printed"),
+    [
+        ("remember that my pin is \u202e1234\u202c", "my pin is ⟨U+202E⟩1234⟨U+202C⟩"),
+        ("pay\u200bpal", "pay⟨U+200B⟩pal"),
+        (
+            "\ufeffhello \u2066x\u2069 \u200e\u200f",
+            "⟨U+FEFF⟩hello ⟨U+2066⟩x⟨U+2069⟩ ⟨U+200E⟩⟨U+200F⟩",
+        ),
+        ("a\u200db", "a⟨U+200D⟩b"),
+        (
+            "family \U0001f468\u200d\U0001f469\u200d\U0001f467",
+            "family \U0001f468\u200d\U0001f469\u200d\U0001f467",
+        ),
+        (
+            "\u2764\ufe0f\u200d\U0001f525",
+            "\u2764\ufe0f\u200d\U0001f525",
+        ),  # heart on fire: one emoji
+    ],
+)
+def test_invisible_characters_show_as_marked_code_points(stored: str, printed: str) -> None:
+    """The finding: a memory "my pin is \u202e1234\u202c" read "my pin is 4321". Every
+    invisible format or direction character is shown as what it is, in messages, memory
+    cards, thread titles and tables alike; a joiner inside an emoji is part of the emoji."""
+    view, output = transcript_view()
+    view.show(message(f"{CYCLE}.1.1", stored))
+    view.show(message(f"{CYCLE}.1.2", MEMORY | {"content": stored}, modal="memory", role="system"))
+    text = output.getvalue()
+    assert text.count(printed) == 2, text
+    assert " ".join(printed.split()) in clean_line(stored)

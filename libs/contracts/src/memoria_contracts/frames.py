@@ -11,6 +11,7 @@ from memoria_contracts.chat import CardInfo, Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleSummary, CycleUsage, ThreadId
 from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigPatch
+from memoria_contracts.text import PlainText
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
 StreamEventId = Annotated[str, StringConstraints(pattern=r"^[0-9]+-[0-9]+$")]
@@ -57,7 +58,7 @@ class ClientMessage(_Frame):
 
     type: Literal["message"]
     thread_id: ThreadId
-    content: str = Field(min_length=1)
+    content: PlainText = Field(min_length=1)
     id: ClientMessageId | None = None
 
 

@@ -11,7 +11,7 @@ A tag is chosen so that its slot falls in the middle of the partition's share of
 slots (partition ``p`` of ``n`` owns slots ``p·16384/n`` to ``(p+1)·16384/n``): on a cluster
 whose primaries hold equal ranges of slots, as ``CLUSTER ADDSLOTSRANGE`` or
 ``valkey-cli --cluster create`` assign them, ``n`` partitions spread evenly over the
-primaries whenever ``n`` is a multiple of their count (docs/adr/0027-partitioned-bus.md).
+primaries whenever ``n`` is a multiple of their count (docs/adr/0029-partitioned-bus.md).
 
 With one partition on one server (the embedded default) no key carries a tag: every name is
 what it was before the bus had partitions, so data written by an earlier version stays where

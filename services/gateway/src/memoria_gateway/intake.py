@@ -18,6 +18,7 @@ from memoria_contracts.frames import (
 )
 from memoria_contracts.ids import new_id
 from memoria_contracts.streams import Stream
+from memoria_gateway.error_words import one_line
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.gate import ThreadGate
@@ -27,15 +28,9 @@ from memoria_runtime.telemetry import current_trace_carrier
 log = logging.getLogger("memoria.gateway.intake")
 tracer = trace.get_tracer("memoria.gateway")
 
-_MAX_ERROR_DETAILS = 3
-
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors(include_input=False)[:_MAX_ERROR_DETAILS]:
-        where = ".".join(str(p) for p in error["loc"]) or "frame"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
+    return one_line(exc.errors(include_url=False, include_input=False))
 
 
 class Intake:

@@ -19,12 +19,16 @@ from memoria_contracts.frames import (
 )
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import SLOW_CLIENT_CLOSE_CODE, Connection, SocketGone
+from memoria_gateway.origins import origin_allowed
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
 from memoria_gateway.socket_auth import accept_and_authenticate
 from memoria_gateway.user_rate_limit import UserRateLimit
 from memoria_runtime.auth import AuthError
+
+FOREIGN_ORIGIN_CLOSE = 1008
+"""Policy violation; before the handshake is accepted, the client sees an HTTP 403."""
 
 
 async def refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
@@ -83,6 +87,7 @@ async def routed_here(gateway: Gateway, connection: Connection) -> bool:
 def ws_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     settings = gateway.settings
+    allowed_origins = settings.allowed_origins
 
     async def answer(
         user_id: str, raw: str | bytes, bucket: TokenBucket
@@ -112,6 +117,11 @@ def ws_router(gateway: Gateway) -> APIRouter:
         token: Annotated[str | None, Query()] = None,
         since: Annotated[str | None, Query()] = None,
     ) -> None:
+        headers = websocket.headers
+        if not origin_allowed(headers.get("origin"), headers.get("host"), allowed_origins):
+            # Refused at the handshake (HTTP 403): a page of another site learns nothing.
+            await websocket.close(code=FOREIGN_ORIGIN_CLOSE)
+            return
         try:
             user_id = await accept_and_authenticate(websocket, gateway.tokens(), token)
         except AuthError as exc:

@@ -6,7 +6,7 @@ the service's consumer name, over every partition of the stream (partitions.py):
 * the **reader** takes new entries (``XREADGROUP >``), no more than it has free handler
   slots, so a busy replica leaves the backlog in the stream for the next one. One blocking
   read waits on all the partitions at once; on a cluster, where one command may only name
-  keys of one slot, there is one reader per partition (docs/adr/0027-partitioned-bus.md);
+  keys of one slot, there is one reader per partition (docs/adr/0029-partitioned-bus.md);
 * the **reclaimer** takes entries that sat unacknowledged longer than ``reclaim_idle_ms``
   (``XAUTOCLAIM``) — left behind by a consumer that crashed or failed;
 * the **keep-alive** re-claims the entries this process holds (``XCLAIM JUSTID``, which does

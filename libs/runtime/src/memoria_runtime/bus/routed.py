@@ -9,7 +9,7 @@ while they hold a socket of the user; an inbox expires unless its gateway keeps 
 gateway out of the set. The chat.out entry, the route set and the inboxes of a partition
 share its hash tag, so the script runs on one slot: the copies are in chat.out's order, and
 a gateway that joins the set either gets a frame copied or finds it in chat.out when it
-reads the user's replay after joining (docs/adr/0027-partitioned-bus.md).
+reads the user's replay after joining (docs/adr/0029-partitioned-bus.md).
 
 A copy is the framed entry, unchanged (still signed for chat.out), with the id of the
 chat.out entry it copies, which is the frame's ``event_id``.

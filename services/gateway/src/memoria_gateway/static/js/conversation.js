@@ -4,7 +4,7 @@
 // cards, and one progress footer per live cycle. Model and memory text only ever becomes
 // Text nodes (markdown.js, memory-card.js).
 
-import { h, icon } from "./dom.js";
+import { h, icon, setText } from "./dom.js";
 import { formatCost, formatDateTime, formatDuration, formatTime, formatTokens } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 import { memoryCard } from "./memory-card.js";
@@ -273,7 +273,7 @@ export class Conversation {
     }
     this.status.dataset.id = frame.id;
     this.status.dataset.cycle = frame.cycle_id || "";
-    this.status.querySelector(".status-row__text").textContent = String(frame.content ?? "");
+    setText(this.status.querySelector(".status-row__text"), String(frame.content ?? ""));
     const footer = frame.cycle_id ? this.footers.get(frame.cycle_id) : null;
     if (footer && footer.isConnected) footer.before(this.status);
     else if (this.status.parentNode !== this.list || this.status !== this.list.lastElementChild) this.list.append(this.status);
@@ -340,7 +340,7 @@ function buildText(frame) {
   // override in it cannot reorder the time, the model name or the next message.
   const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble", dir: "auto" });
   if (role === "assistant") bubble.append(renderMarkdown(content));
-  else bubble.textContent = content;
+  else setText(bubble, content);
   const meta = h("div", { class: "msg__meta" });
   if (role === "assistant" && frame.model === OFFLINE_PLANNER) {
     // No model is answering: the first answer of the conversation says so, then this badge.
