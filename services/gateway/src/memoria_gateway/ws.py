@@ -70,10 +70,12 @@ BROKER_AWAY = ErrorFrame(
 )
 
 
-async def routed_here(gateway: Gateway, connection: Connection) -> bool:
-    """Routed fan-out: the user's frames come to this gateway from now on (registered before
-    a replay is read: a frame is then replayed, or delivered live, or both and sent once).
-    False when the broker could not be told: the socket was closed, to connect again."""
+async def joined(gateway: Gateway, connection: Connection) -> bool:
+    """The socket takes the user's frames from now on: added to the hub and, with routed
+    fan-out, registered in the broker (before a replay is read: a frame is then replayed, or
+    delivered live, or both and sent once). False when the broker could not be told: the
+    socket was closed, to connect again."""
+    gateway.hub.add(connection)
     try:
         await gateway.routes.enter(connection.user_id)
     except (RedisError, OSError):
@@ -144,9 +146,8 @@ def ws_router(gateway: Gateway) -> APIRouter:
         connection = Connection(websocket, user_id)
         if since is not None:
             connection.hold_live()  # before it is registered: nothing may overtake the replay
-        gateway.hub.add(connection)
         bucket = TokenBucket(settings.ws_messages_per_minute, settings.ws_burst)
-        if not await routed_here(gateway, connection):
+        if not await joined(gateway, connection):
             return
         try:
             if since is not None:
