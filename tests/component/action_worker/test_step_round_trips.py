@@ -20,10 +20,14 @@ from memoria_contracts.memory import MemorySearch
 from memoria_contracts.streams import Stream
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 
 from .harness import CYCLE_ID, FakeMemoryService, memory, step_delivery, step_requested
 from .plans import SEARCH_PLAN
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 WORKER_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS_DONE)
 # lease, done mark and plan read together · the answer's one piece · its complete message
@@ -113,7 +117,7 @@ async def test_a_search_step_posts_its_cards_together_and_reads_its_plan_with_it
     [done] = publisher.on(Stream.ACTIONS_DONE)
     assert isinstance(done.payload, ActionCompleted) and done.payload.outcome.status == "ok"
     # The plan was stored, so that a re-run looks for the same things.
-    assert await redis.get(keys.step_plan(CYCLE_ID, 2)) is not None
+    assert await redis.get(keys.step_plan(ONE, CYCLE_ID, 2)) is not None
 
 
 async def test_a_re_run_step_uses_the_plan_read_with_its_lease(
@@ -122,7 +126,7 @@ async def test_a_re_run_step_uses_the_plan_read_with_its_lease(
     """A step run again after a crash (its entry reclaimed) finds the first run's plan in
     the round trip of its lease and asks the model for none."""
     stored = '{"queries": ["where the user lives"], "mode": "semantic"}'
-    await redis.set(keys.step_plan(CYCLE_ID, 3), stored)
+    await redis.set(keys.step_plan(ONE, CYCLE_ID, 3), stored)
     memories = FakeMemoryService([memory("mem_b", "lives in Rio")])
     worker, publisher = await ready_worker(redis, redis_url, memories)
 

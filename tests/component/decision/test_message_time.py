@@ -14,6 +14,10 @@ from memoria_contracts.streams import Stream
 from memoria_decision.core.state import CycleState
 from memoria_decision.store import CycleStore
 from memoria_runtime import catalog
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 SENT_AT = datetime(2026, 11, 27, 23, 59, 30, tzinfo=UTC)
 
@@ -31,6 +35,7 @@ async def test_the_action_request_carries_the_time_the_message_was_sent(redis: R
     assert isinstance(requested, ActionRequested)
     assert requested.context.original_message.created_at == SENT_AT
     # Kept in the cycle's stored state, so a later step (or another replica) sends it too.
-    state = await CycleStore(redis, released_ttl_s=60).load(cycle_id_for(message.message_id))
+    store = CycleStore(redis, PARTITIONS, released_ttl_s=60)
+    state = await store.load(ONE, cycle_id_for(message.message_id))
     assert isinstance(state, CycleState)
     assert state.context().original_message.created_at == SENT_AT

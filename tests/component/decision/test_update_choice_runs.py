@@ -23,7 +23,11 @@ from memoria_decision.core.state import PendingAction, UpdateCandidate
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
+from memoria_runtime.partitions import Partitions
 from tests.component.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
 
@@ -70,7 +74,7 @@ async def asked(redis: Redis, owned: dict[str, list[str]]) -> tuple[Chat, Updati
     chat, _ = await a_chat(redis, {})
     memories = UpdatingMemories(owned)
     chat.engine.memory = memories
-    await redis.set(keys.pending_action("ana", "t1"), pending().model_dump_json(), ex=600)
+    await redis.set(keys.pending_action(ONE, "ana", "t1"), pending().model_dump_json(), ex=600)
     return chat, memories
 
 
@@ -88,7 +92,7 @@ async def test_a_number_updates_only_that_memory_and_a_redelivery_says_the_same(
     assert {str(r.content) for r in replies} == {
         'Updated: "Coffee: black, no sugar" is now "I drink tea".'
     }
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
     # Its card says it was written here: what a later "forget that" forgets.
     cards = [r for r in chat.publisher.chat() if r.modal == "memory"]
     assert last_told(cards) == ["mem_c2"]
@@ -133,7 +137,7 @@ async def test_cancel_drops_the_choice(redis: Redis) -> None:
     await chat.say("cancel")
     assert chat.replies() == ["Okay, cancelled: I did not change any memory."]
     assert memories.updates == []
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_out_of_range_asks_again(redis: Redis) -> None:
@@ -155,7 +159,7 @@ async def test_anything_else_drops_it_with_a_notice_and_goes_to_the_model(redis:
     ]
     assert chat.publisher.ends()[-1].reason == "llm_error"  # the model's turn (here: none)
     assert memories.updates == []
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_redelivered(
@@ -190,7 +194,7 @@ async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_rede
         "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"
         'Reply with its number (or "cancel"); I will wait 10 minutes.'
     )
-    raw = await redis.get(keys.pending_action("ana", "t1"))
+    raw = await redis.get(keys.pending_action(ONE, "ana", "t1"))
     assert raw is not None
     stored = PendingAction.model_validate_json(raw)
     assert stored.kind == "choose_update"

@@ -18,10 +18,12 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_decision.core.state import Released
-from memoria_decision.store import CycleStore, released_ttl_s
+from memoria_decision.store import released_ttl_s
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
 from memoria_runtime.settings import Settings
+
+ONE = Settings(_env_file=None).partitions.all[0]  # the embedded default: keys untagged
 
 LEFT_BYTES = 1024
 LONG_MESSAGE = "Please remember all of this: " + "my garden has roses and tulips. " * 60
@@ -37,8 +39,8 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
         Envelope(user_id="ana", thread_id="t1", payload=message), message, b"framed"
     )
     cycle_id = cycle_id_for(message.message_id)
-    running = await redis.memory_usage(keys.cycle_state(cycle_id))
-    await redis.hincrby(keys.cycle_usage(cycle_id), "scripted:in", 120)  # a worker's tokens
+    running = await redis.memory_usage(keys.cycle_state(ONE, cycle_id))
+    await redis.hincrby(keys.cycle_usage(ONE, cycle_id), "scripted:in", 120)  # a worker's tokens
 
     (request,) = [e for e in publisher.sent if isinstance(e[1].payload, ActionRequested)]
     done = ActionCompleted(
@@ -56,10 +58,10 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
     assert sum(sizes.values()) <= LEFT_BYTES, sizes
     assert running is not None and running > sum(sizes.values())
     window = released_ttl_s(settings)
-    assert 0 < ttls[keys.cycle_state(cycle_id)] <= window
-    assert 0 < ttls[keys.cycle_usage(cycle_id)] <= window
-    assert 0 < ttls[keys.cycle_ended(cycle_id)] <= 24 * 3600
-    stored = await CycleStore(redis, released_ttl_s=window).load(cycle_id)
+    assert 0 < ttls[keys.cycle_state(ONE, cycle_id)] <= window
+    assert 0 < ttls[keys.cycle_usage(ONE, cycle_id)] <= window
+    assert 0 < ttls[keys.cycle_ended(ONE, cycle_id)] <= 24 * 3600
+    stored = await engine.store.load(ONE, cycle_id)
     assert isinstance(stored, Released) and stored.end_reason == "done"
 
 

@@ -47,10 +47,13 @@ def build_broker(
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(
-            redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+            redis,
+            lock_ttl_s=settings.thread_lock_ttl_s,
+            stream_maxlen=settings.stream_maxlen,
+            partitions=settings.partitions,
         ),
-        store=CycleStore(redis, released_ttl_s=released_ttl_s(settings)),
-        deadlines=Deadlines(redis),
+        store=CycleStore(redis, settings.partitions, released_ttl_s=released_ttl_s(settings)),
+        deadlines=Deadlines(redis, settings.partitions),
         memory=MemoryClient(broker, settings),
         chooser=Chooser(settings, redis, language_model(settings)),
     )

@@ -56,20 +56,20 @@ class Chooser:
     llm: LanguageModel
 
     async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
-        """``entries``: the action catalog as read. The decision's tokens count for the
-        cycle (added with the step); a failed decision's at once (they were spent)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + self.settings.no_workers_wait_seconds
-        while not (catalog := await live_actions(self.redis, entries)) and loop.time() < until:
+        """``entries``: the action catalog of the user's partition, as read. The decision's
+        tokens count for the cycle (added with the step); a failed one's at once (spent)."""
+        part = self.settings.partitions.of(state.user_id)
+        until = asyncio.get_running_loop().time() + self.settings.no_workers_wait_seconds
+        while not (catalog := await live_actions(self.redis, entries, part)):
+            if asyncio.get_running_loop().time() >= until:
+                return events.Undecided(utcnow(), "no_workers")
             await asyncio.sleep(_WORKERS_POLL_S)
-            entries = await self.redis.hgetall(keys.ACTION_CATALOG)
-        if not catalog:
-            return events.Undecided(utcnow(), "no_workers")
+            entries = await self.redis.hgetall(keys.action_catalog(part))
         prices = self.settings.llm_prices
         try:
             async with (
                 accounting.charged_on_failure(
-                    self.redis, state.cycle_id, service=SERVICE_NAME, prices=prices
+                    self.redis, part, state.cycle_id, service=SERVICE_NAME, prices=prices
                 ) as used,
                 asyncio.timeout(self.settings.step_timeout_seconds),
             ):

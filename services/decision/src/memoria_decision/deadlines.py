@@ -1,4 +1,5 @@
-"""Per-step deadlines in a Redis sorted set, so any decision replica can time a step out."""
+"""Per-step deadlines in a Redis sorted set per partition (written in the pipelines of the
+partition's steps), so any decision replica can time a step out; the sweep reads them all."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from typing import Any
 
 from memoria_runtime import keys
+from memoria_runtime.partitions import Partition, Partitions
 
 _SEPARATOR = "|"
 CLAIM_S = 30.0
@@ -26,39 +28,39 @@ def _member(cycle_id: str, step: int) -> str:
 
 
 class Deadlines:
-    def __init__(self, redis: Any, *, claim_s: float = CLAIM_S) -> None:
+    def __init__(self, redis: Any, partitions: Partitions, *, claim_s: float = CLAIM_S) -> None:
         self._redis = redis
+        self._partitions = partitions
         self._claim_s = claim_s
         self._claim = redis.register_script(_CLAIM)
 
-    # A deadline set, or cleared, queued on a pipeline with the cycle's other writes.
+    @staticmethod
+    def queue_set(pipe: Any, part: Partition, cycle_id: str, step: int, seconds: float) -> None:
+        pipe.zadd(keys.step_deadlines(part), {_member(cycle_id, step): time.time() + seconds})
 
     @staticmethod
-    def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
-        pipe.zadd(keys.STEP_DEADLINES, {_member(cycle_id, step): time.time() + seconds})
+    def queue_clear(pipe: Any, part: Partition, cycle_id: str, step: int) -> None:
+        pipe.zrem(keys.step_deadlines(part), _member(cycle_id, step))
 
-    @staticmethod
-    def queue_clear(pipe: Any, cycle_id: str, step: int) -> None:
-        pipe.zrem(keys.STEP_DEADLINES, _member(cycle_id, step))
-
-    async def clear(self, cycle_id: str, step: int) -> bool:
+    async def clear(self, part: Partition, cycle_id: str, step: int) -> bool:
         """True when this caller removed it."""
-        return bool(await self._redis.zrem(keys.STEP_DEADLINES, _member(cycle_id, step)))
+        return bool(await self._redis.zrem(keys.step_deadlines(part), _member(cycle_id, step)))
 
-    async def claim(self, cycle_id: str, step: int) -> bool:
+    async def claim(self, part: Partition, cycle_id: str, step: int) -> bool:
         """Take an overdue deadline to act on it; True for one caller only. It is moved
         ``claim_s`` later rather than removed, so that a caller that dies before it has acted
         (and cleared it) leaves it to come due again instead of losing the timeout."""
         now = time.time()
-        return bool(
-            await self._claim(
-                keys=[keys.STEP_DEADLINES], args=[_member(cycle_id, step), now, now + self._claim_s]
-            )
-        )
+        args = [_member(cycle_id, step), now, now + self._claim_s]
+        return bool(await self._claim(keys=[keys.step_deadlines(part)], args=args))
 
-    async def due(self, limit: int) -> list[tuple[str, int]]:
-        members = await self._redis.zrangebyscore(
-            keys.STEP_DEADLINES, "-inf", time.time(), start=0, num=limit
-        )
-        parts = (member.decode().rpartition(_SEPARATOR) for member in members)
-        return [(cycle_id, int(step)) for cycle_id, _, step in parts]
+    async def due(self, limit: int) -> list[tuple[Partition, str, int]]:
+        """Up to ``limit`` overdue steps of each partition, in one round trip per primary."""
+        now = time.time()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for part in self._partitions.all:
+                pipe.zrangebyscore(keys.step_deadlines(part), "-inf", now, start=0, num=limit)
+            answers = await pipe.execute()
+        due = zip(self._partitions.all, answers, strict=True)
+        parts = ((part, m.decode().rpartition(_SEPARATOR)) for part, ms in due for m in ms)
+        return [(part, cycle_id, int(step)) for part, (cycle_id, _, step) in parts]

@@ -99,12 +99,13 @@ class CycleExecutor:
         """``framed``: the stream entry as stored, to queue it again unchanged if needed."""
         cycle_id = cycle_id_for(payload.message_id)
         user_id, thread_id = event.user_id, event.thread_id
+        part = self.gate.partitions.of(user_id)
         opening = await self.gate.open(
             user_id,
             thread_id,
             payload.message_id,
-            started=keys.cycle_state(cycle_id),
-            then_read=keys.pending_action(user_id, thread_id),
+            started=keys.cycle_state(part, cycle_id),
+            then_read=keys.pending_action(part, user_id, thread_id),
         )
         if opening.started is not None:
             await self._run(self.store.parse(opening.started), events.Redelivered(utcnow()))
@@ -122,19 +123,20 @@ class CycleExecutor:
         await self._run(None, arrived)
 
     async def on_action_completed(self, event: Envelope, payload: ActionCompleted) -> None:
-        state = await self.store.load(event.cycle_id) if event.cycle_id else None
+        part = self.gate.partitions.of(event.user_id)
+        state = await self.store.load(part, event.cycle_id) if event.cycle_id else None
         await self._run(state, events.Completed(utcnow(), payload))
 
     async def sweep_deadlines(self) -> None:
         """End the cycles whose current step is overdue."""
-        for cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
-            if not await self.deadlines.claim(cycle_id, step):
+        for part, cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
+            if not await self.deadlines.claim(part, cycle_id, step):
                 continue  # another replica (or the completion) got there first
-            state = await self.store.load(cycle_id)
+            state = await self.store.load(part, cycle_id)
             carrier = state.trace if isinstance(state, CycleState) else {}
             with attached_trace(carrier), tracer.start_as_current_span("cycle.step_timeout"):
                 await self._run(state, events.StepOverdue(utcnow(), step))
-            await self.deadlines.clear(cycle_id, step)
+            await self.deadlines.clear(part, cycle_id, step)
 
     async def _run(self, state: Stored | None, event: events.Event | None) -> None:
         """Transitions from ``event`` on, their effects carried out in order; then held writes."""
@@ -157,13 +159,14 @@ class CycleExecutor:
         self, effect: effects.Effect, state: CycleState, batch: Batch
     ) -> events.Event | None:
         cycle_id, user_id, thread_id = state.cycle_id, state.user_id, state.thread_id
-        lock = (user_id, thread_id, state.message_id)
+        lock, part = (user_id, thread_id, state.message_id), self.gate.partitions.of(user_id)
         match effect:
             case effects.Post(record):
                 batch.append(Stream.CHAT_OUT, self._envelope(state, ChatPosted(message=record)))
             case effects.Create(created):
-                fresh = await batch.send(lambda pipe: self.store.queue_create(pipe, created))
-                return events.Created(utcnow(), None if fresh else await self.store.load(cycle_id))
+                fresh = await batch.send(lambda p: self.store.queue_save(p, created, new=True))
+                stored = None if fresh else await self.store.load(part, cycle_id)
+                return events.Created(utcnow(), stored)
             case effects.Save(saved):
                 batch.hold(lambda pipe: self.store.queue_save(pipe, saved))
             case effects.AskMemory(purpose, requests):
@@ -171,7 +174,7 @@ class CycleExecutor:
                 replies = await asyncio.gather(*(self._ask(state, r) for r in requests))
                 return events.Answered(utcnow(), purpose, tuple(replies))
             case effects.Choose():
-                catalog = await batch.send(lambda pipe: pipe.hgetall(keys.ACTION_CATALOG))
+                catalog = await batch.send(lambda pipe: pipe.hgetall(keys.action_catalog(part)))
                 return await self.chooser.choose(state, catalog)
             case effects.RefreshLock():
                 batch.hold(
@@ -179,12 +182,12 @@ class CycleExecutor:
                     lambda answer: self.gate.refreshed(answer, *lock),
                 )
             case effects.AddUsage(spent):
-                batch.hold(lambda pipe: accounting.queue_add(pipe, cycle_id, spent))
+                batch.hold(lambda pipe: accounting.queue_add(pipe, part, cycle_id, spent))
             case effects.SetDeadline(step):
                 seconds = self.settings.step_timeout_seconds
-                batch.hold(lambda pipe: self.deadlines.queue_set(pipe, cycle_id, step, seconds))
+                batch.hold(lambda p: self.deadlines.queue_set(p, part, cycle_id, step, seconds))
             case effects.ClearDeadline(step):
-                batch.hold(lambda pipe: self.deadlines.queue_clear(pipe, cycle_id, step))
+                batch.hold(lambda p: self.deadlines.queue_clear(p, part, cycle_id, step))
             case effects.RequestAction() if state.pending is not None:
                 pending = state.pending
                 request = ActionRequested(
@@ -198,10 +201,10 @@ class CycleExecutor:
             case effects.ClearPending(action_id):
                 batch.hold(lambda pipe: self.store.queue_clear(pipe, user_id, thread_id, action_id))
             case effects.MarkEnded():
-                mark, reason = keys.cycle_ended(cycle_id), state.end_reason or "done"
+                mark, reason = keys.cycle_ended(part, cycle_id), state.end_reason or "done"
                 batch.hold(lambda pipe: pipe.set(mark, reason, ex=_ENDED_MARK_TTL_S))
             case effects.Announce():
-                await self._announce(state, batch)
+                await self._announce(state, keys.cycle_usage(part, cycle_id), batch)
             case effects.Release(released):
                 await batch.send()
                 save = None if released is None else self.store.released(released)
@@ -231,12 +234,11 @@ class CycleExecutor:
         except RpcError as exc:
             return events.Unanswered(str(exc), timeout=False)
 
-    async def _announce(self, state: CycleState, batch: Batch) -> None:
+    async def _announce(self, state: CycleState, usage_key: str, batch: Batch) -> None:
         """``cycle.ended`` with the cycle's usage, read with the end's writes (its steps'
         tokens are all in by then); None when no call reported any (the offline planner),
         rather than a cost of 0 nobody measured. The usage is kept no longer than the
         tombstone: only a redelivery before the release announces the end again."""
-        usage_key = keys.cycle_usage(state.cycle_id)
         used = accounting.parse_cycle(await batch.send(lambda pipe: pipe.hgetall(usage_key)))
         usage = accounting.priced(used, self.settings.llm_prices) if used else None
         reason = state.end_reason or "done"

@@ -2,7 +2,8 @@
 thread's lock expires long before); the release replaces it with a tombstone of under 200
 bytes, kept only while an event of the cycle can still be delivered again
 (:func:`released_ttl_s`): what the cycle said is in the memory service's cycle traces. A
-thread's pending action expires: a "yes" the next day is an ordinary message."""
+thread's pending action expires: a "yes" the next day is an ordinary message. Each key is in
+its user's partition, beside the thread's other keys (one cluster slot: ``partitions.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from memoria_decision.core.state import PendingAction, Released, Stored
 from memoria_runtime import keys
 from memoria_runtime.gate import KeyWrite
+from memoria_runtime.partitions import Partition, Partitions
 from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.decision.store")
@@ -43,31 +45,32 @@ def released_ttl_s(settings: BusSettings) -> int:
 
 
 class CycleStore:
-    def __init__(self, redis: Any, *, released_ttl_s: int) -> None:
+    def __init__(self, redis: Any, partitions: Partitions, *, released_ttl_s: int) -> None:
         self._redis = redis
+        self.partitions = partitions
         self.released_ttl_s = released_ttl_s
 
-    async def load(self, cycle_id: str) -> Stored | None:
-        raw = await self._redis.get(keys.cycle_state(cycle_id))
+    async def load(self, part: Partition, cycle_id: str) -> Stored | None:
+        raw = await self._redis.get(keys.cycle_state(part, cycle_id))
         return self.parse(raw) if raw else None
+
+    def _key(self, state: Stored | Released) -> str:
+        return keys.cycle_state(self.partitions.of(state.user_id), state.cycle_id)
+
+    def _pending_key(self, user_id: str, thread_id: str) -> str:
+        return keys.pending_action(self.partitions.of(user_id), user_id, thread_id)
 
     @staticmethod
     def parse(raw: bytes) -> Stored:
         return _STORED.validate_json(raw)
 
-    @staticmethod
-    def queue_create(pipe: Any, state: Stored) -> None:
-        """Stored unless a delivery of its message stored it first."""
-        pipe.set(keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_RUNNING)
-
-    @staticmethod
-    def queue_save(pipe: Any, state: Stored) -> None:
-        pipe.set(keys.cycle_state(state.cycle_id), state.model_dump_json(), ex=_RUNNING)
+    def queue_save(self, pipe: Any, state: Stored, *, new: bool = False) -> None:
+        """``new``: stored unless a delivery of its message stored it first."""
+        pipe.set(self._key(state), state.model_dump_json(), nx=new, ex=_RUNNING)
 
     def released(self, tombstone: Released) -> KeyWrite:
         """The tombstone, written in the release's atomic step."""
-        key = keys.cycle_state(tombstone.cycle_id)
-        return KeyWrite(key, tombstone.model_dump_json(), self.released_ttl_s)
+        return KeyWrite(self._key(tombstone), tombstone.model_dump_json(), self.released_ttl_s)
 
     # A thread's pending action: read as its next cycle opens, written or cleared only by that
     # cycle (cycles of a thread never overlap: the thread gate).
@@ -82,15 +85,13 @@ class CycleStore:
         except ValidationError:
             # Written by another version, or by hand: asking again is safer than guessing.
             log.warning("unreadable pending action for %s/%s dropped", user_id, thread_id)
-            await self._redis.delete(keys.pending_action(user_id, thread_id))
+            await self._redis.delete(self._pending_key(user_id, thread_id))
             return None
 
-    @staticmethod
-    def queue_put(pipe: Any, user_id: str, thread_id: str, action: PendingAction) -> None:
-        key = keys.pending_action(user_id, thread_id)
+    def queue_put(self, pipe: Any, user_id: str, thread_id: str, action: PendingAction) -> None:
+        key = self._pending_key(user_id, thread_id)
         pipe.set(key, action.model_dump_json(), ex=PENDING_ACTION_TTL_S)
 
-    @staticmethod
-    def queue_clear(pipe: Any, user_id: str, thread_id: str, action_id: str) -> None:
+    def queue_clear(self, pipe: Any, user_id: str, thread_id: str, action_id: str) -> None:
         """Only the one answered: a redelivered cycle must not clear one it asked since."""
-        pipe.eval(_CLEAR, 1, keys.pending_action(user_id, thread_id), action_id)
+        pipe.eval(_CLEAR, 1, self._pending_key(user_id, thread_id), action_id)
