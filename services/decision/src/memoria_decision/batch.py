@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from inspect import isawaitable
+from inspect import iscoroutine
 from typing import Any
 
 from memoria_contracts.events import Envelope
@@ -70,7 +70,7 @@ class Batch:
         async with self.redis.pipeline(transaction=False) as pipe:
             for queue, check in held:
                 queued = queue(pipe)
-                if isawaitable(queued):
+                if iscoroutine(queued):  # not a cluster pipeline: awaiting one empties it
                     await queued
                 if check is not None:
                     checks.append((len(pipe) - 1, check))
