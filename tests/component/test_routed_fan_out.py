@@ -28,7 +28,7 @@ WAIT_S = 10.0
 
 
 def settings_for(redis_url: str, consumer: str) -> Settings:
-    return Settings(
+    return Settings.load(
         redis_url=redis_url,
         bus_partitions=PARTITIONS,
         consumer_name=consumer,
@@ -55,10 +55,12 @@ async def started() -> AsyncIterator[list[MemoriaBroker]]:
 
 async def gateway(redis_url: str, name: str, started: list[MemoriaBroker]) -> Gateway:
     settings = settings_for(redis_url, name)
-    broker = create_broker(settings)
+    broker = create_broker(settings.bus)
     hub = ConnectionHub()
-    routes = UserRoutes(broker.redis, settings.partitions, name, routed=settings.routed_fan_out)
-    fan_out = ChatOutFanOut(broker, signer_for(settings), hub, routes, cluster=False)
+    routes = UserRoutes(
+        broker.redis, settings.bus.partitions, name, routed=settings.bus.routed_fan_out
+    )
+    fan_out = ChatOutFanOut(broker, signer_for(settings.bus), hub, routes, cluster=False)
     await broker.start()
     started.append(broker)
     return Gateway(name, broker, hub, routes, fan_out)
@@ -66,8 +68,8 @@ async def gateway(redis_url: str, name: str, started: list[MemoriaBroker]) -> Ga
 
 async def publisher(redis_url: str, started: list[MemoriaBroker]) -> EventPublisher:
     settings = settings_for(redis_url, "decision-1")
-    broker = create_broker(settings)
-    published = EventPublisher(broker, settings)
+    broker = create_broker(settings.bus)
+    published = EventPublisher(broker, settings.bus)
     published.declare(Stream.CHAT_OUT, "test")
     started.append(broker)
     return published
@@ -191,9 +193,9 @@ async def test_broadcast_needs_no_routes(
     redis: Redis, redis_url: str, started: list[MemoriaBroker]
 ) -> None:
     """One partition on one server: every gateway reads chat.out, nothing is registered."""
-    settings = Settings(redis_url=redis_url, consumer_name="gw-1", bus_secret="x")
-    assert not settings.routed_fan_out
-    routes = UserRoutes(redis, settings.partitions, "gw-1", routed=False)
+    settings = Settings.load(redis_url=redis_url, consumer_name="gw-1", bus_secret="x")
+    assert not settings.bus.routed_fan_out
+    routes = UserRoutes(redis, settings.bus.partitions, "gw-1", routed=False)
     await routes.enter("alice")
     assert await cast(Any, redis).keys("memoria:route:*") == []
 

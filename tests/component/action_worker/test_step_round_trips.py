@@ -16,12 +16,13 @@ from memoria_contracts.events import (
     ChatDelta,
     ChatPosted,
 )
+from memoria_contracts.llm_settings import DEFAULT_LLM_PRICES
 from memoria_contracts.memory import MemorySearch
 from memoria_contracts.streams import Stream
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import keys
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
+from memoria_runtime.settings import Settings
 
 from .harness import CYCLE_ID, FakeMemoryService, memory, step_delivery, step_requested
 from .plans import SEARCH_PLAN
@@ -49,7 +50,7 @@ async def ready_worker(
     )
     publisher = WritingPublisher(redis_url, WORKER_STREAMS)
     worker = StepRunner(
-        settings=Settings(_env_file=None),
+        settings=Settings.load(_env_file=None),
         worker="worker-under-test",
         llm_prices=DEFAULT_LLM_PRICES,
         redis=redis,

@@ -15,6 +15,7 @@ from memoria_contracts.events import (
     ActionSpec,
     Envelope,
 )
+from memoria_contracts.llm_settings import DEFAULT_LLM_PRICES
 from memoria_contracts.streams import Stream
 from memoria_llm import accounting
 from memoria_llm.port import LLMRequest, Prompt, PromptMessage
@@ -22,7 +23,7 @@ from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import metrics
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
+from memoria_runtime.settings import Settings
 
 from .harness import (
     CYCLE_ID,
@@ -78,7 +79,7 @@ SCRIPT = Script(
 
 def runner(redis: Redis, publisher: RecordingPublisher) -> StepRunner:
     return StepRunner(
-        settings=Settings(_env_file=None),
+        settings=Settings.load(_env_file=None),
         worker="worker-under-test",
         llm_prices=DEFAULT_LLM_PRICES,
         redis=redis,

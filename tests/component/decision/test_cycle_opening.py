@@ -29,7 +29,7 @@ from memoria_runtime.settings import Settings
 PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings.load(_env_file=None)
 
 
 def config_with_limit(limit: int) -> SessionConfigState:

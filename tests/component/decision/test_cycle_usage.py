@@ -43,7 +43,7 @@ def engine_for(
         publisher,
         rules=[ScriptRule(decide=decide or ["Finalize"])],
         # A test without workers here is about usage, not about waiting for them.
-        settings=Settings(
+        settings=Settings.load(
             _env_file=None, llm_prices={"scripted": SCRIPTED_PRICE}, no_workers_wait_seconds=0
         ),
     )
@@ -87,7 +87,7 @@ async def test_the_cycle_end_carries_decisions_and_steps_usage(redis: Redis) -> 
         request.cycle_id,
         [Usage(WORKER_MODEL, 2000, 400)],
         service="action-worker",
-        prices=engine.settings.llm_prices,
+        prices=engine.settings.llm.llm_prices,
     )
     outcome = ActionOutcome(status="ok", ends_cycle=True, summary="answered the user")
     completed = follow(

@@ -29,9 +29,9 @@ async def _socket_of(client: Redis) -> socket.socket:
 @contextlib.asynccontextmanager
 async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
     if kind == "own pool":
-        client = redis_clients.connect(settings)
+        client = redis_clients.connect(settings.bus)
     else:
-        client = redis_clients.connect_bounded(settings, max_connections=2, wait_s=1.0)
+        client = redis_clients.connect_bounded(settings.bus, max_connections=2, wait_s=1.0)
     try:
         yield client
     finally:
@@ -42,7 +42,7 @@ async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
 async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
     redis_url: str, kind: str
 ) -> None:
-    async with client_of(kind, Settings(redis_url=redis_url)) as client:
+    async with client_of(kind, Settings.load(redis_url=redis_url)) as client:
         sock = await _socket_of(client)
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         probing = {

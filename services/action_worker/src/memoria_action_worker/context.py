@@ -260,4 +260,4 @@ class ActionContext:
         """The persona the cycle answers as; the configured default, with no reset,
         when the request comes from a decision service that does not send it."""
         sent = self.request.context.persona
-        return sent or ActivePersona(persona=load_personas(self.settings).default)
+        return sent or ActivePersona(persona=load_personas(self.settings.cycle).default)

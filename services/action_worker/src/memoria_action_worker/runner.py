@@ -123,7 +123,7 @@ class StepRunner:
         stored plan. All asked in one round trip: a done step may get a lease it never uses,
         which nothing reads, and a step that needs no plan reads an absent key."""
         key = keys.step_lease(part, cycle_id, step)
-        ttl = int(self.settings.step_timeout_seconds) + 1
+        ttl = int(self.settings.cycle.step_timeout_seconds) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(done_key)
             pipe.set(key, entry_id, nx=True, ex=ttl)

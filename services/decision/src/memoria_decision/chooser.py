@@ -58,20 +58,20 @@ class Chooser:
     async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
         """``entries``: the action catalog of the user's partition, as read. The decision's
         tokens count for the cycle (added with the step); a failed one's at once (spent)."""
-        part = self.settings.partitions.of(state.user_id)
-        until = asyncio.get_running_loop().time() + self.settings.no_workers_wait_seconds
+        part = self.settings.bus.partitions.of(state.user_id)
+        until = asyncio.get_running_loop().time() + self.settings.cycle.no_workers_wait_seconds
         while not (catalog := await live_actions(self.redis, entries, part)):
             if asyncio.get_running_loop().time() >= until:
                 return events.Undecided(utcnow(), "no_workers")
             await asyncio.sleep(_WORKERS_POLL_S)
             entries = await self.redis.hgetall(keys.action_catalog(part))
-        prices = self.settings.llm_prices
+        prices = self.settings.llm.llm_prices
         try:
             async with (
                 accounting.charged_on_failure(
                     self.redis, part, state.cycle_id, service=SERVICE_NAME, prices=prices
                 ) as used,
-                asyncio.timeout(self.settings.step_timeout_seconds),
+                asyncio.timeout(self.settings.cycle.step_timeout_seconds),
             ):
                 action = await self._ask(state, catalog)
         except (LLMError, TimeoutError) as exc:
@@ -87,7 +87,7 @@ class Chooser:
         names = [spec.name for spec in catalog]
         rejected: list[str] = []
         model = self.llm.label(Mode.REASONING_HEAVY)
-        for attempt in range(self.settings.decision_retries + 1):
+        for attempt in range(self.settings.cycle.decision_retries + 1):
             request = LLMRequest(
                 task="decide",
                 prompt=decision_prompt(

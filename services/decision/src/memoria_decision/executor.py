@@ -51,12 +51,12 @@ _ENDED_MARK_TTL_S: Final = 24 * 3600  # workers look for it while a step runs
 
 
 def core_config(settings: DecisionSettings) -> Config:
-    personas = load_personas(settings)
+    personas = load_personas(settings.cycle)
     return Config(
-        max_steps=settings.cycle_max_steps,
-        step_timeout_s=settings.step_timeout_seconds,
-        history_limit=settings.history_limit,
-        summary_chars=settings.history_summary_prompt_chars,
+        max_steps=settings.cycle.cycle_max_steps,
+        step_timeout_s=settings.cycle.step_timeout_seconds,
+        history_limit=settings.cycle.history_limit,
+        summary_chars=settings.cycle.history_summary_prompt_chars,
         default_session=session_defaults(settings, "default"),
         personas={persona.id: persona for persona in personas},
         default_persona=personas.default_id,
@@ -184,7 +184,7 @@ class CycleExecutor:
             case effects.AddUsage(spent):
                 batch.hold(lambda pipe: accounting.queue_add(pipe, part, cycle_id, spent))
             case effects.SetDeadline(step):
-                seconds = self.settings.step_timeout_seconds
+                seconds = self.settings.cycle.step_timeout_seconds
                 batch.hold(lambda p: self.deadlines.queue_set(p, part, cycle_id, step, seconds))
             case effects.ClearDeadline(step):
                 batch.hold(lambda p: self.deadlines.queue_clear(p, part, cycle_id, step))
@@ -240,7 +240,7 @@ class CycleExecutor:
         rather than a cost of 0 nobody measured. The usage is kept no longer than the
         tombstone: only a redelivery before the release announces the end again."""
         used = accounting.parse_cycle(await batch.send(lambda pipe: pipe.hgetall(usage_key)))
-        usage = accounting.priced(used, self.settings.llm_prices) if used else None
+        usage = accounting.priced(used, self.settings.llm.llm_prices) if used else None
         reason = state.end_reason or "done"
         # The span's attributes: OpenTelemetry's GenAI names where there is one.
         attributes: dict[str, Any] = {"memoria.cycle_id": state.cycle_id}

@@ -60,7 +60,9 @@ def reembed(
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Its "run `memoria reembed`" warning is noise in the very run it asks for.
     logging.getLogger("memoria.memory.reconciler").setLevel(logging.ERROR)
-    code = asyncio.run(_reembed(MemoryServiceSettings(), batch=batch, drop_old=drop_old, yes=yes))
+    code = asyncio.run(
+        _reembed(MemoryServiceSettings.load(), batch=batch, drop_old=drop_old, yes=yes)
+    )
     raise typer.Exit(code)
 
 
@@ -88,7 +90,7 @@ async def _reembed(
                 batch=batch,
                 drop_old=drop_old,
                 progress=ProgressFeed(tracker),
-                drop=milvus_dropper(settings) if drop_old else None,
+                drop=milvus_dropper(settings.storage) if drop_old else None,
             )
         _show_report(report)
         if not report.ok or (drop_old and report.drop_refused is not None):
