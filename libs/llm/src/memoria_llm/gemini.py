@@ -52,14 +52,11 @@ def _server_delay(exc: BaseException | None) -> float:
 
 class GeminiModel(RemoteModel):
     system = "gemini"
+    transient = (errors.UnknownApiResponseError,)
+    server_delay = staticmethod(_server_delay)
 
     def __init__(self, settings: GeminiConfig, **options: Unpack[Options]) -> None:
-        super().__init__(
-            settings,
-            server_delay=_server_delay,
-            transient=(errors.UnknownApiResponseError,),
-            **options,
-        )
+        super().__init__(settings, **options)
         self._settings = settings
         self._client = genai.Client(
             vertexai=False,

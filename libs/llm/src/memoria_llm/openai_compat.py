@@ -109,14 +109,11 @@ def _server_delay(exc: BaseException | None) -> float:
 
 class OpenAICompatibleModel(RemoteModel):
     system = "openai_compatible"
+    transient = (openai.APIError,)  # an error event in the middle of a stream
+    server_delay = staticmethod(_server_delay)
 
     def __init__(self, settings: OpenAIConfig, **options: Unpack[Options]) -> None:
-        super().__init__(
-            settings,
-            server_delay=_server_delay,
-            transient=(openai.APIError,),  # an error event in the middle of a stream
-            **options,
-        )
+        super().__init__(settings, **options)
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
         self._tool_messages = settings.openai_tool_messages
