@@ -36,7 +36,7 @@ from pydantic_ai.usage import RequestUsage
 
 from memoria_llm import port, usage
 from memoria_llm.config import RemoteConfig
-from memoria_llm.model_messages import action_name, action_output, model_messages, response_text
+from memoria_llm.model_messages import action_name, action_output, model_messages
 
 R = TypeVar("R")
 Embed = Callable[[list[str]], Awaitable[tuple[list[Any], int | None]]]
@@ -208,16 +208,21 @@ class RemoteModel(port.LanguageModel):
         """The answer as it comes (callers validate the name and re-ask themselves)."""
         chat_model, messages = self._model(model, request), self._messages(request)
         response = await self._request(span, chat_model, messages, action_output(choices))
-        return action_name(response_text(response))
+        return action_name(response)
 
     async def reasoning(self, request: port.LLMRequest, schema: type[port.T]) -> port.T:
         model = self.label(port.Mode.REASONING)
         with self._span("llm.reasoning", model, request) as span:
-            # ``strict`` stays off: OpenAI's strict mode rejects optional fields and defaults.
-            output = NativeOutput(schema, strict=False)
-            chat_model, messages = self._model(model, request), self._messages(request)
-            result: port.T = await self._validated(span, chat_model, messages, output, schema)
-            return result
+            return await self._structured(span, model, request, schema)
+
+    async def _structured(
+        self, span: Span, model: str, request: port.LLMRequest, schema: type[port.T]
+    ) -> port.T:
+        # ``strict`` stays off: OpenAI's strict mode rejects optional fields and defaults.
+        output = NativeOutput(schema, strict=False)
+        chat_model, messages = self._model(model, request), self._messages(request)
+        result: port.T = await self._validated(span, chat_model, messages, output, schema)
+        return result
 
     async def chat(self, request: port.LLMRequest) -> AsyncIterator[str]:
         model = self.chat_model(request)
