@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -231,6 +232,20 @@ class Services:
 # -- a chat client that reconnects like the web page -------------------------------------------
 
 
+ARRIVED = "_arrived"
+"""Set on each frame the chat receives: when (timeline seconds) it arrived."""
+
+
+def is_gateway_status(frame: Frame) -> bool:
+    """A status line the gateway itself sends while a running cycle is quiet (it is not on
+    chat.out, so it has no event_id; docs/protocol.md)."""
+    return (
+        frame.get("type") == "message"
+        and frame.get("modal") == "textForReplace"
+        and str(frame.get("id", "")).startswith("wait:")
+    )
+
+
 def _entry_key(event_id: str) -> tuple[int, int]:
     millis, _, sequence = event_id.partition("-")
     return int(millis), int(sequence)
@@ -325,8 +340,14 @@ class ResilientChat:
                 f"{frame.get('replayed')} replayed, complete={frame.get('complete')}"
             )
             return
+        frame[ARRIVED] = self._timeline.now()
         event_id = frame.get("event_id")
         if not isinstance(event_id, str):
+            if is_gateway_status(frame):  # not in chat.out: never replayed, never repeated
+                async with self._changed:
+                    self.by_cycle.setdefault(str(frame.get("cycle_id")), []).append(frame)
+                    self._changed.notify_all()
+                return
             self.problems.append(f"{self.label}: frame without event_id {frame}")
             return
         async with self._changed:
@@ -513,6 +534,36 @@ def check_cycle(record: CycleRecord, *, strict_reason: bool = True) -> list[str]
             problems.append(f"{where}: ended {end['reason']} ({[n['content'] for n in notices]})")
         elif not any(n["modal"] == "text" for n in notices):
             problems.append(f"{where}: ended {end['reason']} without a notice to the user")
+    return problems
+
+
+def silences(records: Iterable[CycleRecord], bound_s: float) -> list[str]:
+    """Per lane (a user's thread), the stretches longer than ``bound_s`` during which a
+    cycle of it was running (accepted, not yet ended) and nothing reached the user: not a
+    frame of any of its cycles, not a status."""
+    by_lane: dict[str, list[tuple[float, int, str]]] = {}
+    for record in records:
+        if record.accepted_at is None:
+            continue
+        where = f"{record.planned.lane}#{record.planned.index}"
+        events = by_lane.setdefault(record.planned.lane, [])
+        events.append((record.accepted_at, 1, f"{where} accepted"))
+        for frame in record.frames:
+            ended = frame["type"] == "cycle_end"
+            events.append(
+                (float(frame.get(ARRIVED, 0.0)), -1 if ended else 0, f"{where} {frame['type']}")
+            )
+    problems: list[str] = []
+    for lane, events in by_lane.items():
+        events.sort(key=lambda e: e[0])
+        running = 0
+        for (at, change, what), (next_at, _, next_what) in itertools.pairwise(events):
+            running += change
+            if running > 0 and next_at - at > bound_s:
+                problems.append(
+                    f"lane {lane}: {next_at - at:.1f} s of silence while a cycle ran, "
+                    f"from {what} at {at:.1f}s to {next_what} at {next_at:.1f}s"
+                )
     return problems
 
 

@@ -200,21 +200,8 @@ class _Connection:
                 asyncio.ensure_future(_Link(self._proxy, reader, up_writer, up).run()),
                 asyncio.ensure_future(_Link(self._proxy, up_reader, writer, down).run()),
             ]
-            lifetime = self._proxy.draw_lifetime()
-            reset_at = None if lifetime is None else time.monotonic() + lifetime
             try:
-                # Both directions until both ended (a half-closed connection stays useful);
-                # a failed side resets the whole connection, as does the random reset.
-                pending = set(links)
-                while pending:
-                    left = None if reset_at is None else max(0.0, reset_at - time.monotonic())
-                    done, pending = await asyncio.wait(
-                        pending, timeout=left, return_when=asyncio.FIRST_EXCEPTION
-                    )
-                    failed = any(not t.cancelled() and t.exception() for t in done)
-                    if failed or not done:
-                        self.reset()
-                        break
+                await self._until_both_end_or_reset(set(links))
             finally:
                 for link in links:
                     link.cancel()
@@ -223,6 +210,32 @@ class _Connection:
             pass
         finally:
             self._close()
+
+    async def _until_both_end_or_reset(self, pending: set[asyncio.Future[None]]) -> None:
+        """Both directions until both ended (a half-closed connection stays useful); a
+        failed side resets the whole connection, as does the random reset, whose time is
+        drawn again whenever the proxy's faults change (connections opened before resets
+        were asked for get them too)."""
+        drawn_for: Faults | None = None
+        reset_at: float | None = None
+        while pending:
+            if drawn_for is not self._proxy.faults:
+                drawn_for = self._proxy.faults
+                lifetime = self._proxy.draw_lifetime()
+                reset_at = None if lifetime is None else time.monotonic() + lifetime
+            left = None if reset_at is None else max(0.0, reset_at - time.monotonic())
+            change = self._proxy.next_change
+            done, _ = await asyncio.wait(
+                {*pending, change}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:  # the random reset fell due
+                self.reset()
+                return
+            ended = done & pending
+            if any(not t.cancelled() and t.exception() for t in ended):
+                self.reset()
+                return
+            pending -= ended
 
     def reset(self) -> None:
         """RST both sides now (whatever is held is dropped)."""
@@ -266,6 +279,7 @@ class FaultProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._passable = asyncio.Event()
         self._passable.set()
+        self._next_change: asyncio.Future[None] | None = None
         self._partitioned_at = 0.0
 
     @property
@@ -304,6 +318,8 @@ class FaultProxy:
         """Apply ``faults`` from now on (a partition starts or heals here too)."""
         before = self.faults.partition
         self.faults = faults
+        if self._next_change is not None and not self._next_change.done():
+            self._next_change.set_result(None)
         if faults.partition != before:
             if before is not None:
                 self.stats.partitions.append((before, time.monotonic() - self._partitioned_at))
@@ -344,6 +360,13 @@ class FaultProxy:
         return len(connections)
 
     # -- used by connections ---------------------------------------------------------------
+
+    @property
+    def next_change(self) -> asyncio.Future[None]:
+        """Done when the faults next change (connections then look at them again)."""
+        if self._next_change is None or self._next_change.done():
+            self._next_change = asyncio.get_running_loop().create_future()
+        return self._next_change
 
     async def wait_passable(self) -> None:
         await self._passable.wait()

@@ -140,11 +140,29 @@ async def test_random_resets_break_connections_and_the_client_reconnects(
                     failures += 1
                 await asyncio.sleep(0.02)
             await proxy.clear()
-            assert await redis.ping()  # a new connection once the faults stop
         finally:
             await redis.aclose()
+        fresh = client(proxy)
+        try:
+            assert await fresh.ping()  # once the faults stop, connections hold
+            assert await fresh.ping()
+        finally:
+            await fresh.aclose()
     assert proxy.stats.resets > 0
     assert failures > 0
+
+
+async def test_connections_opened_before_resets_were_asked_for_are_reset_too() -> None:
+    async with proxied_echo() as proxy:
+        reader, writer = await asyncio.open_connection(*proxy.address)
+        writer.write(b"x")
+        await writer.drain()
+        await reader.readexactly(1)
+        await proxy.set_faults(Faults(reset_mean_s=0.05))
+        with pytest.raises(ConnectionResetError):
+            await asyncio.wait_for(reader.read(10), PATIENCE_S)
+        writer.close()
+        assert proxy.stats.resets == 1
 
 
 async def test_reset_all_sends_a_reset_to_the_client() -> None:
