@@ -35,6 +35,22 @@ _SENTENCE_END = re.compile(r"[.!?:\n]\s*$")
 
 TEXTS: Final[dict[str, dict[Language, str]]] = {
     "thinking": {"en": "Thinking...", "pt": "Pensando..."},
+    "quiet_broker": {
+        "en": "The connection to the message broker is lost; reconnecting. Your message is "
+        "kept and will be answered once it is back.",
+        "pt": "A conexão com o broker de mensagens caiu; reconectando. Sua mensagem está "
+        "guardada e será respondida assim que ela voltar.",
+    },
+    "quiet_service": {
+        "en": "Still waiting: {services} is not answering right now. Your message is kept and "
+        "will be answered once it is back.",
+        "pt": "Ainda aguardando: {services} não está respondendo agora. Sua mensagem está "
+        "guardada e será respondida assim que voltar.",
+    },
+    "quiet_slow": {
+        "en": "Still working; this is taking longer than usual.",
+        "pt": "Ainda trabalhando; está demorando mais do que o normal.",
+    },
     "max_steps": {
         "en": "I stopped after {steps} steps without finishing. Please rephrase or try again.",
         "pt": "Parei depois de {steps} passos sem concluir. Reformule ou tente de novo.",

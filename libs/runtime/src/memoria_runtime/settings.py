@@ -204,6 +204,13 @@ class GatewaySettings(_Env):
         "counted across every gateway (each starts a thought cycle); more are refused with "
         "`rate_limited`. 0: no limit beyond each socket's.",
     )
+    cycle_quiet_status_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="A running cycle that sends nothing for this long gets a status line from "
+        "the gateway (the broker or a service out of reach, or just slow), again as often "
+        "while the quiet lasts, so its user is not left in silence. 0: no such status.",
+    )
     http_requests_per_minute: int = Field(
         default=600,
         ge=0,

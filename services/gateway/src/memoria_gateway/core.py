@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -13,6 +13,7 @@ from memoria_gateway import SERVICE_NAME
 from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
+from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
@@ -45,7 +46,8 @@ class Gateway:
     memory: MemoryClient
     chat_out: ChatOutLog
     signer: Signer
-    hub: ConnectionHub = field(default_factory=ConnectionHub)
+    hub: ConnectionHub
+    quiet: QuietCycleNotices
     issuer: TokenIssuer | None = None
     # Per user, across gateways (None: no limit): HTTP API requests, and chat messages over
     # all of a user's sockets.
@@ -69,6 +71,7 @@ def build_broker(
         redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
     )
     signer = signer_for(settings)
+    hub = ConnectionHub()
     gateway = Gateway(
         settings=settings,
         broker=broker,
@@ -77,6 +80,8 @@ def build_broker(
         memory=MemoryClient(broker, settings),
         chat_out=ChatOutLog(redis, broker.message_format, signer),
         signer=signer,
+        hub=hub,
+        quiet=QuietCycleNotices(hub, redis, settings.cycle_quiet_status_seconds),
         requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )

@@ -4,11 +4,13 @@ socket stays open after an error: a bad frame, or one too many, costs only that 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import RedisError
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.frames import (
     SOCKET_REFUSALS,
     AcceptedFrame,
@@ -19,6 +21,7 @@ from memoria_contracts.frames import (
 )
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import Connection, SocketGone
+from memoria_gateway.intake import ADMIT_TIMEOUT_S
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
@@ -75,8 +78,9 @@ def ws_router(gateway: Gateway) -> APIRouter:
             return rate_limited(bucket, wait)
         if gateway.messages is not None:
             try:
-                wait = await gateway.messages.take(user_id)
-            except (RedisError, OSError):
+                async with asyncio.timeout(ADMIT_TIMEOUT_S):
+                    wait = await gateway.messages.take(user_id)
+            except (RedisError, OSError, TimeoutError):
                 bucket.give_back()
                 return BROKER_AWAY
             if wait > 0:
@@ -84,7 +88,11 @@ def ws_router(gateway: Gateway) -> APIRouter:
                 return user_rate_limited(gateway.messages, wait)
         if isinstance(parsed, ClientSessionConfig):
             return await answer_session_config(gateway.memory, user_id, parsed)
-        return await gateway.intake.submit(user_id, parsed)
+        reply = await gateway.intake.submit(user_id, parsed)
+        if isinstance(reply, AcceptedFrame) and not reply.duplicate:
+            cycle_id = cycle_id_for(reply.id)
+            gateway.quiet.accepted(user_id, parsed.thread_id, cycle_id, parsed.content)
+        return reply
 
     @router.websocket("/ws")
     async def websocket_endpoint(
