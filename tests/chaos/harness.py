@@ -458,6 +458,9 @@ class CycleRecord:
     notes: list[str] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     problem: str | None = None
+    outcomes: dict[int, str] = field(default_factory=dict)
+    """Each step's stored outcome, read when the cycle ended (the worker keeps it only while
+    the cycle may still need it, less than a long run lasts)."""
 
     @property
     def cycle_id(self) -> str | None:
@@ -580,6 +583,8 @@ class Lane:
     thread_id: str
     chat: ResilientChat
     timeline: Timeline
+    redis: Redis | None = None
+    """Where the steps' outcomes are read when a cycle ends."""
     records: list[CycleRecord] = field(default_factory=list)
 
     async def send(self, planned: Planned) -> CycleRecord:
@@ -624,6 +629,9 @@ class Lane:
         record.frames = frames
         record.ended_at = self.timeline.now()
         end = record.end() or {}
+        if self.redis is not None and record.cycle_id is not None:
+            for step in range(1, len(end.get("actions", [])) + 1):
+                record.outcomes[step] = await step_outcome(self.redis, record.cycle_id, step)
         self.timeline.note(
             f"{self.name}#{record.planned.index}: cycle_end {end.get('reason')} "
             f"{end.get('actions')}"
@@ -747,6 +755,14 @@ async def check_storage(data_dir: Path, milvus_uri: str, user_id: str) -> list[s
     return problems
 
 
+async def recorded_outcome(redis: Redis, record: CycleRecord, step: int) -> str:
+    """The step's outcome as read when its cycle ended, else as stored now."""
+    if step in record.outcomes:
+        return record.outcomes[step]
+    assert record.cycle_id is not None
+    return await step_outcome(redis, record.cycle_id, step)
+
+
 async def step_outcome(redis: Redis, cycle_id: str, step: int) -> str:
     """The stored outcome of a step: "ok", "failed (why)", or "never finished"."""
     stored = await redis.get(f"memoria:step:{cycle_id}:{step}:done")
@@ -763,7 +779,7 @@ async def failed_steps(redis: Redis, record: CycleRecord) -> list[str]:
     if end is None or record.cycle_id is None:
         return []
     outcomes = [
-        (action, await step_outcome(redis, record.cycle_id, step))
+        (action, await recorded_outcome(redis, record, step))
         for step, action in enumerate(end["actions"], start=1)
     ]
     return [f"{action}: {outcome}" for action, outcome in outcomes if outcome != "ok"]
@@ -787,8 +803,7 @@ async def check_memories(
         if content not in asked:
             problems.append(f"{user_id}: a memory nobody asked for: {content!r}")
     for content, record in asked.items():
-        assert record.cycle_id is not None
-        outcome = await step_outcome(redis, record.cycle_id, 1)
+        outcome = await recorded_outcome(redis, record, 1)
         record.notes.append(f"MemorySave step: {outcome}")
         if outcome == "ok" and by_content[content] != 1:
             problems.append(
@@ -996,7 +1011,7 @@ async def open_lanes(
             token = await asyncio.to_thread(stack.token, user)
             chat = ResilientChat(stack.ws_base, token, name, timeline, since)
             await exits.enter_async_context(chat)
-            lanes[name] = Lane(name, user, f"t-{name}", chat, timeline)
+            lanes[name] = Lane(name, user, f"t-{name}", chat, timeline, redis)
         yield lanes
 
 

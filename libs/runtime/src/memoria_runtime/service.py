@@ -16,6 +16,7 @@ from typing import TypeVar
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_runtime import ops, presence, redis_clients
+from memoria_runtime.bus import retention
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.health import Health, heartbeat
 from memoria_runtime.heap import freeze_startup_objects
@@ -86,6 +87,17 @@ def _presence_steps(lifecycle: Lifecycle, settings: BusSettings, service: str) -
     lifecycle.add_task(announce_forever)
 
 
+def _retention_steps(lifecycle: Lifecycle, settings: BusSettings) -> None:
+    """Trim every stream by age, never past what a group still needs (bus/retention.py)."""
+    redis = redis_clients.connect(settings)
+
+    async def close() -> None:
+        await redis.aclose()
+
+    lifecycle.add(stop=close)
+    lifecycle.add_task(lambda: retention.keep_trimmed(redis, settings))
+
+
 def service_lifecycle(
     service: str,
     settings: BusSettings,
@@ -117,6 +129,7 @@ def service_lifecycle(
 
         lifecycle.add(freeze_startup_heap)
     _presence_steps(lifecycle, settings, service)
+    _retention_steps(lifecycle, settings)
     _health_steps(lifecycle, settings, health)
     return lifecycle
 

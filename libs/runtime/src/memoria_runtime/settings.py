@@ -100,8 +100,23 @@ class BusSettings(DataSettings):
         description="Rotating MEMORIA_BUS_SECRET: the secret it replaced. Events signed with "
         "it (written before the switch) are accepted; none is signed with it (step 2 of 3).",
     )
+    stream_retention_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long a stream keeps an entry: older ones are trimmed, except those a "
+        "consumer group has not read or acknowledged yet (they wait for it, however old). "
+        "Also how far back a reconnecting socket can resume (older: it reloads). Valkey's "
+        "memory grows with it (docs/operating.md).",
+    )
+    dead_letter_retention_days: float = Field(
+        default=7.0, gt=0, description="How long the dead-letter stream keeps an entry."
+    )
     stream_maxlen: int = Field(
-        default=100_000, description="Approximate MAXLEN each stream is trimmed to."
+        default=100_000,
+        description="Backstop: the most entries a stream keeps whatever their age, trimmed "
+        "(approximately) at every append even past what a group has not read. Streams are "
+        "trimmed by age long before (MEMORIA_STREAM_RETENTION_SECONDS); this only bounds a "
+        "flood.",
     )
     reclaim_idle_ms: int = Field(
         default=30_000,
