@@ -57,7 +57,9 @@ def test_a_group_holding_entries_several_retentions_old_is_named() -> None:
     now_ms, retention_s = 1_000_000, 100.0
     recent = group("990000-0", name="recent")
     stuck = group("990000-0", pending="600000-0", name="stuck")
-    assert pinning([recent, stuck], now_ms, retention_s) == [stuck]
+    assert pinning([recent, stuck], EntryId(0, 0), now_ms, retention_s) == [stuck]
+    # Waiting for entries older than any the stream still has is holding nothing.
+    assert pinning([recent, stuck], EntryId(995000, 0), now_ms, retention_s) == []
 
 
 def test_dead_letters_keep_days_and_other_streams_the_stream_retention() -> None:

@@ -84,11 +84,12 @@ def trim_point(age_cut: EntryId, positions: Iterable[GroupPosition]) -> EntryId:
 
 
 def pinning(
-    positions: Iterable[GroupPosition], now_ms: int, retention_s: float
+    positions: Iterable[GroupPosition], oldest: EntryId, now_ms: int, retention_s: float
 ) -> list[GroupPosition]:
-    """The groups that hold entries older than ``PINNED_WARNING`` retentions."""
+    """The groups that hold entries older than ``PINNED_WARNING`` retentions (``oldest`` is
+    the stream's first entry: a group waiting for entries from before it holds nothing)."""
     oldest_allowed = now_ms - int(PINNED_WARNING * retention_s * 1000)
-    return [p for p in positions if p.floor.millis < oldest_allowed]
+    return [p for p in positions if max(p.floor, oldest).millis < oldest_allowed]
 
 
 async def group_positions(redis: Any, stream: str, groups: Iterable[str]) -> list[GroupPosition]:
@@ -110,18 +111,22 @@ async def group_positions(redis: Any, stream: str, groups: Iterable[str]) -> lis
 
 async def trim_stream(redis: Any, stream: str, retention_s: float, now_ms: int) -> int:
     """Trim ``stream`` as the module says; how many entries went."""
-    if not await redis.exists(stream):
-        return 0
+    first: Any = await redis.xrange(stream, count=1)
+    if not first:
+        return 0  # no stream, or nothing in it
+    oldest = EntryId.parse(first[0][0])
     groups = [group.value for group in READERS.get(Stream(stream), ())]
     positions = await group_positions(redis, stream, groups)
     age_cut = EntryId(max(0, now_ms - int(retention_s * 1000)), 0)
-    for held in pinning(positions, now_ms, retention_s):
+    if oldest >= age_cut:
+        return 0  # nothing old enough to go
+    for held in pinning(positions, oldest, now_ms, retention_s):
         log.warning(
             "%s: group %s still needs entries from %.0f s ago (its consumers down?); "
             "the stream keeps them until it reads and acknowledges them",
             stream,
             held.name,
-            (now_ms - held.floor.millis) / 1000,
+            (now_ms - max(held.floor, oldest).millis) / 1000,
         )
     removed: int = await redis.xtrim(
         stream, minid=str(trim_point(age_cut, positions)), approximate=True
