@@ -54,6 +54,10 @@ DISK_MB = 160
 FILL_CHUNK = 1024 * 1024
 MILVUS_START_TIMEOUT_S = 90.0
 READY_BOUND_S = 60.0  # /readyz says what happened within this (its checks run every few s)
+FULL_FOR_S = 45.0
+"""How long the disk stays full at least: longer than an entry that failed every delivery
+would take to be dead-lettered on this stack (4 × MEMORIA_MAX_DELIVERIES reclaim windows of
+2 s), so history that waits for room shows it is not given up."""
 LANES = ["a", "b", "c"]
 ROUNDS = 3  # each lane: remember, recall, hello — per phase
 
@@ -64,26 +68,15 @@ class SmallDisk:
     filler: Path
 
     def fill(self) -> int:
-        """Write until the filesystem refuses; the bytes written."""
+        """Write until the filesystem refuses even a small write; the bytes written."""
         written = 0
-        chunk = b"\0" * FILL_CHUNK
-        with self.filler.open("ab") as out:
-            try:
-                while True:
-                    out.write(chunk)
-                    out.flush()
-                    written += len(chunk)
-            except OSError:
-                pass
-            # What is left is smaller than a chunk: take it too.
-            size = FILL_CHUNK // 2
+        size = FILL_CHUNK
+        with self.filler.open("ab", buffering=0) as out:  # unbuffered: no write at close
             while size >= 512:
                 try:
-                    out.write(b"\0" * size)
-                    out.flush()
-                    written += size
+                    written += out.write(b"\0" * size)
                 except OSError:
-                    size //= 2
+                    size //= 2  # what is left is smaller: take it too
         return written
 
     def free(self) -> None:
@@ -159,7 +152,7 @@ def disk_stack(
     small_disk: SmallDisk, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, MilvusOnDisk]]:
     logs = tmp_path_factory.mktemp("disk-full-logs")
-    broker = ValkeyServer(data_dir=tmp_path_factory.mktemp("disk-full-broker"))
+    broker = ValkeyServer(port=free_port(), data_dir=tmp_path_factory.mktemp("disk-full-broker"))
     broker.start()
     milvus = MilvusOnDisk(small_disk.path, logs / "milvus.log")
     milvus.start()
@@ -246,8 +239,10 @@ async def test_a_full_disk_fails_saves_clearly_keeps_what_was_saved_and_heals_wi
                 for record in await run_phase("before"):
                     problems += check_cycle(record)
                 written = await asyncio.to_thread(small_disk.fill)
+                filled_at = time.monotonic()
                 timeline.note(f"DISK FULL ({written // 2**20} MB of filler)")
                 full_records = await run_phase("full")
+                await asyncio.sleep(max(0.0, FULL_FOR_S - (time.monotonic() - filled_at)))
                 down = await wait_readiness(stack, services, ready=False, timeline=timeline)
                 if down["status_code"] == 200:
                     problems.append(f"memory /readyz while the disk is full: {down}")

@@ -75,7 +75,7 @@ def proxies() -> Iterator[ProxyThread]:
 
 @pytest.fixture(scope="module")
 def network_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ValkeyServer]:
-    server = ValkeyServer(data_dir=tmp_path_factory.mktemp("network-broker"))
+    server = ValkeyServer(port=free_port(), data_dir=tmp_path_factory.mktemp("network-broker"))
     server.start()
     try:
         yield server

@@ -136,6 +136,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "O serviço de memória não está respondendo agora, então parei este passo. "
         "Tente de novo em instantes.",
     },
+    "memory_storage_full": {
+        "en": "I could not change your memories: the disk where they are kept is full, so "
+        "nothing was saved. It works again as soon as space is freed.",
+        "pt": "Não consegui alterar suas memórias: o disco onde elas ficam está cheio, então "
+        "nada foi salvo. Volta a funcionar assim que houver espaço livre.",
+    },
     "memory_rejected": {
         "en": "The memory service refused the request ({detail}), so I stopped this step.",
         "pt": "O serviço de memória recusou o pedido ({detail}), então parei este passo.",

@@ -131,6 +131,8 @@ def service_lifecycle(
     _presence_steps(lifecycle, settings, service)
     _retention_steps(lifecycle, settings)
     _health_steps(lifecycle, settings, health)
+    for check in lifecycle.readiness_checks:
+        health.add_check(check)
     return lifecycle
 
 
