@@ -909,6 +909,21 @@ async def leftover_thread_state(
         await asyncio.sleep(0.5)
 
 
+ARTIFACTS_ENV = "MEMORIA_TEST_ARTIFACTS"
+
+
+def logs_dir(name: str) -> Path:
+    """Where a stack of the chaos suite writes its services' logs: test-artifacts/chaos/<name>
+    (or $MEMORIA_TEST_ARTIFACTS/chaos/<name>), emptied first, kept after the run — a long run's
+    logs outlive pytest's temporary directories, which later sessions remove."""
+    root = os.environ.get(ARTIFACTS_ENV) or Path(__file__).parents[2] / "test-artifacts"
+    path = Path(root) / "chaos" / name
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("*.log"):
+        old.unlink()
+    return path
+
+
 def long_run() -> bool:
     """`make chaos` (more cycles than the CI default): run the longer variants too."""
     return chaos_cycles() > DEFAULT_CYCLES

@@ -26,7 +26,6 @@ from .harness import (
     CycleRecord,
     Disruption,
     Disruptor,
-    Lane,
     Services,
     Timeline,
     chaos_cycles,
@@ -36,6 +35,7 @@ from .harness import (
     final_checks,
     gather_all,
     lane_plan,
+    logs_dir,
     long_run,
     one_more_cycle_each,
     open_lanes,
@@ -133,6 +133,7 @@ def network_stack(
         tmp_path_factory.mktemp("network-stack"),
         SCRIPT,
         service_settings=service_settings,
+        log_dir=logs_dir("network"),
         cycle_quiet_status_seconds=str(QUIET_STATUS_S),
         **CHAOS_SETTINGS,
     ) as stack:
@@ -158,7 +159,9 @@ async def run_lanes(
     seed: int,
     disruptor: Disruptor,
     before_checks: Callable[[], Any],
-) -> tuple[list[CycleRecord], list[str], dict[str, Lane]]:
+    *,
+    strict_reason: bool = True,
+) -> tuple[list[CycleRecord], list[str], Services]:
     """Every lane sends its share of the run's cycles (more while disruptions are
     pending), then the faults stop and the run's invariants are checked."""
     services = Services(stack, timeline)
@@ -180,12 +183,14 @@ async def run_lanes(
             await disruptor.finish()
             await before_checks()
             await one_more_cycle_each(lanes)
-            problems += await final_checks(stack, redis, milvus_uri, lanes, services, dead_before)
+            problems += await final_checks(
+                stack, redis, milvus_uri, lanes, services, dead_before, strict_reason=strict_reason
+            )
         except Exception:
             problems.append(failure_of_the_run())
         finally:
             records = [r for lane in lanes.values() for r in lane.records]
-    return records, problems, lanes
+    return records, problems, services
 
 
 @pytest.mark.timeout(600 + 40 * chaos_cycles())
@@ -204,7 +209,7 @@ async def test_a_slow_or_resetting_network_to_valkey_loses_nothing(
     await network.to_valkey(faults)
     nothing: Disruptor = Disruptor([], _never, timeline)
     try:
-        records, problems, _ = await run_lanes(
+        records, problems, services = await run_lanes(
             stack,
             network_redis,
             milvus_server.uri,
@@ -216,7 +221,7 @@ async def test_a_slow_or_resetting_network_to_valkey_loses_nothing(
         )
     finally:
         await network.clear()
-    summary = report(f"network {fault}", seed, problems, records, timeline)
+    summary = report(f"network {fault}", seed, problems, records, timeline, services)
     summary += "\n" + "\n".join(network.stats())
     print(summary)
     assert not problems, summary
@@ -266,7 +271,9 @@ async def test_partitions_heal_by_themselves_and_users_hear_about_them(
 
     disruptor = Disruptor(plan, partition, timeline)
     try:
-        records, problems, _ = await run_lanes(
+        # A step cut off from what it needs for longer than its calls wait (a save while the
+        # memory service is partitioned) may end its cycle with an error, said to the user.
+        records, problems, services = await run_lanes(
             stack,
             network_redis,
             milvus_server.uri,
@@ -275,13 +282,14 @@ async def test_partitions_heal_by_themselves_and_users_hear_about_them(
             seed,
             disruptor,
             network.clear,
+            strict_reason=False,
         )
     finally:
         await network.clear()
     if len(windows) != len(plan):
         problems.append(f"{len(windows)} of {len(plan)} partitions happened")
     problems += silences(records, SILENCE_BOUND_S)
-    summary = report("network partitions", seed, problems, records, timeline)
+    summary = report("network partitions", seed, problems, records, timeline, services)
     summary += "\n" + "\n".join(network.stats())
     print(summary)
     assert not problems, summary

@@ -221,7 +221,7 @@ def running_stack(
     script: Mapping[str, Any],
     service_settings: Mapping[str, Mapping[str, str]] | None = None,
     python: str = sys.executable,
-    log_dir: Path | None = None,
+    log_dir: str | Path | None = None,
     **settings: str,
 ) -> Iterator[Stack]:
     """``settings`` apply to every service, ``service_settings[name]`` to one (same names,
@@ -233,7 +233,8 @@ def running_stack(
         name: {f"MEMORIA_{key.upper()}": value for key, value in values.items()}
         for name, values in (service_settings or {}).items()
     }
-    stack = Stack(redis_url, data_dir, port, env, service_env, python=python, log_dir=log_dir)
+    logs = None if log_dir is None else Path(log_dir)
+    stack = Stack(redis_url, data_dir, port, env, service_env, python=python, log_dir=logs)
     try:
         for name in SERVICES:
             stack.start(name)

@@ -87,3 +87,15 @@ def test_the_status_frame_is_a_transient_line_of_the_cycle_without_an_event_id()
         False,
     )
     assert "event_id" not in data
+
+
+def test_a_cycle_accepted_twice_is_watched_once_and_a_new_message_is_no_news() -> None:
+    cycles = QuietCycles(QUIET_S)
+    cycles.started("ana", "t1", "cyc_1", "en", now=0.0)
+    cycles.started("ana", "t1", "cyc_1", "en", now=1.0)  # the same message sent again
+    cycles.started("ana", "t1", "cyc_2", "en", now=9.0)  # queued: the running one is quiet
+    [watch] = cycles.due(10.0)
+    assert watch.cycles == ["cyc_1", "cyc_2"]
+    cycles.heard("ana", "t1", "cyc_1", ended=True, now=11.0)
+    cycles.heard("ana", "t1", "cyc_2", ended=True, now=12.0)
+    assert len(cycles) == 0

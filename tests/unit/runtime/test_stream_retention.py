@@ -58,6 +58,9 @@ def test_a_group_holding_entries_several_retentions_old_is_named() -> None:
     recent = group("990000-0", name="recent")
     stuck = group("990000-0", pending="600000-0", name="stuck")
     assert pinning([recent, stuck], EntryId(0, 0), now_ms, retention_s) == [stuck]
+    # Exactly PINNED_WARNING retentions old is not yet named.
+    at_the_bound = group("990000-0", pending="700000-0", name="at-the-bound")
+    assert pinning([at_the_bound], EntryId(0, 0), now_ms, retention_s) == []
     # Waiting for entries older than any the stream still has is holding nothing.
     assert pinning([recent, stuck], EntryId(995000, 0), now_ms, retention_s) == []
 

@@ -24,6 +24,7 @@ from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import i18n, keys
 from memoria_runtime.bus import Delivery, EventPublisher
+from memoria_runtime.bus.consumer import is_outage
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
@@ -170,7 +171,14 @@ class StepRunner:
         except LLMError as exc:
             log.warning("%s failed on the LLM: %s", request.action, exc)
             error = i18n.text("step_llm_failed", language, detail=exc)
-        except Exception as exc:  # a bug in one action must not stall the cycle until timeout
+        except Exception as exc:
+            if is_outage(exc):
+                # The broker was out of reach (a network cut): the step did nothing wrong.
+                # Its entry stays pending and runs again once the broker is back (the bus
+                # does not count that against it); its messages have the same ids again.
+                log.warning("%s cut short by a broker outage: %s", request.action, exc)
+                raise
+            # A bug in one action must not stall the cycle until its timeout.
             log.exception("%s raised", request.action)
             error = i18n.text("step_internal_error", language, detail=type(exc).__name__)
         return ActionOutcome(
