@@ -151,7 +151,7 @@ class MilvusOnDisk:
 def disk_stack(
     small_disk: SmallDisk, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Stack, MilvusOnDisk]]:
-    logs = tmp_path_factory.mktemp("disk-full-logs")
+    logs = logs_dir("disk-full")
     broker = ValkeyServer(port=free_port(), data_dir=tmp_path_factory.mktemp("disk-full-broker"))
     broker.start()
     milvus = MilvusOnDisk(small_disk.path, logs / "milvus.log")
