@@ -41,6 +41,7 @@ from .harness import (
     final_checks,
     fixed,
     gather_all,
+    logs_dir,
     open_lanes,
     ops_settings,
     report,
