@@ -193,6 +193,14 @@ async def run_lanes(
     return records, problems, services
 
 
+LONG_RUN_ONLY = pytest.mark.skipif(
+    not long_run(),
+    reason="one fault at a time is the long run's (make chaos-network, make chaos); the CI "
+    "run has every fault at once (test_every_network_fault_at_once_in_a_short_run)",
+)
+
+
+@LONG_RUN_ONLY
 @pytest.mark.timeout(600 + 40 * chaos_cycles())
 @pytest.mark.parametrize("fault", ["latency", "resets"])
 async def test_a_slow_or_resetting_network_to_valkey_loses_nothing(
@@ -244,10 +252,32 @@ def plan_partitions(rng: random.Random, cycles: int) -> list[Disruption]:
     ]
 
 
+@LONG_RUN_ONLY
 @pytest.mark.timeout(900 + 40 * chaos_cycles())
 async def test_partitions_heal_by_themselves_and_users_hear_about_them(
     network_stack: tuple[Stack, Network], network_redis: Redis, milvus_server: Any
 ) -> None:
+    await partitions_run(network_stack, network_redis, milvus_server.uri, Faults())
+
+
+@pytest.mark.skipif(long_run(), reason="the long run has each fault on its own")
+@pytest.mark.timeout(900)
+async def test_every_network_fault_at_once_in_a_short_run(
+    network_stack: tuple[Stack, Network], network_redis: Redis, milvus_server: Any
+) -> None:
+    """CI's run: latency and random resets between every service and Valkey all along, and
+    one 30 s partition (of a service from Valkey, or of the memory service from Milvus)."""
+    everything = Faults(
+        latency_s=LATENCY.latency_s, jitter_s=LATENCY.jitter_s, reset_mean_s=RESET_MEAN_S
+    )
+    await partitions_run(network_stack, network_redis, milvus_server.uri, everything)
+
+
+async def partitions_run(
+    network_stack: tuple[Stack, Network], redis: Redis, milvus_uri: str, underneath: Faults
+) -> None:
+    """Lanes run while partitions come and go (plan_partitions), over ``underneath`` on
+    every connection to Valkey."""
     stack, network = network_stack
     seed = chaos_seed()
     rng = random.Random(seed)
@@ -255,7 +285,11 @@ async def test_partitions_heal_by_themselves_and_users_hear_about_them(
     plan = plan_partitions(rng, chaos_cycles())
     modes: list[PartitionMode] = ["reject", "blackhole"]
     first_mode = rng.randrange(2)
-    timeline.note(f"seed {seed}, at least {chaos_cycles()} cycles, partitions: {plan}")
+    timeline.note(
+        f"seed {seed}, at least {chaos_cycles()} cycles, partitions: {plan}; underneath "
+        f"on every connection to Valkey: {underneath}"
+    )
+    await network.to_valkey(underneath)
     windows: list[tuple[float, float, str]] = []
 
     async def partition(disruption: Disruption) -> None:
@@ -275,8 +309,8 @@ async def test_partitions_heal_by_themselves_and_users_hear_about_them(
         # memory service is partitioned) may end its cycle with an error, said to the user.
         records, problems, services = await run_lanes(
             stack,
-            network_redis,
-            milvus_server.uri,
+            redis,
+            milvus_uri,
             timeline,
             f"np{seed % 10**7}",
             seed,
