@@ -59,7 +59,8 @@ STREAM_GROWTH_LIMIT: Final = 1.25
 STREAM_GROWTH_SLACK: Final = 200  # entries: one interval's jitter on a small stream
 PENDING_PER_USER: Final = 4  # a user's cycle holds at most a few entries at once
 SERVICES: Final = ("gateway", "decision", "action-worker", "memory")
-KEY_KINDS: Final = ("cycle", "step", "seen", "thread", "bus", "ratelimit")
+KEY_KINDS: Final = ("cycle", "step", "seen", "thread", "bus", "limits", "vectors")
+KEY_SAMPLES: Final = 200  # keys of a kind whose MEMORY USAGE is read, per report
 
 THINGS: Final = ("city", "book", "dish", "song", "film", "colour", "sport", "tool")
 FACTS: Final = (
@@ -99,7 +100,8 @@ class Report:
     streams: dict[str, tuple[int, float]]
     """stream -> (entries, MB)"""
     pending: dict[str, int]
-    keys: dict[str, int]
+    keys: dict[str, tuple[int, float]]
+    """key kind -> (keys, MB estimated from a sample)"""
     loadavg: str
     actions: dict[str, int]
 
@@ -110,7 +112,7 @@ class Report:
             for name, (entries, mb) in self.streams.items()
         )
         pending = " ".join(f"{k}={v}" for k, v in self.pending.items()) or "none"
-        keys = " ".join(f"{k}={v}" for k, v in self.keys.items())
+        keys = " ".join(f"{k}={n}/{mb:.1f}MB" for k, (n, mb) in self.keys.items())
         return [
             f"[{self.elapsed_s / 60:6.1f} min] cycles {self.cycles} (errors {self.errors}) "
             f"p50 {self.p50_ms:.0f} ms p95 {self.p95_ms:.0f} ms; load {self.loadavg}",
@@ -166,11 +168,12 @@ def rss_mb(pid: int) -> float:
 
 async def broker_state(
     redis: aioredis.Redis,
-) -> tuple[float, dict[str, tuple[int, float]], dict[str, int], dict[str, int]]:
+) -> tuple[float, dict[str, tuple[int, float]], dict[str, int], dict[str, tuple[int, float]]]:
     info: Any = await redis.info("memory")
     streams: dict[str, tuple[int, float]] = {}
     pending: dict[str, int] = {}
     kinds: Counter[str] = Counter()
+    sampled: Counter[str] = Counter()
     async for raw in redis.scan_iter(match="memoria:*", count=1000):
         name = raw.decode()
         kind = await redis.type(name)
@@ -183,8 +186,15 @@ async def broker_state(
                     pending[f"{name.removeprefix('memoria:')}/{group['name'].decode()}"] = count
         else:
             part = name.split(":")[1]
-            kinds[part if part in KEY_KINDS else "other"] += 1
-    return info["used_memory"] / 2**20, dict(sorted(streams.items())), pending, dict(kinds)
+            kind = part if part in KEY_KINDS else "other"
+            kinds[kind] += 1
+            if kinds[kind] <= KEY_SAMPLES:  # bytes per key of a kind, from a sample
+                sampled[kind] += await redis.memory_usage(name) or 0
+    keys = {
+        kind: (count, sampled[kind] / min(count, KEY_SAMPLES) * count / 2**20)
+        for kind, count in kinds.items()
+    }
+    return info["used_memory"] / 2**20, dict(sorted(streams.items())), pending, keys
 
 
 def pids(stack_processes: dict[str, Any], running: Servers) -> dict[str, int]:
@@ -253,16 +263,20 @@ def verdict(reports: Sequence[Report], warmup_s: float, users: int) -> list[tupl
     return checks
 
 
-def formula_line(reports: Sequence[Report], rate: float, retention_s: float) -> str:
-    """Valkey's memory beside the stream part of the estimate (bytes per cycle measured)."""
+def formula_line(reports: Sequence[Report], retention_s: float) -> str:
+    """Valkey's memory beside the stream part of the estimate: the cycles a second of the
+    last interval, and the stream bytes per cycle held in the retention window."""
     last = reports[-1]
+    before = reports[-2].elapsed_s if len(reports) > 1 else 0.0
+    rate = last.cycles / (last.elapsed_s - before) if last.elapsed_s > before else 0.0
     stream_mb = sum(mb for _, mb in last.streams.values())
-    cycles_held = rate * retention_s
+    cycles_held = rate * min(retention_s, last.elapsed_s)
     per_cycle_kb = stream_mb * 1024 / cycles_held if cycles_held else 0.0
+    keys = ", ".join(f"{kind} {mb:.1f} MB" for kind, (_, mb) in last.keys.items())
     return (
-        f"valkey used_memory {last.valkey_used_mb:.1f} MB; streams {stream_mb:.1f} MB for "
-        f"{cycles_held:.0f} cycles in the retention window ({rate:g}/s × {retention_s:g} s): "
-        f"{per_cycle_kb:.1f} KB of streams per cycle held"
+        f"valkey used_memory {last.valkey_used_mb:.1f} MB at {rate:.2f} cycles/s: streams "
+        f"{stream_mb:.1f} MB ({per_cycle_kb:.1f} KB per cycle held, {retention_s:g} s "
+        f"retention); keys: {keys}"
     )
 
 
@@ -317,7 +331,7 @@ async def soak(args: argparse.Namespace) -> int:
     checks = verdict(reports, args.warmup_seconds, args.users)
     for held, line in checks:
         print(f"{'PASS' if held else 'FAIL'}  {line}")
-    print(formula_line(reports, args.rate, args.retention_seconds))
+    print(formula_line(reports, args.retention_seconds))
     print(f"load average at the end: {loadavg()}")
     if args.json:
         dumped = json.dumps([asdict(r) for r in reports], indent=1)
