@@ -1,6 +1,6 @@
-"""``memoria-client`` against the four services as processes (offline planner, no key): a
-memory's round trip, search, pagination, chat frames, the long-lived chat connection, and
-export/import."""
+"""The Python client (``memoria_client``) against the four services as processes (offline
+planner, no key): a memory's round trip, search, pagination, chat frames, the long-lived chat
+connection, and export/import."""
 
 from __future__ import annotations
 

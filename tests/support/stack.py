@@ -25,7 +25,9 @@ SERVICES = {
     "decision": "memoria_decision",
     "gateway": "memoria_gateway",
 }
-START_TIMEOUT_S = 60.0
+# Generous: four processes import their libraries at once (pydantic-ai alone takes ~1.6 s of
+# CPU, three times with the scripted model), on a machine other test runs may be loading.
+START_TIMEOUT_S = 150.0
 TEST_BUS_SECRET = "memoria-tests-bus-secret"
 STOP_TIMEOUT_S = 15.0
 

@@ -1,4 +1,4 @@
-"""Which gateway a command talks to and as whom, and a memoria-client logged in there."""
+"""Which gateway a command talks to and as whom, and a memoria_client logged in there."""
 
 from __future__ import annotations
 

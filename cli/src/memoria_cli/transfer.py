@@ -1,5 +1,5 @@
 """`memoria export` and `memoria import`: a user's memories as JSON Lines, one memory a line,
-through a running gateway, with memoria-client (the format, its parsing and the import keys
+through a running gateway, with memoria_client (the format, its parsing and the import keys
 are the client's: ``memoria_client.transfer``).
 
 Import is safe to repeat: each line is created with an idempotency key derived from its
@@ -93,7 +93,7 @@ class ImportSummary(client_transfer.ImportSummary):
 async def import_memories(
     client: AsyncMemoria, lines: Iterable[str], tracker: Tracker, summary: ImportSummary
 ) -> None:
-    """Create each line's memory with memoria-client's import keys, counting into
+    """Create each line's memory with memoria_client's import keys, counting into
     ``summary`` (the caller keeps it should the gateway stop answering midway). A bad or
     refused line is reported (``tracker.note``) with its number and skipped; a refused
     token stops the import. The loop is the CLI's own, not ``import_lines``, for the

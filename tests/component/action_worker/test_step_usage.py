@@ -31,8 +31,11 @@ from .harness import (
     step_requested,
 )
 
-ANSWER = "Hello there, friend!"  # 3 words out
+ANSWER = "Hello there, friend!"
 PROMPT = Prompt(system="Be brief.", messages=[PromptMessage("user", "hi there")])  # 4 words in
+# The scripted model streams through pydantic-ai's FunctionModel, which counts a streamed
+# prompt as 50 and the answer's pieces by words and punctuation: "Hello", "there", ",", "friend!".
+STREAMED_IN, STREAMED_OUT = 50, 4
 
 
 class Plan(ActionOutcome):
@@ -99,8 +102,10 @@ async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> No
         step_requested("Chatty", 1), step_delivery(1)
     )
 
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4, 3)]
-    assert scripted_output_tokens() - before == 3
+    assert await accounting.read_cycle(redis, CYCLE_ID) == [
+        Usage("scripted", STREAMED_IN, STREAMED_OUT)
+    ]
+    assert scripted_output_tokens() - before == STREAMED_OUT
     (done,) = [e for stream, e in publisher.sent if stream is Stream.ACTIONS_DONE]
     assert isinstance(done.payload, ActionCompleted)
     assert done.payload.outcome.status == "ok"
@@ -116,8 +121,10 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     _, broken_done = [e for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
     assert isinstance(broken_done.payload, ActionCompleted)
     assert broken_done.payload.outcome.status == "failed"
-    # The first step's answer, then the failed step's plan: 6 "words" of JSON.
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [Usage("scripted", 4 + 4, 3 + 6)]
+    # The first step's answer, then the failed step's plan: 4 words in, 6 "words" of JSON out.
+    assert await accounting.read_cycle(redis, CYCLE_ID) == [
+        Usage("scripted", STREAMED_IN + 4, STREAMED_OUT + 6)
+    ]
 
 
 def in_portuguese(envelope: Envelope) -> Envelope:

@@ -56,6 +56,18 @@ class Recorder:
         return self.responses.pop(0)
 
 
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits between tries, recorded instead of waited (both clients wait in asyncio:
+    the blocking one runs the asyncio one)."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("memoria_client.client.asyncio.sleep", sleep)
+    return slept
+
+
 def sync_client(handler: Handler, retry: RetryPolicy = FAST) -> Memoria:
     return Memoria("http://gw", "tok", retry=retry, transport=httpx.MockTransport(handler))
 
@@ -65,8 +77,7 @@ def async_client(handler: Handler, retry: RetryPolicy = FAST) -> AsyncMemoria:
 
 
 def test_429_is_retried_after_retry_after_then_succeeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    slept: list[float] = []
-    monkeypatch.setattr("memoria_client.client.time.sleep", slept.append)
+    slept = waits(monkeypatch)
     recorder = Recorder(
         httpx.Response(429, json={"detail": "too many"}, headers={"Retry-After": "1"}),
         httpx.Response(200, json=memory(1)),
@@ -79,7 +90,7 @@ def test_429_is_retried_after_retry_after_then_succeeds(monkeypatch: pytest.Monk
 
 
 def test_retries_are_bounded_and_the_last_error_is_typed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memoria_client.client.time.sleep", lambda _: None)
+    waits(monkeypatch)
     recorder = Recorder(*[httpx.Response(503, json={"detail": "down"}) for _ in range(5)])
     with sync_client(recorder) as client, pytest.raises(Unavailable, match="down"):
         client.get("mem_1")
@@ -106,7 +117,7 @@ def test_delete_is_not_retried_on_503() -> None:
 def test_add_sends_an_idempotency_key_so_its_retry_cannot_create_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memoria_client.client.time.sleep", lambda _: None)
+    waits(monkeypatch)
     recorder = Recorder(
         httpx.Response(503, json={"detail": "not answering"}),
         httpx.Response(200, json=memory(1, created=False)),
@@ -261,12 +272,7 @@ def test_a_naive_time_is_refused_before_anything_is_sent() -> None:
 
 
 async def test_async_retries_429(monkeypatch: pytest.MonkeyPatch) -> None:
-    slept: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    monkeypatch.setattr("memoria_client.client.asyncio.sleep", sleep)
+    slept = waits(monkeypatch)
     recorder = Recorder(
         httpx.Response(429, json={"detail": "too many"}, headers={"Retry-After": "0"}),
         httpx.Response(200, json={"memories": []}),
@@ -292,7 +298,7 @@ def test_login_keeps_the_token_for_later_calls() -> None:
 def test_a_policy_may_report_503_at_once_and_still_wait_out_429(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memoria_client.client.time.sleep", lambda _: None)
+    waits(monkeypatch)
     no_503 = RetryPolicy(attempts=3, backoff=0.0, unavailable=False)
     recorder = Recorder(
         httpx.Response(429, json={"detail": "slow"}, headers={"Retry-After": "0"}),
@@ -309,9 +315,9 @@ def test_trust_env_false_keeps_a_proxy_from_the_environment_out(
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("ALL_PROXY", "http://proxy.invalid:3128")
     with Memoria("http://gw", "tok", trust_env=False) as direct:
-        assert direct._http._mounts == {}
+        assert direct._client._http._mounts == {}
     with Memoria("http://gw", "tok") as proxied:
-        assert proxied._http._mounts  # the environment's proxy is mounted
+        assert proxied._client._http._mounts  # the environment's proxy is mounted
 
 
 async def test_personas_and_a_threads_config() -> None:
@@ -359,3 +365,28 @@ def test_health_sends_no_token_and_reports_a_broker_outage_at_once() -> None:
     assert len(recorder.requests) == 2  # the 503 was not retried
     assert "Authorization" not in recorder.requests[0].headers
     assert recorder.requests[0].url.path == "/healthz"
+
+
+def test_a_blocking_transport_still_serves_the_blocking_client() -> None:
+    class Blocking(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, json=memory(1))
+
+    with Memoria("http://gw", "tok", transport=Blocking()) as client:
+        assert client.get("mem_1").content == "fact 1"
+
+
+def test_the_blocking_client_is_made_from_the_async_one() -> None:
+    assert Memoria.search.__doc__ == AsyncMemoria.search.__doc__
+    assert Memoria.search.__doc__ and "chronological" in Memoria.search.__doc__
+
+
+def test_leaving_a_listing_early_stops_its_paging() -> None:
+    pages = [
+        {"memories": [memory(1)], "next_cursor": "c1"},
+        {"memories": [memory(2)], "next_cursor": None},
+    ]
+    recorder = Recorder(*[httpx.Response(200, json=page) for page in pages])
+    with sync_client(recorder) as client:
+        assert next(iter(client.list_memories())).memory_id == "mem_1"
+    assert len(recorder.requests) == 1

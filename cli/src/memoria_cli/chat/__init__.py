@@ -1,4 +1,4 @@
-"""`memoria chat`: a terminal chat client for a running gateway, on memoria-client (its
+"""`memoria chat`: a terminal chat client for a running gateway, on memoria_client (its
 long-lived chat connection and its HTTP calls)."""
 
 from memoria_cli.chat.repl import run_chat

@@ -1,5 +1,5 @@
 """Slash commands: what a typed line means (a message to send, or a command and its
-argument), and running a command with memoria-client.
+argument), and running a command with memoria_client.
 
 Parsing is a pure function, so the rules (what needs an argument, what a valid thread id
 is, how to send a line that starts with a slash) can be read and tested alone.

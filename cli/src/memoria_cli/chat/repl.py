@@ -3,7 +3,7 @@
 A message waits for its cycle to end before the next line is read, so a script piped in
 runs turn by turn, exactly as someone typing would; one the gateway cannot take yet (the rate
 limit, the broker away) is sent again after the wait the gateway names (``resend``). Slash
-commands use memoria-client.
+commands use memoria_client.
 """
 
 from __future__ import annotations

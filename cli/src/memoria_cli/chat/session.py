@@ -1,4 +1,4 @@
-"""The chat's side of memoria-client's long-lived connection: every frame goes to
+"""The chat's side of memoria_client's long-lived connection: every frame goes to
 ``on_frame`` in order, what the connection does is told through ``notify``, and a message's
 sender learns when the cycle it started is over.
 

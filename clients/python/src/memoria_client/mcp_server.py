@@ -36,7 +36,8 @@ try:
     from mcp_types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "the MCP server needs the 'mcp' extra: pip install 'memoria-client[mcp]'"
+        "the MCP server needs the 'mcp' extra: pip install './clients/python[mcp]' "
+        "from a checkout of the Memoria repository"
     ) from exc
 
 Transport = Literal["stdio", "http"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from memoria_llm.config import LLMConfig
 from memoria_llm.port import LanguageModel
-from memoria_llm.scripted import Script, ScriptedModel
 
 
 def create_language_model(config: LLMConfig) -> LanguageModel | None:
@@ -23,6 +22,10 @@ def create_language_model(config: LLMConfig) -> LanguageModel | None:
     if provider == "scripted":
         if config.scripted_llm_file is None:
             raise ValueError("MEMORIA_LLM_PROVIDER=scripted needs MEMORIA_SCRIPTED_LLM_FILE")
+        # Each provider is imported when chosen: pydantic-ai and the SDKs take seconds and
+        # tens of MB to import, which a service answering offline does not need.
+        from memoria_llm.scripted import Script, ScriptedModel
+
         return ScriptedModel(Script.load(config.scripted_llm_file))
     if provider == "gemini":
         if config.gemini is None:
@@ -36,7 +39,6 @@ def create_language_model(config: LLMConfig) -> LanguageModel | None:
                 "MEMORIA_LLM_PROVIDER=openai needs MEMORIA_OPENAI_BASE_URL, e.g. "
                 "http://localhost:11434/v1 (Ollama)"
             )
-        # Imported when chosen, like Gemini: a deployment needs one SDK, not both.
         from memoria_llm.openai_compat import OpenAICompatibleModel
 
         # A missing model is a ValueError from the constructor, naming the settings to set.

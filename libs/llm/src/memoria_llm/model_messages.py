@@ -27,10 +27,11 @@ from memoria_llm.port import Prompt, PromptMessage
 ACTION_SCHEMA_NAME = "next_action"
 
 
-def model_messages(prompt: Prompt) -> list[ModelMessage]:
+def model_messages(prompt: Prompt, instruction: str = "") -> list[ModelMessage]:
+    """``prompt`` as pydantic-ai messages, ``instruction`` after its system prompt."""
     result: list[ModelMessage] = []
-    if prompt.system:
-        result.append(ModelRequest(parts=[SystemPromptPart(content=prompt.system)]))
+    if system := "\n\n".join(part for part in (prompt.system, instruction) if part):
+        result.append(ModelRequest(parts=[SystemPromptPart(content=system)]))
     for message in prompt.messages:
         if message.role == "assistant":
             answer: list[ModelResponsePart] = [
@@ -60,24 +61,21 @@ def _request_part(message: PromptMessage) -> ModelRequestPart:
     return UserPromptPart(content=message.content)
 
 
-def json_output(name: str, schema: dict[str, object]) -> ModelRequestParameters:
-    """Ask for JSON constrained to ``schema`` in the API's own structured-output mode."""
-    return ModelRequestParameters(
-        output_mode="native",
-        output_object=OutputObjectDefinition(json_schema=schema, name=name, strict=False),
-        allow_text_output=False,
-    )
-
-
 def action_output(choices: Sequence[str]) -> ModelRequestParameters:
-    """The next action as an object whose ``action`` is one of the names (an object, not a
-    bare string: structured output constrains objects)."""
+    """The next action in the API's own structured-output mode: an object whose ``action`` is
+    one of the names (an object, not a bare string: structured output constrains objects)."""
     schema: dict[str, object] = {
         "type": "object",
         "properties": {"action": {"type": "string", "enum": list(choices)}},
         "required": ["action"],
     }
-    return json_output(ACTION_SCHEMA_NAME, schema)
+    return ModelRequestParameters(
+        output_mode="native",
+        output_object=OutputObjectDefinition(
+            json_schema=schema, name=ACTION_SCHEMA_NAME, strict=False
+        ),
+        allow_text_output=False,
+    )
 
 
 def action_name(text: str) -> str:

@@ -1,18 +1,14 @@
-"""One remote LLM call, attempted until it succeeds or stops being worth retrying.
-
-Both remote providers (Gemini, OpenAI-compatible) need the same loop: a timeout per attempt,
-exponential backoff with jitter that never waits less than the server asked for (a 429's
-retry delay), and any failure that escapes turned into the port's errors. What differs per
-provider — which failures are transient, where the server's delay is, how a failure reads —
-comes in as functions.
-"""
+"""Each remote request attempted until it succeeds or stops being worth retrying: a timeout
+per attempt, exponential backoff with jitter that never waits less than the server asked for,
+and any failure that escapes turned into the port's errors. Which failures are transient and
+where the server says how long to wait differ per provider, and come in as functions."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import tenacity
 
@@ -39,18 +35,18 @@ class CallPolicy:
     ) -> None:
         self.attempts = max(1, attempts)
         self.timeout_s = timeout_s
+        self.is_transient = is_transient
         self._backoff = tenacity.wait_exponential_jitter(
             initial=backoff_base_s, max=backoff_max_s, jitter=backoff_base_s
         )
         self._backoff_max_s = backoff_max_s
-        self._is_transient = is_transient
         self._server_delay = server_delay
 
     async def call(self, send: Callable[[], Awaitable[R]], translate: Translate) -> R:
         retrying = tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.attempts),
             wait=self._wait,
-            retry=tenacity.retry_if_exception(self._is_transient),
+            retry=tenacity.retry_if_exception(self.is_transient),
             before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
             reraise=True,
         )
@@ -64,10 +60,7 @@ class CallPolicy:
         except LLMError:
             raise
         except Exception as exc:
-            error = translate(exc, attempts)
-            if error is None:
-                raise
-            raise error from exc
+            _reraise(exc, translate(exc, attempts))
         raise AssertionError("tenacity re-raises the last failure")
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
@@ -81,7 +74,10 @@ class CallPolicy:
             async with asyncio.timeout(self.timeout_s):
                 return await receive()
         except Exception as exc:
-            error = translate(exc, 1)
-            if error is None:
-                raise
-            raise error from exc
+            _reraise(exc, translate(exc, 1))
+
+
+def _reraise(exc: Exception, error: LLMError | None) -> NoReturn:
+    if error is None:
+        raise exc
+    raise error from exc
