@@ -9,7 +9,8 @@ pending in each consumer group, and the keys Valkey holds by kind. At the end it
 last report with the first one after ``--warmup-seconds``:
 
 * every process's RSS grows by at most 10 %;
-* pending entries stay small and each stream's length bounded;
+* pending entries stay small, and no stream keeps an entry much older than its retention
+  (streams are bounded by age: libs/runtime/.../bus/retention.py);
 * the p95 of the last interval is at most 1.5 × that of the first after warm-up;
 
 and prints ``PASS`` or ``FAIL`` per check (exit status 1 on a failure), then Valkey's memory
@@ -55,8 +56,9 @@ NS_PER_MS: Final = 1_000_000
 RECONNECT_S: Final = 1.0
 RSS_GROWTH_LIMIT: Final = 0.10
 P95_DRIFT_LIMIT: Final = 1.5
-STREAM_GROWTH_LIMIT: Final = 1.25
-STREAM_GROWTH_SLACK: Final = 200  # entries: one interval's jitter on a small stream
+AGE_SLACK_S: Final = 60.0
+"""A stream's oldest entry may be this much older than the retention: trimming runs every
+tenth of it (60 s at most) and removes whole nodes of entries only."""
 PENDING_PER_USER: Final = 4  # a user's cycle holds at most a few entries at once
 SERVICES: Final = ("gateway", "decision", "action-worker", "memory")
 KEY_KINDS: Final = ("cycle", "step", "seen", "thread", "bus", "limits", "vectors")
@@ -97,8 +99,8 @@ class Report:
     p95_ms: float
     rss_mb: dict[str, float]
     valkey_used_mb: float
-    streams: dict[str, tuple[int, float]]
-    """stream -> (entries, MB)"""
+    streams: dict[str, tuple[int, float, float]]
+    """stream -> (entries, MB, age of its oldest entry in seconds)"""
     pending: dict[str, int]
     keys: dict[str, tuple[int, float]]
     """key kind -> (keys, MB estimated from a sample)"""
@@ -108,8 +110,8 @@ class Report:
     def lines(self) -> list[str]:
         rss = " ".join(f"{name}={mb:.0f}" for name, mb in self.rss_mb.items())
         streams = " ".join(
-            f"{name.removeprefix('memoria:')}={entries}/{mb:.1f}MB"
-            for name, (entries, mb) in self.streams.items()
+            f"{name.removeprefix('memoria:')}={entries}/{mb:.1f}MB/{age:.0f}s"
+            for name, (entries, mb, age) in self.streams.items()
         )
         pending = " ".join(f"{k}={v}" for k, v in self.pending.items()) or "none"
         keys = " ".join(f"{k}={n}/{mb:.1f}MB" for k, (n, mb) in self.keys.items())
@@ -168,9 +170,11 @@ def rss_mb(pid: int) -> float:
 
 async def broker_state(
     redis: aioredis.Redis,
-) -> tuple[float, dict[str, tuple[int, float]], dict[str, int], dict[str, tuple[int, float]]]:
+) -> tuple[
+    float, dict[str, tuple[int, float, float]], dict[str, int], dict[str, tuple[int, float]]
+]:
     info: Any = await redis.info("memory")
-    streams: dict[str, tuple[int, float]] = {}
+    streams: dict[str, tuple[int, float, float]] = {}
     pending: dict[str, int] = {}
     kinds: Counter[str] = Counter()
     sampled: Counter[str] = Counter()
@@ -179,7 +183,10 @@ async def broker_state(
         kind = await redis.type(name)
         if kind == b"stream":
             usage = await redis.memory_usage(name) or 0
-            streams[name] = (int(await redis.xlen(name)), usage / 2**20)
+            first: Any = await redis.xrange(name, count=1)
+            oldest_ms = int(first[0][0].split(b"-")[0]) if first else time.time() * 1000
+            age_s = max(0.0, time.time() - oldest_ms / 1000)
+            streams[name] = (int(await redis.xlen(name)), usage / 2**20, age_s)
             for group in await redis.xinfo_groups(name):
                 count = int(group["pending"])
                 if count:
@@ -225,7 +232,9 @@ async def report(
     )
 
 
-def verdict(reports: Sequence[Report], warmup_s: float, users: int) -> list[tuple[bool, str]]:
+def verdict(
+    reports: Sequence[Report], warmup_s: float, users: int, retention_s: float
+) -> list[tuple[bool, str]]:
     """The checks of the module docstring, each (held, line)."""
     after = [r for r in reports if r.elapsed_s >= warmup_s]
     if len(after) < 2:
@@ -246,11 +255,13 @@ def verdict(reports: Sequence[Report], warmup_s: float, users: int) -> list[tupl
     checks.append(
         (worst <= PENDING_PER_USER * users, f"pending entries after warm-up: at most {worst}")
     )
-    for name, (start_len, _) in first.streams.items():
-        end_len = last.streams.get(name, (0, 0.0))[0]
-        bound = start_len * STREAM_GROWTH_LIMIT + STREAM_GROWTH_SLACK
+    bound = retention_s + AGE_SLACK_S
+    for name in last.streams:
+        if name.endswith("dead-letter"):
+            continue  # kept for days by design
+        oldest = max(r.streams[name][2] for r in after if name in r.streams)
         checks.append(
-            (end_len <= bound, f"{name}: {start_len} → {end_len} entries (bound {bound:.0f})")
+            (oldest <= bound, f"{name}: oldest entry {oldest:.0f} s old (at most {bound:.0f})")
         )
     checks.append(
         (
@@ -269,7 +280,7 @@ def formula_line(reports: Sequence[Report], retention_s: float) -> str:
     last = reports[-1]
     before = reports[-2].elapsed_s if len(reports) > 1 else 0.0
     rate = last.cycles / (last.elapsed_s - before) if last.elapsed_s > before else 0.0
-    stream_mb = sum(mb for _, mb in last.streams.values())
+    stream_mb = sum(mb for _, mb, _ in last.streams.values())
     cycles_held = rate * min(retention_s, last.elapsed_s)
     per_cycle_kb = stream_mb * 1024 / cycles_held if cycles_held else 0.0
     keys = ", ".join(f"{kind} {mb:.1f} MB" for kind, (_, mb) in last.keys.items())
@@ -328,7 +339,7 @@ async def soak(args: argparse.Namespace) -> int:
             for task in users:
                 task.cancel()
             await redis.aclose()
-    checks = verdict(reports, args.warmup_seconds, args.users)
+    checks = verdict(reports, args.warmup_seconds, args.users, args.retention_seconds)
     for held, line in checks:
         print(f"{'PASS' if held else 'FAIL'}  {line}")
     print(formula_line(reports, args.retention_seconds))
