@@ -69,6 +69,10 @@ LABEL org.opencontainers.image.title="memoria" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 
+# The gateway listens on every address of the container, so the password-free dev login is
+# off (a gateway listening beyond loopback refuses to start with it on unless
+# MEMORIA_DEV_LOGIN_HOSTS says where it may answer); people log in with `memoria token`.
+
 # A fixed, unprivileged uid/gid (10001): volumes and Kubernetes securityContext can name it.
 RUN groupadd --system --gid 10001 memoria \
  && useradd --system --no-log-init --uid 10001 --gid 10001 \
@@ -84,6 +88,7 @@ ENV PATH=/app/.venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     MEMORIA_DATA_DIR=/var/lib/memoria \
     MEMORIA_GATEWAY_HOST=0.0.0.0 \
+    MEMORIA_DEV_LOGIN=false \
     MEMORIA_METRICS_PORT=9464
 
 WORKDIR /app

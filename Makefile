@@ -44,8 +44,9 @@ test-browser: ## The web chat in Debian's chromium (skipped without one: sudo ap
 test-containers: ## testcontainers suites (need a Docker engine)
 	$(PY) -m pytest -q -m containers
 
-chaos: ## The fault suite, long run (MEMORIA_CHAOS_CYCLES=200; make test runs a short one)
+chaos: ## The fault suite and the API's schema run, long (200 chaos cycles, 100 examples an operation; make test runs short ones)
 	MEMORIA_CHAOS_CYCLES=$${MEMORIA_CHAOS_CYCLES:-200} $(PY) -m pytest -q -m chaos tests/chaos
+	MEMORIA_SCHEMA_EXAMPLES=$${MEMORIA_SCHEMA_EXAMPLES:-100} $(PY) -m pytest -q tests/abuse/test_schema.py -o timeout=3600
 
 chaos-network: ## Network faults, long run: latency, resets, partitions, 1000 cycles each (MEMORIA_CHAOS_CYCLES)
 	MEMORIA_CHAOS_CYCLES=$${MEMORIA_CHAOS_CYCLES:-1000} $(PY) -m pytest -q -rP tests/chaos/test_network.py

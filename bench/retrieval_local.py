@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from memoria_contracts.memory import Vector
-from memoria_memory.embedding import Embedder
+from memoria_memory.embedding import Calibration, Embedder
 from memoria_memory.memories.fusion import Fusion
 from memoria_memory.memories.lexical_index import row_text
 from memoria_memory.memories.query_variants import key_terms, statement
@@ -125,6 +125,10 @@ class EmbeddingCache:
     @property
     def dim(self) -> int:
         return self._embedder.dim
+
+    @property
+    def calibration(self) -> Calibration:
+        return self._embedder.calibration
 
     def _path(self, kind: str) -> Path:
         name = hashlib.sha256(self._embedder.id.encode()).hexdigest()[:16]

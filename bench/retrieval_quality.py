@@ -103,7 +103,9 @@ class Turn:
 
     @property
     def content(self) -> str:
-        return f"{self.speaker}: {self.text}"
+        """``speaker: text`` (a chat's turn), or the text alone when no one is named (a
+        fact the user told, as PrefEval's)."""
+        return f"{self.speaker}: {self.text}" if self.speaker else self.text
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -23,6 +26,7 @@ from hypothesis import strategies as st
 from stack import Stack
 
 from memoria_contracts.session import SESSION_FIELDS
+from memoria_contracts.streams import Stream
 from tests.abuse.helpers import (
     FUZZ,
     a_user,
@@ -518,6 +522,34 @@ def test_a_user_past_the_request_limit_is_told_when_to_retry_and_nothing_is_done
     assert answered(listed, 200)["memories"] == []
 
 
+def test_a_memory_told_before_the_year_1000_is_saved_and_one_out_of_range_refused(
+    api: Api,
+) -> None:
+    """The finding: such a save hung for 20 s, answered 503, was retried five times into a
+    dead letter and stayed ``writing``. Every time the stores keep is saved at once; one
+    they cannot keep is a 422 that says why; nothing reaches a dead letter."""
+    import redis as sync_redis
+
+    early = {"content": "a tale of the year 999", "creation_datetime": "0999-01-01T00:00:00Z"}
+    created = api.http.post("/api/memories", json=early)
+    assert created.status_code == 201, created.text
+    assert created.json()["creation_datetime"].startswith("0999-01-01T00:00:00")
+    listed = api.http.get("/api/memories", params={"until": "1000-01-01T00:00:00Z"})
+    assert [m["memory_id"] for m in answered(listed, 200)["memories"]] == [
+        created.json()["memory_id"]
+    ]
+    beyond = {"content": "x", "creation_datetime": "0001-01-01T00:00:00+01:00"}
+    refused_time = api.http.post("/api/memories", json=beyond)
+    assert refused_time.status_code == 422
+    (error,) = refused_time.json()["detail"]
+    assert error["msg"].startswith("The creation time must fall between 0001-01-01T00:00:00Z")
+    broker = sync_redis.Redis.from_url(api.stack.redis_url)
+    try:
+        assert broker.xlen(Stream.DEAD_LETTER.value) == 0
+    finally:
+        broker.close()
+
+
 def test_the_services_are_all_up_and_the_aimed_at_records_intact(api: Api) -> None:
     assert_services_up(api.stack)
     no_tracebacks(api.stack)
@@ -574,3 +606,75 @@ def test_chat_completions_answers_every_body_in_openai_shape(api: Api, body: byt
         assert all("error" not in json.loads(e[6:]) for e in events[:-1]), events
     else:
         assert response.json()["object"] == "chat.completion"
+
+
+# -- bodies too large to read -----------------------------------------------------------------
+
+HUGE_BODY_BYTES: Final = 200 * 1024 * 1024
+RSS_ALLOWANCE_BYTES: Final = 50 * 1024 * 1024
+"""The gateway's resident memory may grow this much over idle while a huge body comes in."""
+RSS_SAMPLE_S: Final = 0.02
+
+
+def resident_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@contextmanager
+def peak_resident_bytes(pid: int) -> Iterator[list[int]]:
+    """Samples the process's resident memory in a thread while the block runs; the list
+    holds the peak once the block is over."""
+    peak = [resident_bytes(pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(RSS_SAMPLE_S):
+            peak[0] = max(peak[0], resident_bytes(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        sampler.join()
+
+
+def in_chunks(total: int, size: int = 1024 * 1024) -> Iterator[bytes]:
+    yield b'{"content": "'
+    for _ in range(total // size):
+        yield b"a" * size
+
+
+@pytest.mark.parametrize(
+    ("path", "declared", "token"),
+    [
+        ("/api/token", True, False),  # the finding: read whole, then echoed whole in a 422
+        ("/api/memories", False, False),  # chunked, no token: read whole before the 401
+        ("/api/memories/batch", True, True),
+        ("/v1/chat/completions", False, True),
+    ],
+)
+def test_a_200_mb_body_is_refused_without_being_read(
+    api: Api, path: str, declared: bool, token: bool
+) -> None:
+    pid = api.stack.processes["gateway"].pid
+    idle = resident_bytes(pid)
+    huge = HUGE_BODY_BYTES
+    body: bytes | Iterator[bytes] = (
+        b'{"user_id": "' + b"a" * huge + b'"}' if declared else in_chunks(huge)
+    )
+    headers = {**JSON, **(api.headers if token else {})}
+    with (
+        peak_resident_bytes(pid) as peak,
+        httpx.Client(base_url=api.stack.base_url, timeout=60.0) as client,
+    ):
+        response = client.post(path, content=body, headers=headers)
+    del body
+    assert response.status_code == 413, response.text[:300]
+    assert len(response.content) < 300  # says the limit; echoes nothing
+    assert peak[0] - idle < RSS_ALLOWANCE_BYTES, (idle, peak[0])
+    assert_services_up(api.stack)

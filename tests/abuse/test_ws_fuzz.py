@@ -31,6 +31,7 @@ from stack import Stack
 from ws_client import ChatClient, Frame, chat
 
 from memoria_contracts.session import SESSION_FIELDS
+from memoria_contracts.text import control_in
 from tests.abuse.helpers import (
     DOCUMENTED_ERROR_CODES,
     FUZZ,
@@ -172,6 +173,7 @@ def valid_message_frame(raw: str | bytes) -> bool:
         and THREAD_ID.fullmatch(data["thread_id"]) is not None
         and isinstance(data.get("content"), str)
         and bool(data["content"].strip())
+        and control_in(data["content"]) is None  # tab and newline aside (protocol.md, Text)
     )
 
 
@@ -345,12 +347,13 @@ async def test_a_binary_frame_that_is_no_message_is_an_invalid_frame(
 async def test_odd_unicode_text_is_accepted_and_comes_back_unchanged(
     fuzzing: Fuzzing, content: str
 ) -> None:
-    """Any text but lone surrogates is a message if it is not only blanks (str.isspace), and
-    the echo of the user's message carries it exactly, as a string."""
+    """Any text but lone surrogates and control characters (tab and newline aside) is a
+    message if it is not only blanks (str.isspace), and the echo of the user's message
+    carries it exactly, as a string (invisible characters included: shown, not dropped)."""
     raw = message(content=content)
     async with chat(fuzzing.url()) as client:
         reply = await reply_to(client, raw)
-        if not content.strip():
+        if not content.strip() or control_in(content):
             assert_error(reply, "invalid_frame")
         else:
             assert reply["type"] == "accepted", reply

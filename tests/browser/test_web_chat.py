@@ -31,7 +31,7 @@ from ws_client import chat
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.timeout(600)]
 
-OFFLINE_LABEL = "offline planner (no LLM)"
+OFFLINE_BADGE = "offline · no model"
 HOSTILE = "My favourite snack is <img src=x onerror=alert(1)> <script>alert(2)</script>"
 STORE_TIMEOUT_S = 30.0
 LIGHT_BG = "rgb(247, 247, 249)"
@@ -95,7 +95,13 @@ class Tab:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", self._console)
         page.on("dialog", self._dialog)
+
+    def _console(self, message: Any) -> None:
+        # The page runs under its Content-Security-Policy: anything it refuses is a bug.
+        if "Content Security Policy" in message.text:
+            self.errors.append(message.text)
 
     def _dialog(self, dialog: Any) -> None:
         self.dialogs.append(f"{dialog.type}: {dialog.message}")
@@ -183,9 +189,14 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
 
     send(page, "remember that my favourite colour is green")
     expect(user_bubbles(page, "remember that my favourite colour is green")).to_have_count(1)
-    saved = assistant(page, 'Saved: "My favourite colour is green".')
+    saved = assistant(page, "Noted: your favourite colour is green.")
     expect(saved).to_be_visible()
-    expect(saved.locator(".model__name")).to_have_text(OFFLINE_LABEL)
+    # The conversation's first answer says no model answers; every answer has the badge.
+    expect(saved).to_contain_text("No language model is answering")
+    expect(saved.locator(".model--offline .model__name")).to_have_text(OFFLINE_BADGE)
+    stored = page.locator("#messages .msg--memory-saved")
+    expect(stored.locator(".mem__label")).to_have_text("Memory saved")
+    expect(stored.locator(".mem__content")).to_have_text("My favourite colour is green")
     cycle = ended_cycles(page)
     expect(cycle).to_have_count(1)
     expect(cycle.locator(".cycle__steps li")).to_have_text(["MemorySave", "Finalize"])
@@ -199,19 +210,22 @@ def test_remember_recall_and_forget(stack: Stack, tab: Tab, artifacts: Path) -> 
     expect(page.locator("#empty-state")).to_be_hidden()
 
     send(page, "what is my favourite colour?")
-    card = page.locator("#messages .msg--memory")
+    card = page.locator("#messages .msg--memory-found")
     expect(card.locator(".mem__content")).to_have_text("My favourite colour is green")
     expect(card.locator(".badge")).to_have_text("preference")
-    expect(card.locator(".relevance")).to_be_visible()
+    expect(card.locator(".relevance")).to_have_text("best match")  # words, not a percentage
     expect(ended_cycles(page)).to_have_count(2)
     expect(ended_cycles(page).nth(1).locator(".cycle__steps li")).to_have_text(
         ["MemorySearch", "Finalize"]
     )
-    recalled = assistant(page, 'From your memories: "My favourite colour is green".')
-    expect(recalled.locator(".model__name")).to_have_text(OFFLINE_LABEL)
-    # The search's answer is the cycle's last word (the thread was told there is no model):
-    # no "Done." bubble after it, and no status line left once the cycle ended.
-    expect(page.locator("#messages .msg--assistant").last).to_contain_text("From your memories")
+    recalled = page.locator("#messages .msg--assistant").last
+    expect(recalled.locator(".bubble")).to_have_text("Your favourite colour is green.")
+    expect(recalled.locator(".model__name")).to_have_text(OFFLINE_BADGE)
+    expect(recalled).not_to_contain_text("No language model")  # said once, then the badge
+    # The search's answer is the turn's one answer: no "Done." bubble after it, and no
+    # status line left once the cycle ended.
+    expect(page.locator("#messages .msg--assistant")).to_have_count(2)
+    expect(page.locator("#messages .msg--assistant").last).to_contain_text("Your favourite")
     expect(page.locator("#messages .status-row")).to_have_count(0)
     card.locator("summary").click()
     expect(card.locator(".mem__bindings li").first).to_be_visible()
@@ -244,7 +258,7 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     user = unique("eva")
     page = login(tab, stack, user)
     send(page, "remember that my favourite colour is green")
-    expect(assistant(page, 'Saved: "My favourite colour is green".')).to_be_visible()
+    expect(assistant(page, "Noted: your favourite colour is green.")).to_be_visible()
 
     page.get_by_role("button", name="Memories", exact=True).click()
     listed = page.locator("#memories .memories__item")
@@ -286,9 +300,7 @@ def test_a_memory_is_edited_in_the_drawer_and_found_by_its_new_words(
     # The chat finds it by its new words.
     page.get_by_role("button", name="Close memories").click()
     send(page, "what is my favourite colour?")
-    expect(
-        assistant(page, 'From your memories: "My favourite colour is dark blue".')
-    ).to_be_visible()
+    expect(assistant(page, "Your favourite colour is dark blue.")).to_be_visible()
     assert not tab.errors, tab.errors
 
 
@@ -311,8 +323,9 @@ def test_model_and_memory_text_never_becomes_markup(
     send(page, "what is my favourite snack?")
     expect(ended_cycles(page)).to_have_count(1)
     expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(HOSTILE)
-    expect(assistant(page, "From your memories").locator(".bubble")).to_have_text(
-        f'From your memories: "{HOSTILE}".'
+    told_back = HOSTILE.replace("My", "Your", 1)
+    expect(assistant(page, "Your favourite snack").locator(".bubble")).to_contain_text(
+        f"{told_back}."
     )
     expect(page.locator("#messages img, #messages script")).to_have_count(0)
 
@@ -322,7 +335,7 @@ def test_model_and_memory_text_never_becomes_markup(
     page.locator("#memories-query").fill("favourite snack")
     expect(page.locator("#memories-summary")).to_contain_text("found for")
     expect(panel.locator(".mem__content")).to_have_text([HOSTILE])
-    expect(panel.locator(".relevance")).to_be_visible()
+    expect(panel.locator(".relevance")).to_have_text(["best match"])
     expect(panel.locator("img, script")).to_have_count(0)
     assert page.evaluate("typeof window.__pwned") == "undefined"
     shoot(page, artifacts, "hostile-content-as-text")
@@ -404,7 +417,7 @@ def test_new_thread_rename_switch_and_unread(
     # Back to the first thread: its history is loaded from the server.
     page.locator(f"#thread-list [data-thread-id='{first_id}'] .thread__main").click()
     expect(user_bubbles(page, "remember that my city is Lisbon")).to_have_count(1)
-    expect(assistant(page, 'Saved: "My city is Lisbon".')).to_be_visible()
+    expect(assistant(page, "Noted: your city is Lisbon.")).to_be_visible()
     expect(page.locator("#thread-title")).to_have_text("remember that my city is Lisbon")
 
     # Another tab of the same user writes in "Holiday plans": this tab keeps its conversation
@@ -451,7 +464,10 @@ def drop_socket(page: Page) -> int:
 def wait_for_resume(page: Page, before: int) -> None:
     """Until the page's new socket has resumed: its connection state alone may still read
     "connected" from the socket just closed, and a second close would then hit that one."""
-    page.wait_for_function(f"window.__memoria.resumes.length > {before}", timeout=TIMEOUT_MS)
+    # A function, not an expression: the page's policy forbids eval (no 'unsafe-eval').
+    page.wait_for_function(
+        "(before) => window.__memoria.resumes.length > before", arg=before, timeout=TIMEOUT_MS
+    )
 
 
 def test_reconnect_resumes_without_losing_or_repeating(
@@ -464,11 +480,11 @@ def test_reconnect_resumes_without_losing_or_repeating(
 
     # Drop the socket as soon as the cycle's first frame arrived: the rest comes by replay.
     send(page, "remember that my dog is called Rex")
-    page.wait_for_function("window.__memoria.socket.lastEventId !== null")
+    page.wait_for_function("() => window.__memoria.socket.lastEventId !== null")
     wait_for_resume(page, drop_socket(page))
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(1)
-    expect(assistant(page, 'Saved: "My dog is called Rex".')).to_have_count(1)
+    expect(assistant(page, "Noted: your dog is called Rex.")).to_have_count(1)
 
     # Drop it again and write while it is down: the message waits and goes out on reconnect.
     dropped = drop_socket(page)
@@ -476,7 +492,7 @@ def test_reconnect_resumes_without_losing_or_repeating(
     wait_for_resume(page, dropped)
     expect(page.locator("#connection")).to_have_attribute("data-state", "connected")
     expect(ended_cycles(page)).to_have_count(2)
-    expect(page.locator("#messages .msg--memory .mem__content")).to_have_text(
+    expect(page.locator("#messages .msg--memory-found .mem__content")).to_have_text(
         "My dog is called Rex"
     )
 
@@ -554,7 +570,7 @@ def test_a_message_refused_for_now_is_sent_again_by_itself(stack: Stack, tab: Ta
 
     pending = page.locator("#messages .msg--user.is-pending .msg__meta")
     expect(pending).to_contain_text("trying again in 1 s")
-    expect(assistant(page, 'Saved: "I love hiking".')).to_be_visible()
+    expect(assistant(page, "Noted: you love hiking.")).to_be_visible()
     expect(user_bubbles(page, "I love hiking")).to_have_count(1)
     expect(page.locator("#messages .msg--user.is-pending")).to_have_count(0)
     expect(page.locator("#composer-input")).to_have_value("")
@@ -719,7 +735,7 @@ def test_themes_phone_layout_and_logout(
     page.set_viewport_size(PHONE)
     expect(page.locator("#sidebar")).not_to_be_in_viewport()
     expect(ended_cycles(page)).to_have_count(1)  # the reply's summary, from the history
-    expect(assistant(page, "Saved:")).to_be_visible()
+    expect(assistant(page, "Noted:")).to_be_visible()
     shoot(page, artifacts, "chat-dark-phone")
     page.get_by_role("button", name="Open the conversation list").click()
     expect(page.locator("#sidebar")).to_be_in_viewport()
@@ -856,7 +872,7 @@ def test_reply_summaries_are_there_after_a_reload(stack: Stack, tab: Tab) -> Non
 BIDI_ISOLATED = """() => [...document.querySelectorAll(
   "#messages .bubble, .mem__content, #thread-list .thread__title, "
   + "#thread-list .thread__preview, #thread-title, #user-name")]
-  .filter((element) => element.textContent.includes("\u202e"))
+  .filter((element) => element.textContent.includes("⟨U+202E⟩"))
   .map((element) => [element.className || element.id, getComputedStyle(element).unicodeBidi])"""
 
 
@@ -880,16 +896,64 @@ def test_a_typed_name_logs_in_and_user_text_is_bidi_isolated(stack: Stack, tab: 
     title = page.locator("#thread-list .thread__input")
     title.fill("\u202eABC-123 plans")
     title.press("Enter")
-    expect(page.locator("#thread-title")).to_have_text("\u202eABC-123 plans")
+    expect(page.locator("#thread-title")).to_have_text("⟨U+202E⟩ABC-123 plans")
 
     isolated = page.evaluate(BIDI_ISOLATED)
     kinds = {kind.split()[0] for kind, _ in isolated}
     assert {"bubble", "thread__title", "chat__title", "mem__content"} <= kinds, isolated
     assert all(bidi in ("isolate", "plaintext") for _, bidi in isolated), isolated
-    assert page.title().startswith("\u2068") and "\u2069 · Memoria" in page.title()
+    assert page.title() == "\u2068⟨U+202E⟩ABC-123 plans\u2069 · Memoria"
     # Outside the isolated elements the interface reads as it should.
     expect(page.locator("#memories-title")).to_have_text("Your memories")
     assert page.evaluate("getComputedStyle(document.body).direction") == "ltr"
+
+
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+
+
+def test_invisible_characters_show_as_marked_code_points(
+    stack: Stack, tab: Tab, artifacts: Path
+) -> None:
+    """The finding: a memory "remember that my pin is \u202e1234\u202c" showed as "my pin
+    is 4321" in the chat, the cards, the memories drawer, thread titles and the sidebar. Each
+    invisible format or direction character now shows as what it is, wherever text is
+    shown, and is stored as sent; a joiner inside an emoji stays part of it."""
+    user = unique("pin")
+    page = login(tab, stack, user)
+    told = "remember that my pin is \u202e1234\u202c"
+    shown = "my pin is ⟨U+202E⟩1234⟨U+202C⟩"
+    send(page, told)
+    expect(ended_cycles(page)).to_have_count(1)
+    expect(page.locator("#messages .msg--user .bubble")).to_have_text(
+        "remember that my pin is ⟨U+202E⟩1234⟨U+202C⟩"
+    )
+    send(page, "what is my pin?")
+    expect(ended_cycles(page)).to_have_count(2)
+    card = page.locator("#messages .msg--memory .mem__content").last  # the one recalled
+    expect(card).to_contain_text(shown, ignore_case=True)
+    marker = card.locator(".invisible-char").first
+    expect(marker).to_have_text("⟨U+202E⟩")
+    expect(marker).to_have_attribute("title", re.compile("right-to-left override"))
+
+    page.get_by_role("button", name="Memories", exact=True).click()
+    drawer = page.locator("#memories .mem__content")
+    expect(drawer).to_contain_text(shown, ignore_case=True)
+
+    page.locator("#thread-title").dblclick()
+    title = page.locator("#thread-list .thread__input")
+    title.fill("pin \u202e4321 " + FAMILY)
+    title.press("Enter")
+    expect(page.locator("#thread-title")).to_have_text(f"pin ⟨U+202E⟩4321 {FAMILY}")
+    expect(page.locator("#thread-list .thread.is-active .thread__title")).to_have_text(
+        f"pin ⟨U+202E⟩4321 {FAMILY}"
+    )
+    assert "⟨U+202E⟩4321" in page.title()
+    shoot(page, artifacts, "invisible-characters-marked")
+
+    # Stored as sent: the marks are the page's way of showing, not a change of the text.
+    stored = httpx.get(f"{stack.base_url}/api/memories", headers=headers(stack, user)).json()
+    assert "\u202e1234\u202c" in stored["memories"][0]["content"]
+    assert "⟨" not in stored["memories"][0]["content"]
 
 
 def test_the_api_docs_render_with_no_network(stack: Stack, context: BrowserContext) -> None:

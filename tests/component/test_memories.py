@@ -661,3 +661,64 @@ async def test_the_content_key_pass_runs_once_per_store(
     assert await content_keys.backfill(repo(storage)) == 0
     assert await content_keys.backfill(MemoryRepository(storage.documents)) == 0  # a restart
     assert scans == 0
+
+
+# -- times the stores keep ------------------------------------------------------------------
+
+
+async def test_a_save_an_earlier_version_left_writing_with_a_short_year_is_repaired(
+    storage: MemoryStorage, user: str
+) -> None:
+    """Before years were zero-padded, a time before the year 1000 was stored as "999-…",
+    which no read could parse: the save stayed ``writing`` and every repair failed. The
+    reconciler now rewrites such times in fixed-width form and finishes the save."""
+    memory_id = await _crashed_save(storage, user, vectors_written=True)
+    short_year = "999-01-01T00:00:00.000000Z"
+    await repo(storage).change(user, memory_id, set={"creation_datetime": short_year})
+    newer = await save(storage, user, "I live in Porto", ["home town"])
+
+    report = await storage.reconciler.run_once(grace_seconds=None)
+
+    assert (report.finished, report.failed) == (1, 0)
+    stored = await repo(storage).get(user, memory_id)
+    assert stored is not None and stored.state == "ready"
+    assert stored.creation_datetime == "0999-01-01T00:00:00.000000Z"
+    # In the right place among the others: newest first, the year 999 last.
+    assert await search(storage, user, mode="chronological") == [newer.memory_id, memory_id]
+    assert await storage.writer.repo.unsettled(None) == []
+
+
+@pytest.mark.parametrize(
+    "told",
+    [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(999, 12, 31, 23, 59, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+async def test_a_memory_told_at_either_end_of_the_range_is_saved_and_found(
+    storage: MemoryStorage, user: str, told: datetime
+) -> None:
+    saved = await save(storage, user, creation_datetime=told)
+    assert saved.memory.creation_datetime == told
+    window = {"since": told, "until": told + timedelta(microseconds=1)} if told.year < 9999 else {}
+    assert await search(storage, user, mode="chronological", **window) == [saved.memory_id]
+    assert await storage.writer.repo.unsettled(None) == []
+
+
+async def test_a_save_whose_data_cannot_be_stored_leaves_nothing_behind(
+    storage: MemoryStorage, user: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that can never finish (its data refused on the last step) is not left
+    ``writing`` for the reconciler to fail on forever: the caller is told, and the document
+    and the rows it wrote are gone."""
+
+    async def refuse(user_id: str, change: Any) -> None:
+        raise ValueError("a value no store can keep")
+
+    monkeypatch.setattr(repo(storage), "record", refuse)
+    with pytest.raises(ValueError, match="no store can keep"):
+        await save(storage, user)
+    monkeypatch.undo()
+    assert await repo(storage).of_user(user) == []
+    assert await storage.vectors.rows_of(user) == []

@@ -5,6 +5,7 @@ line of its output in one format."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -18,8 +19,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from stack import free_port
 from ws_client import chat
+
+from memoria_cli import embedded_milvus
+from memoria_runtime.files import wider_than_private
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +32,22 @@ MEMORIA = Path(sys.executable).parent / "memoria"
 BANNER = re.compile(r"Memoria is running: (http://\S+)")
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
+TWO_RUNS_TIMEOUT_S = 2 * (START_TIMEOUT_S + STOP_TIMEOUT_S)
+ONE_RUN_AND_CHECKS_TIMEOUT_S = START_TIMEOUT_S + STOP_TIMEOUT_S + 60.0
+"""A start, a stop, and in between `memoria doctor` and `memoria token` as processes."""
+"""Two starts and stops of everything (the default 120 s per test is one on a loaded host)."""
 # The one format of every line, whichever process wrote it: "15:58:51 INFO    decision | …"
 LINE = re.compile(r"^\d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) +(\S+) +\| (.*)$")
 PROCESSES = ("valkey", "milvus", "action-worker", "decision", "memory", "gateway")
 
 
 class Run:
-    def __init__(self, process: subprocess.Popen[str]) -> None:
+    def __init__(
+        self, process: subprocess.Popen[str], data_dir: Path, ports: dict[str, int]
+    ) -> None:
         self.process = process
+        self.data_dir = data_dir
+        self.ports = ports
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -107,7 +120,11 @@ def memoria_running(data_dir: Path, cwd: Path) -> Iterator[tuple[Run, int]]:
         text=True,
         cwd=cwd,
     )
-    run = Run(process)
+    ports = {
+        "redis": int(env["MEMORIA_EMBEDDED_REDIS_PORT"]),
+        "milvus": int(env["MEMORIA_EMBEDDED_MILVUS_PORT"]),
+    }
+    run = Run(process, data_dir, ports)
     try:
         yield run, port
     finally:
@@ -136,6 +153,7 @@ async def ask(port: int, text: str) -> str:
     return str(answers[-1]["content"])
 
 
+@pytest.mark.timeout(ONE_RUN_AND_CHECKS_TIMEOUT_S)
 def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     memoria_run: tuple[Run, int],
 ) -> None:
@@ -151,6 +169,8 @@ def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
 
     children = run.children()
     assert set(children) >= {"memoria_gateway", "memoria_decision", "memoria_memory", "valkey"}
+    assert_nothing_open_to_other_accounts(run)
+    assert_the_data_directory_alone_finds_the_instance(run.data_dir, port)
     os.kill(children["memoria_decision"], signal.SIGKILL)
     run.wait_for(r"decision.*(exit|restart)", timeout=30)
     assert "offline planner" in asyncio.run(ask(port, "still there?"))
@@ -162,6 +182,54 @@ def test_make_run_serves_the_product_restarts_crashes_and_stops_cleanly(
     alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     assert not alive, f"processes left behind: {alive}\n{run.output[-3000:]}"
     assert_readable_and_stopped_cleanly(run)
+
+
+def assert_nothing_open_to_other_accounts(run: Run) -> None:
+    """The findings: another account read chat frames and ran SET/DEL over raw TCP on the
+    embedded Valkey, milvus-lite took no password, and memoria.db, its WAL and the AOF were
+    0644 in 0755 folders."""
+    data_dir = run.data_dir
+    password = (data_dir / "embedded_password").read_text().strip()
+    assert wider_than_private(data_dir) == []
+    names = {path.name for path in data_dir.rglob("*")}
+    assert {"memoria.db", "memoria.db-wal", "auth_secret", "embedded_password"} <= names
+    assert any(name.endswith(".aof") for name in names), names
+    broker = redis.Redis(host="127.0.0.1", port=run.ports["redis"])
+    try:
+        with pytest.raises(redis.AuthenticationError):
+            broker.keys("*")
+    finally:
+        broker.close()
+    with pytest.raises(Exception, match="a valid token is required"):
+        asyncio.run(embedded_milvus.server_version(run.ports["milvus"]))
+    assert password not in run.output
+    for pid in run.children().values():
+        assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def assert_the_data_directory_alone_finds_the_instance(data_dir: Path, port: int) -> None:
+    """The findings: `memoria doctor` with only MEMORIA_DATA_DIR warned 6 times, and
+    `memoria token` minted tokens the instance refused."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORIA_", "GEMINI_"))}
+    env.pop("REDIS_URL", None)
+    env["MEMORIA_DATA_DIR"] = str(data_dir)
+    doctor = subprocess.run(
+        [str(MEMORIA), "doctor", "--json"], env=env, capture_output=True, text=True, check=False
+    )
+    report = json.loads(doctor.stdout)
+    assert report["summary"] == {"ok": 10, "warning": 0, "failed": 0}, doctor.stdout
+    token = subprocess.run(
+        [str(MEMORIA), "token", "carla"], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    listed = httpx.get(
+        f"http://127.0.0.1:{port}/api/memories", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert listed.status_code == 200, listed.text
+    elsewhere = {**env, "MEMORIA_DATA_DIR": str(data_dir.parent / "never-used")}
+    refused = subprocess.run(
+        [str(MEMORIA), "token", "carla"], env=elsewhere, capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 2 and "no Memoria has used" in refused.stderr
 
 
 def assert_readable_and_stopped_cleanly(run: Run) -> None:
@@ -185,6 +253,7 @@ def _authorized(port: int, user: str) -> httpx.Client:
     return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
+@pytest.mark.timeout(TWO_RUNS_TIMEOUT_S)
 def test_memories_survive_a_restart_of_memoria_run(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with memoria_running(data_dir, tmp_path) as (run, port):
@@ -197,9 +266,14 @@ def test_memories_survive_a_restart_of_memoria_run(tmp_path: Path) -> None:
             assert created.status_code == 201, created.text
         run.process.send_signal(signal.SIGINT)
         assert run.process.wait(STOP_TIMEOUT_S) == 0
+    # As an earlier version left it: every file and folder readable by other accounts.
+    for path in [data_dir, *data_dir.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
     with memoria_running(data_dir, tmp_path) as (run, port):
         run.wait_for(BANNER)
+        run.wait_for(rf"made \d+ files and folders of {re.escape(str(data_dir))} private")
+        assert wider_than_private(data_dir) == []
         with _authorized(port, "newcomer") as http:
             found = http.get("/api/memories/search", params={"q": "what am I allergic to?"})
             listed = http.get("/api/memories")

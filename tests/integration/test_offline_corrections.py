@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from offline_chat import actions, answers, cards, offline_stack, say
+from offline_chat import actions, answers, api_get, cards, offline_stack, say, written
 from stack import Stack
 
 pytestmark = pytest.mark.integration
@@ -31,14 +31,31 @@ async def memories_of(stack: Stack, user: str) -> list[Any]:
 @pytest.mark.parametrize(
     ("user", "told", "correction", "kept"),
     [
-        ("ana", "I drink coffee every morning", "actually, I drink tea", "I drink tea"),
+        (
+            "ana",
+            "I drink coffee every morning",
+            "actually, I drink tea",
+            "I drink tea every morning",
+        ),
         (
             "bia",
             "I drink coffee every morning",
             "not coffee, tea",
             "I drink tea every morning",
         ),
-        ("caio", "Eu bebo café todas as manhãs", "na verdade, eu bebo chá", "Eu bebo chá"),
+        (
+            "caio",
+            "Eu bebo café todas as manhãs",
+            "na verdade, eu bebo chá",
+            "Eu bebo chá todas as manhãs",
+        ),
+        (
+            "gil",
+            "My sister Ingrid plays the bassoon",
+            "Actually, my sister plays the oboe",
+            "My sister Ingrid plays the oboe",
+        ),
+        ("hugo", "I drink coffee every morning", "I drink tea now", "I drink tea every morning"),
         (
             "dora",
             "Minha irmã se chama Rute",
@@ -54,6 +71,12 @@ async def test_a_correction_updates_the_memory_and_it_stays_one(
     corrected = await say(stack, user, "b", correction)
     assert actions(corrected) == ["MemorySearch", "MemoryUpdate", "Finalize"]
     assert await memories_of(stack, user) == [kept]
+    # The history keeps the old value.
+    [memory] = (await api_get(stack, user, "/api/memories"))["memories"]
+    history = await api_get(stack, user, f"/api/memories/{memory['memory_id']}/history")
+    assert [c["kind"] for c in history["changes"]] == ["created", "updated"]
+    assert history["changes"][-1]["old"]["content"] == told
+    assert history["changes"][-1]["new"]["content"] == kept
     # Told again: nothing left to change, and still one memory.
     again = await say(stack, user, "c", correction)
     assert "MemoryUpdate" not in actions(again)
@@ -77,8 +100,10 @@ async def test_a_correction_that_fits_two_memories_asks_which(stack: Stack) -> N
 
 async def test_a_dated_fact_told_again_stays_one_memory(stack: Stack) -> None:
     first = await say(stack, "fay", "a", "I started a new job last week")
-    kept = re.fullmatch(r'Saved: "(.+)"\.', str(answers(first)[0]["content"]))
-    assert kept is not None and "(week of " in kept.group(1)
+    [kept] = written(first)
+    assert "(week of " in kept
+    assert str(answers(first)[0]["content"]).startswith("Noted: you started a new job last week")
     again = await say(stack, "fay", "b", "I started a new job last week")
-    assert answers(again)[0]["content"] == f'I already had that: "{kept.group(1)}".'
-    assert await memories_of(stack, "fay") == [kept.group(1)]
+    assert str(answers(again)[0]["content"]).startswith("I already knew that: you started")
+    assert written(again) == [kept]
+    assert await memories_of(stack, "fay") == [kept]

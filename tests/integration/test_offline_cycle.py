@@ -1,6 +1,7 @@
 """No key, no model: the default a newcomer gets. The offline planner drives real cycles
 across the four services — save, recall, correct and forget memories, in English and
-Portuguese — and every answer says it comes from the offline planner."""
+Portuguese — each turn one answer, labelled as the offline planner's, the first of a
+conversation saying that no language model answers."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from offline_chat import actions, answers, cards, offline_stack, say
+from offline_chat import actions, answers, cards, offline_stack, say, written
 from stack import Stack
 from ws_client import Frame
 
 pytestmark = pytest.mark.integration
 
 OFFLINE_LABEL = "offline planner (no LLM)"
+NO_MODEL = "No language model is answering"
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +32,11 @@ def stack(
 async def test_remember_recall_correct_and_forget_without_a_model(stack: Stack) -> None:
     saved = await say(stack, "lia", "a", "Remember that I am allergic to peanuts")
     assert actions(saved) == ["MemorySave", "Finalize"]
-    assert answers(saved)[0]["content"] == 'Saved: "I am allergic to peanuts".'
-    assert {a["model"] for a in answers(saved)} == {OFFLINE_LABEL}
-    assert "no language model is configured" in answers(saved)[-1]["content"]
+    [answer] = answers(saved)  # one message a turn
+    assert answer["content"].startswith("Noted: you are allergic to peanuts.")
+    assert answer["model"] == OFFLINE_LABEL
+    assert NO_MODEL in answer["content"]  # the conversation's first answer says it
+    assert written(saved) == ["I am allergic to peanuts"]  # a card of what was stored
 
     recalled = await say(stack, "lia", "b", "What am I allergic to?")
     assert actions(recalled) == ["MemorySearch", "Finalize"]
@@ -40,6 +44,9 @@ async def test_remember_recall_correct_and_forget_without_a_model(stack: Stack) 
 
     corrected = await say(stack, "lia", "b", "Actually, I am allergic to shellfish")
     assert actions(corrected) == ["MemorySearch", "MemoryUpdate", "Finalize"]
+    assert [a["content"] for a in answers(corrected)] == ["Updated: you are allergic to shellfish."]
+    updated = next(f for f in corrected if (f.get("card") or {}).get("kind") == "updated")
+    assert updated["card"]["replaced"] == "I am allergic to peanuts"
     again = await say(stack, "lia", "c", "What am I allergic to?")
     assert cards(again) == ["I am allergic to shellfish"]
 
@@ -53,7 +60,7 @@ async def test_remember_recall_correct_and_forget_without_a_model(stack: Stack) 
 async def test_portuguese_and_a_confirmed_delete_everything(stack: Stack) -> None:
     saved = await say(stack, "rui", "a", "Lembre que meu cachorro se chama Rex")
     assert actions(saved) == ["MemorySave", "Finalize"]
-    assert answers(saved)[0]["content"].startswith("Guardei:")
+    assert answers(saved)[0]["content"].startswith("Anotado: seu cachorro se chama Rex.")
     await say(stack, "rui", "a", "Eu moro em Recife")
 
     recalled = await say(stack, "rui", "b", "Como se chama o meu cachorro?")
@@ -74,24 +81,23 @@ async def test_an_introduction_a_move_and_a_fact_told_twice(stack: Stack) -> Non
     address, so "where do I live?" has one answer)."""
     hello = await say(stack, "max", "a", "Hi, I'm Max and I live in Berlin.")
     assert actions(hello) == ["MemorySave", "Finalize"]
-    assert answers(hello)[0]["content"] == 'Saved: "I\'m Max"; "I live in Berlin".'
+    assert answers(hello)[0]["content"].startswith("Noted: you're Max, and you live in Berlin.")
 
     again = await say(stack, "max", "b", "I live in Berlin")
-    assert answers(again)[0]["content"] == 'I already had that: "I live in Berlin".'
+    assert answers(again)[0]["content"].startswith("I already knew that: you live in Berlin.")
 
     moved = await say(stack, "max", "b", "I moved to Hamburg last month")
     assert actions(moved) == ["MemorySearch", "MemoryUpdate", "Finalize"]
-    # The thread was told there is no model: the update's own answer is the last word, with
-    # no "Done." after it.
-    last = answers(moved)[-1]["content"]
+    # The thread was told there is no model: the update's own answer is the turn's one answer.
+    [last] = [a["content"] for a in answers(moved)]
     # Kept with the month "last month" names (counted from when it was said).
-    updated = re.fullmatch(r'Updated: "I live in Berlin" → "(.+)"\.', last)
-    assert updated is not None, last
-    hamburg = updated.group(1)
+    assert re.fullmatch(r"Updated: you moved to Hamburg last month \(\d{4}-\d{2}\)\.", last), last
+    [hamburg] = written(moved)
     assert re.fullmatch(r"I moved to Hamburg last month \(\d{4}-\d{2}\)", hamburg), hamburg
     told_again = await say(stack, "max", "c", "I moved to Hamburg last month")
     assert actions(told_again) == ["MemorySearch", "MemorySave", "Finalize"]
-    assert answers(told_again)[1]["content"] == f'I already had that: "{hamburg}".'
+    assert answers(told_again)[0]["content"].startswith("I already knew that: you moved to")
+    assert written(told_again) == [hamburg]
     where = await say(stack, "max", "c", "Where do I live?")
     assert hamburg in cards(where)
     assert "I live in Berlin" not in cards(where)
@@ -104,15 +110,13 @@ async def test_someone_named_and_a_job_are_found_by_what_is_asked(stack: Stack) 
     Clara lives in Madrid" (the name alone does not), and "where do I work?" shares no word
     with "I'm a software engineer in Lisbon". Courtesy before a fact keeps the fact."""
     told = await say(stack, "sol", "a", "Thanks! My sister Clara lives in Madrid.")
-    assert answers(told)[0]["content"] == 'Saved: "My sister Clara lives in Madrid".'
+    assert answers(told)[0]["content"].startswith("Noted: your sister Clara lives in Madrid.")
     await say(stack, "sol", "a", "I'm a software engineer in Lisbon")
     who = await say(stack, "sol", "b", "Who is Clara?")
     assert actions(who) == ["MemorySearch", "Finalize"]
-    assert answers(who)[0]["content"] == 'From your memories: "My sister Clara lives in Madrid".'
+    assert answers(who)[0]["content"].startswith("Your sister Clara lives in Madrid.")
     work = await say(stack, "sol", "b", "Where do I work?")
-    assert answers(work)[0]["content"] == (
-        'From your memories: "I\'m a software engineer in Lisbon".'
-    )
+    assert answers(work)[0]["content"] == "You're a software engineer in Lisbon."
     thanks = await say(stack, "sol", "b", "Thank you!")
     assert [a["content"] for a in answers(thanks)] == ["You're welcome!"]
 
@@ -123,9 +127,10 @@ async def test_a_reply_in_no_language_is_answered_in_the_threads(stack: Stack) -
     assert actions(asked) == ["MemorySearch", "Question"]
     assert answers(asked)[-1]["content"] == "Ainda não tenho isso na memória. Pode me contar?"
     told = await say(stack, "bia", "a", "Lena")
-    assert answers(told)[0]["content"] == 'Guardei: "O nome da minha filha é Lena".'
+    assert answers(told)[0]["content"] == "Anotado: o nome da sua filha é Lena."
+    assert written(told) == ["O nome da minha filha é Lena"]
     again = await say(stack, "bia", "b", "Qual é o nome da minha filha?")
-    assert answers(again)[0]["content"] == 'Nas suas memórias: "O nome da minha filha é Lena".'
+    assert answers(again)[0]["content"].startswith("O nome da sua filha é Lena.")
 
     bye = await say(stack, "bia", "a", "valeu, tchau")
     assert [a["content"] for a in answers(bye)] == [

@@ -5,6 +5,7 @@ errors for bad bodies and tokens."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def test_a_saved_memory_is_recalled_in_a_later_request(stack: Stack) -> None:
         ],
     )
     answer = saved.choices[0].message.content or ""
-    assert 'Saved: "I am allergic to peanuts".' in answer
+    assert answer.startswith("Noted: you are allergic to peanuts.")  # the offline planner's
     assert saved.choices[0].finish_reason == "stop"
     assert extension(saved)["actions"] == ["MemorySave", "Finalize"]
     assert extension(saved)["thread_id"] == "oai-a"
@@ -164,3 +165,40 @@ def test_wrong_or_missing_tokens_are_refused(stack: Stack) -> None:
     missing = httpx.get(f"{stack.base_url}/v1/models")
     assert missing.status_code == 401
     assert missing.json()["error"]["code"] == "invalid_api_key"
+
+
+CONCURRENT_CALLS = 60
+CONCURRENT_THREADS = 6
+ANSWERS_TIMEOUT_S = 300.0
+
+
+@pytest.mark.timeout(ANSWERS_TIMEOUT_S + 60)
+async def test_many_concurrent_calls_of_one_user_all_get_their_own_answer(stack: Stack) -> None:
+    """The finding: about 60 concurrent calls of one user got up to 50 503s (every request
+    took every frame of the user, and fell behind). Each now gets its own cycle's answer,
+    streamed or whole, on threads where calls queue behind each other too."""
+    token = stack.token("oai-many")
+    api = AsyncOpenAI(api_key=token, base_url=f"{stack.base_url}/v1", max_retries=0)
+
+    async def one(n: int) -> tuple[int, str]:
+        thread = f"oai-many-{n % CONCURRENT_THREADS}"
+        body: dict[str, Any] = {
+            "model": "memoria",
+            "messages": [{"role": "user", "content": f"hello number {n}"}],
+            "extra_headers": {"X-Memoria-Thread": thread},
+        }
+        if n % 2:
+            parts = [
+                chunk.choices[0].delta.content or ""
+                async for chunk in await api.chat.completions.create(stream=True, **body)
+                if chunk.choices
+            ]
+            return n, "".join(parts)
+        whole = await api.chat.completions.create(**body)
+        return n, whole.choices[0].message.content or ""
+
+    async with asyncio.timeout(ANSWERS_TIMEOUT_S):
+        answers = await asyncio.gather(*(one(n) for n in range(CONCURRENT_CALLS)))
+    await api.close()
+    assert len(answers) == CONCURRENT_CALLS
+    assert all(text.strip() for _, text in answers), answers  # each its own cycle's answer

@@ -13,7 +13,7 @@ import pytest
 from memoria_cli import embedded_broker, embedded_milvus
 from memoria_cli.run import build_specs
 from memoria_cli.supervisor import ProcessSpec
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import EMBEDDED_PASSWORD_FILE, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -103,3 +103,23 @@ def test_redis_url_from_the_environment_selects_the_external_profile(
         spec.env is not None and spec.env["MEMORIA_REDIS_URL"] == "redis://elsewhere:6379/0"
         for spec in specs
     )
+
+
+def test_with_the_password_memoria_run_makes_every_part_requires_and_uses_it(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    embedded_broker.broker_dir(data).mkdir(parents=True)  # as memoria run's checks leave it
+    (data / EMBEDDED_PASSWORD_FILE).write_text("the-password")
+    settings = Settings(data_dir=data, embedded_redis_port=6411, embedded_milvus_port=19611)
+    valkey, milvus, *services = build_specs(settings)
+    config = embedded_broker.config_file(data)
+    assert valkey.argv == embedded_broker.argv(6411, data, config)
+    assert 'requirepass "the-password"' in config.read_text()
+    assert milvus.argv == embedded_milvus.argv(19611, data, data / EMBEDDED_PASSWORD_FILE)
+    for argv in (valkey.argv, milvus.argv):
+        assert not any("the-password" in part for part in argv)
+    for service in services:
+        assert service.env is not None
+        assert service.env["MEMORIA_REDIS_URL"] == "redis://:the-password@127.0.0.1:6411/0"
+        assert service.env["MEMORIA_MILVUS_TOKEN"] == "memoria:the-password"

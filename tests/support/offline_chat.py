@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 from stack import Stack, running_stack
 from ws_client import Frame, one_cycle
 
@@ -37,4 +38,27 @@ def answers(frames: list[Frame]) -> list[Frame]:
 
 
 def cards(frames: list[Frame]) -> list[Any]:
-    return [f["content"]["content"] for f in frames if f.get("modal") == "memory"]
+    """What the memory cards of a search show (not those of what was saved or updated)."""
+    return [
+        f["content"]["content"]
+        for f in frames
+        if f.get("modal") == "memory" and (f.get("card") or {}).get("kind", "found") == "found"
+    ]
+
+
+def written(frames: list[Frame]) -> list[Any]:
+    """What the cards of saved and updated memories show: what is stored now."""
+    return [
+        f["content"]["content"]
+        for f in frames
+        if f.get("modal") == "memory" and (f.get("card") or {}).get("kind") in ("saved", "updated")
+    ]
+
+
+async def api_get(stack: Stack, user: str, path: str) -> Any:
+    """``GET path`` of the HTTP API as ``user`` (the dev login's token)."""
+    async with httpx.AsyncClient(base_url=stack.base_url) as http:
+        token = (await http.post("/api/token", json={"user_id": user})).json()["token"]
+        response = await http.get(path, headers={"Authorization": f"Bearer {token}"})
+    response.raise_for_status()
+    return response.json()

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from memoria_cli.doctor_checks import (
     BROKER,
+    DATA_DIR,
     DECISION,
     DOCSTORE,
     EMBEDDER,
@@ -44,6 +45,7 @@ from memoria_cli.doctor_checks import (
     Status,
     check_action_workers,
     check_broker,
+    check_data_dir,
     check_decision_service,
     check_docstore,
     check_embedder,
@@ -59,8 +61,8 @@ from memoria_cli.doctor_checks import (
 )
 from memoria_cli.gateway_client import gateway_url
 from memoria_cli.run import data_dir
-from memoria_runtime.instance import instance_id
-from memoria_runtime.settings import LlmSettings, Settings
+from memoria_runtime.instance import instance_id, with_recorded
+from memoria_runtime.settings import LlmSettings, Settings, embedded_password
 
 if TYPE_CHECKING:
     from memoria_memory.embedding.port import Embedder
@@ -92,6 +94,7 @@ CHECKS = (
     CheckSpec(DECISION, check_decision_service, Status.WARNING),
     CheckSpec(WORKERS, check_action_workers, Status.WARNING),
     CheckSpec(GATEWAY, check_gateway, Status.WARNING),
+    CheckSpec(DATA_DIR, check_data_dir, Status.WARNING),
 )
 
 
@@ -185,7 +188,7 @@ def describe(
         docstore_url=redact_any(settings.effective_docstore_url),
         milvus_uri=redact_any(settings.effective_milvus_uri),
         milvus="embedded milvus-lite" if embedded_milvus else "external (MEMORIA_MILVUS_URI)",
-        milvus_token=_is_set(settings.milvus_token),
+        milvus_token=_is_set(settings.effective_milvus_token),
         broker_url=redact_any(settings.effective_redis_url),
         broker="embedded Valkey" if embedded_broker else "external (MEMORIA_REDIS_URL)",
         data_dir=str(data_dir(settings)),
@@ -201,6 +204,7 @@ def secrets_of(settings: Settings) -> list[str]:
     """Every secret value the settings hold, passwords inside URLs included."""
     held = [settings.gemini_api_key, settings.openai_api_key, settings.milvus_token]
     values = [secret.get_secret_value() for secret in [*held, settings.auth_secret] if secret]
+    values.append(embedded_password(data_dir(settings)) or "")
     if settings.milvus_token:  # "user:password": the password alone may be echoed
         values.append(settings.milvus_token.get_secret_value().partition(":")[2])
     urls = (settings.redis_url, settings.docstore_url, settings.milvus_uri)
@@ -338,6 +342,8 @@ def print_rich(report: Report) -> None:
 def main(*, json_output: bool, timeout: float) -> int:
     try:
         settings = Settings()
+        # The ports its instance wrote down, for those the environment leaves unset.
+        settings = with_recorded(settings, data_dir(settings))
     except ValidationError as exc:
         for error in exc.errors(include_input=False):  # inputs may be secrets
             where = ".".join(map(str, error["loc"]))

@@ -38,6 +38,7 @@ from memoria_llm.port import Mode
 from memoria_offline import LABEL as OFFLINE_LABEL
 from memoria_runtime import keys
 from memoria_runtime.catalog import WorkerAdvert
+from memoria_runtime.files import wider_than_private
 from memoria_runtime.presence import Presence
 from memoria_runtime.settings import LlmSettings, Settings
 
@@ -55,6 +56,8 @@ MEMORY = "memory service"
 DECISION = "decision service"
 WORKERS = "action workers"
 GATEWAY = "gateway"
+DATA_DIR = "data directory"
+PERMISSIONS_SHOWN = 3
 
 TEXT_MODES = (Mode.REASONING_HEAVY, Mode.REASONING, Mode.CHAT)
 PROBE_SENTENCE = "Memoria doctor: is the embedder working?"
@@ -297,6 +300,33 @@ async def check_gateway(ctx: Context) -> Check:
     return ok(GATEWAY, f"{url} answers")
 
 
+# -- the data directory -------------------------------------------------------------------------
+
+
+def _permissions(root: Path) -> Check:
+    if not root.exists():
+        return ok(DATA_DIR, f"{root} does not exist yet (`memoria run` creates it, private)")
+    wider = wider_than_private(root)
+    if not wider:
+        return ok(DATA_DIR, f"{root}: files and folders are its owner's alone")
+    shown = ", ".join(
+        f"{path.relative_to(root) if path != root else root} {mode:04o}"
+        for path, mode in wider[:PERMISSIONS_SHOWN]
+    )
+    more = f" and {len(wider) - PERMISSIONS_SHOWN} more" if len(wider) > PERMISSIONS_SHOWN else ""
+    return warning(
+        DATA_DIR,
+        f"other accounts on this machine can read or enter {len(wider)} entries of {root} "
+        f"(memories, history, the broker's files, secrets): {shown}{more}",
+        f"chmod -R go-rwx {root} (`memoria run` does it when it starts)",
+    )
+
+
+async def check_data_dir(ctx: Context) -> Check:
+    """Files 0600 and folders 0700: a warning, not a failure (nothing is broken yet)."""
+    return await asyncio.to_thread(_permissions, ctx.data_dir)
+
+
 # -- stores --------------------------------------------------------------------------------------
 
 
@@ -305,7 +335,7 @@ async def check_milvus(ctx: Context) -> Check:
 
     settings = ctx.settings
     uri = redact_any(settings.effective_milvus_uri)
-    token = settings.milvus_token.get_secret_value() if settings.milvus_token else ""
+    token = settings.effective_milvus_token or ""
     try:
         client = async_client(settings.effective_milvus_uri, token, ctx.timeout)
         try:

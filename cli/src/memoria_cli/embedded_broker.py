@@ -2,6 +2,10 @@
 
 Durability: append-only file fsynced every second (at most ~1 s of writes lost on a power
 cut), no RDB snapshots, data under ``<data_dir>/valkey``.
+
+Access: a password (``requirepass``), the one `memoria run` keeps in the data directory. It
+reaches Valkey in a config file of the data directory (0600), never on the command line,
+which every account on the machine can read.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -23,6 +28,7 @@ NAME = "valkey"
 HOST = "127.0.0.1"
 PROGRAM = "valkey-server"
 SUBDIR = "valkey"
+CONFIG_FILE = "memoria.conf"
 COLOR = "blue"
 CONNECT_TIMEOUT_S = 2.0
 # Bounds the whole "who is on this port?" exchange: a listener that never answers must not
@@ -47,11 +53,27 @@ def broker_dir(data_dir: Path) -> Path:
     return data_dir / SUBDIR
 
 
-def argv(port: int, data_dir: Path) -> list[str]:
+def config_file(data_dir: Path) -> Path:
+    return broker_dir(data_dir) / CONFIG_FILE
+
+
+def write_config(data_dir: Path, password: str) -> Path:
+    """The config file that carries the password (0600, rewritten at every start)."""
+    path = config_file(data_dir)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(f'requirepass "{password}"\n')
+    return path
+
+
+def argv(port: int, data_dir: Path, config: Path | None = None) -> list[str]:
     """``argv[0]`` is the bare name (Valkey titles its process with it): ``ps`` then shows
-    ``valkey-server 127.0.0.1:6390``, not a 100-character path into site-packages."""
+    ``valkey-server 127.0.0.1:6390``, not a 100-character path into site-packages.
+    ``config``: a config file read first (the password's)."""
     return [
         PROGRAM,
+        *([str(config)] if config is not None else []),
         "--port",
         str(port),
         "--bind",
@@ -110,10 +132,11 @@ def read_line(text: str) -> LogLine | None:
     return python_line(text)  # no time stamp: kept as it is (blank lines dropped)
 
 
-def _client(port: int) -> Redis:
+def _client(port: int, password: str | None) -> Redis:
     return Redis(
         host=HOST,
         port=port,
+        password=password,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=CONNECT_TIMEOUT_S,
         retry=Retry(NoBackoff(), 0),  # probes are repeated by their callers, not here
@@ -127,12 +150,13 @@ async def _served_dir(client: Redis) -> str:
     return str(reply["dir"])
 
 
-def readiness_check(port: int, data_dir: Path) -> ReadinessCheck:
-    """Ready once a Valkey on ``port`` answers and serves *our* directory (not a stranger)."""
+def readiness_check(port: int, data_dir: Path, password: str | None = None) -> ReadinessCheck:
+    """Ready once a Valkey on ``port`` answers (to ``password``) and serves *our* directory
+    (not a stranger)."""
     expected = str(broker_dir(data_dir).resolve())
 
     async def check() -> bool:
-        client = _client(port)
+        client = _client(port, password)
         try:
             return await _served_dir(client) == expected
         finally:
@@ -141,20 +165,22 @@ def readiness_check(port: int, data_dir: Path) -> ReadinessCheck:
     return check
 
 
-def spec(port: int, data_dir: Path) -> ProcessSpec:
-    """Callers create :func:`broker_dir` first (Valkey refuses a missing ``--dir``)."""
+def spec(port: int, data_dir: Path, password: str | None = None) -> ProcessSpec:
+    """Callers create :func:`broker_dir` first (Valkey refuses a missing ``--dir``);
+    ``password``: required of every client (None: none, tests' own servers)."""
+    config = write_config(data_dir, password) if password else None
     return ProcessSpec(
         name=NAME,
-        argv=argv(port, data_dir),
+        argv=argv(port, data_dir, config),
         executable=str(binary_path()),
-        ready=readiness_check(port, data_dir),
+        ready=readiness_check(port, data_dir, password),
         critical=True,
         color=COLOR,
         read_line=read_line,
     )
 
 
-async def ensure_port_free(port: int, data_dir: Path) -> None:
+async def ensure_port_free(port: int, data_dir: Path, password: str | None = None) -> None:
     """Fail with a clear message when something already listens on ``port``."""
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), CONNECT_TIMEOUT_S)
@@ -165,7 +191,7 @@ async def ensure_port_free(port: int, data_dir: Path) -> None:
         await writer.wait_closed()
     hint = "set MEMORIA_EMBEDDED_REDIS_PORT or REDIS_URL"
     try:
-        pid = await asyncio.wait_for(_our_valkey_pid(port, data_dir), IDENTIFY_TIMEOUT_S)
+        pid = await asyncio.wait_for(_our_valkey_pid(port, data_dir, password), IDENTIFY_TIMEOUT_S)
     except TimeoutError:
         pid = None
     if pid is not None:
@@ -177,9 +203,9 @@ async def ensure_port_free(port: int, data_dir: Path) -> None:
     raise StartupError(f"port {port} is in use; {hint}")
 
 
-async def _our_valkey_pid(port: int, data_dir: Path) -> int | None:
+async def _our_valkey_pid(port: int, data_dir: Path, password: str | None) -> int | None:
     """The pid of the Valkey on ``port`` if it serves our directory, else None."""
-    client = _client(port)
+    client = _client(port, password)
     try:
         if await _served_dir(client) != str(broker_dir(data_dir).resolve()):
             return None

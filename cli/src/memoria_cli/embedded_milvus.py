@@ -2,13 +2,14 @@
 child, so that the services reach their vectors by URI exactly as they reach a Milvus
 standalone in the cluster profile.
 
-The child is ``python -m memoria_cli.embedded_milvus server …``: milvus-lite's own command
-line, with one change. milvus-lite shuts down cleanly only on KeyboardInterrupt (it stops
-gRPC, flushes its in-memory rows to segment files and releases the data directory's lock);
-the supervisor stops children with SIGTERM, whose default action kills the process on the
-spot. Nothing is lost that way either (every write is in the write-ahead log before it is
-acknowledged, and the next start replays it), but the clean path exits with code 0 and leaves
-nothing to replay, so SIGTERM is routed to it.
+The child is ``python -m memoria_cli.embedded_milvus server …``: milvus-lite's own server
+command, with two changes. It requires a password (milvus_server.py), read from a file of the
+data directory so that no other account sees it in the process list. And milvus-lite shuts
+down cleanly only on KeyboardInterrupt (it stops gRPC, flushes its in-memory rows to segment
+files and releases the data directory's lock); the supervisor stops children with SIGTERM,
+whose default action kills the process on the spot. Nothing is lost that way either (every
+write is in the write-ahead log before it is acknowledged, and the next start replays it),
+but the clean path exits with code 0 and leaves nothing to replay, so SIGTERM is routed to it.
 
 Durability: writes reach the operating system before they are acknowledged but are not
 fsynced, so a process crash loses nothing and a power cut may lose the last seconds.
@@ -17,6 +18,7 @@ Data lives under ``<data_dir>/milvus``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memoria_cli.supervisor import ProcessSpec, ReadinessCheck, StartupError
+from memoria_runtime.settings import EMBEDDED_MILVUS_USER, EMBEDDED_PASSWORD_FILE
 
 NAME = "milvus"
 HOST = "127.0.0.1"
@@ -39,6 +42,8 @@ LITE_VERSION_PREFIX = "milvus_lite"
 LOCK_FILE = "LOCK"
 PROC_LOCKS = Path("/proc/locks")
 HINT = "set MEMORIA_EMBEDDED_MILVUS_PORT or MEMORIA_MILVUS_URI"
+PORT_FLAG = "--port"
+PASSWORD_FILE_FLAG = "--password-file"
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -46,10 +51,12 @@ def milvus_dir(data_dir: Path) -> Path:
     return data_dir / SUBDIR
 
 
-def argv(port: int, data_dir: Path) -> list[str]:
+def argv(port: int, data_dir: Path, password_file: Path | None = None) -> list[str]:
+    """``password_file``: the server requires ``memoria:<its content>`` as token; None: no
+    check (tests that start their own server)."""
     # The interpreter of this very environment: milvus-lite (and the pymilvus it imports)
     # are found wherever memoria itself is installed, with no console script to look up.
-    return [
+    command = [
         sys.executable,
         "-m",
         MODULE,
@@ -61,13 +68,16 @@ def argv(port: int, data_dir: Path) -> list[str]:
         "--port",
         str(port),
     ]
+    if password_file is not None:
+        command += [PASSWORD_FILE_FLAG, str(password_file)]
+    return command
 
 
 def uri(port: int) -> str:
     return f"http://{HOST}:{port}"
 
 
-async def server_version(port: int) -> str:
+async def server_version(port: int, token: str | None = None) -> str:
     """The version a Milvus-protocol server on ``port`` reports (raises when none answers).
 
     A bare gRPC GetVersion, the protocol's own liveness call, rather than a pymilvus client
@@ -75,16 +85,21 @@ async def server_version(port: int) -> str:
     suit a probe repeated every few hundred milliseconds). Blocking gRPC in a thread, not
     grpc.aio: aio leaves gRPC threads behind in the supervisor, and every later fork of a
     service then logs "Other threads are currently calling into gRPC"."""
-    return await asyncio.to_thread(_server_version, port)
+    return await asyncio.to_thread(_server_version, port, token)
 
 
-def _server_version(port: int) -> str:
+def _server_version(port: int, token: str | None) -> str:
     import grpc
     from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
+    from memoria_cli.milvus_server import AUTHORIZATION, authorization_for
+
+    metadata = [(AUTHORIZATION, authorization_for(token).decode())] if token else None
     with grpc.insecure_channel(f"{HOST}:{port}") as channel:
         stub = milvus_pb2_grpc.MilvusServiceStub(channel)
-        reply = stub.GetVersion(milvus_pb2.GetVersionRequest(), timeout=CONNECT_TIMEOUT_S)
+        reply = stub.GetVersion(
+            milvus_pb2.GetVersionRequest(), timeout=CONNECT_TIMEOUT_S, metadata=metadata
+        )
     return str(reply.version)
 
 
@@ -111,23 +126,27 @@ def _sees_locks() -> bool:
     return PROC_LOCKS.is_file()
 
 
-def readiness_check(port: int, data_dir: Path) -> ReadinessCheck:
-    """Ready once a milvus-lite answers on ``port`` and (where the kernel tells) someone
-    holds the lock of *our* directory: a stranger on the port does not count."""
+def readiness_check(port: int, data_dir: Path, token: str | None = None) -> ReadinessCheck:
+    """Ready once a milvus-lite answers on ``port`` (to ``token``) and (where the kernel
+    tells) someone holds the lock of *our* directory: a stranger on the port does not count."""
 
     async def check() -> bool:
-        if not (await server_version(port)).startswith(LITE_VERSION_PREFIX):
+        if not (await server_version(port, token)).startswith(LITE_VERSION_PREFIX):
             return False
         return not _sees_locks() or lock_holder(data_dir) is not None
 
     return check
 
 
-def spec(port: int, data_dir: Path) -> ProcessSpec:
+def spec(port: int, data_dir: Path, password: str | None = None) -> ProcessSpec:
+    """``password``: the one kept in the data directory (its file is named in the command
+    line, never the password itself)."""
+    password_file = data_dir / EMBEDDED_PASSWORD_FILE if password else None
+    token = f"{EMBEDDED_MILVUS_USER}:{password}" if password else None
     return ProcessSpec(
         name=NAME,
-        argv=argv(port, data_dir),
-        ready=readiness_check(port, data_dir),
+        argv=argv(port, data_dir, password_file),
+        ready=readiness_check(port, data_dir, token),
         critical=True,
         color=COLOR,
     )
@@ -154,8 +173,19 @@ async def ensure_port_free(port: int, data_dir: Path) -> None:
     raise StartupError(f"port {port} is in use; {HINT}")
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=MODULE, description="milvus-lite, with a password")
+    commands = parser.add_subparsers(dest="command", required=True)
+    server = commands.add_parser("server", help="serve a data directory over gRPC")
+    server.add_argument("--data-dir", required=True)
+    server.add_argument("--host", default=HOST)
+    server.add_argument(PORT_FLAG, type=int, required=True)
+    server.add_argument(PASSWORD_FILE_FLAG, type=Path, default=None)
+    return parser
+
+
 def main(args: Sequence[str] | None = None) -> int:
-    """milvus-lite's command line, with SIGTERM stopping the server like Ctrl-C."""
+    """The server, with SIGTERM stopping it like Ctrl-C."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     # One BLAS thread: a search is a few thousand dot products, where BLAS threads only
     # contend with the memory service's embedder for the same cores (measured on 2 cores: the
@@ -163,12 +193,17 @@ def main(args: Sequence[str] | None = None) -> int:
     # numpy and faiss load; a user's own setting wins.
     for variable in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(variable, "1")
-    try:
-        from milvus_lite.cmdline import main as milvus_lite_main
+    options = _parser().parse_args(list(sys.argv[1:] if args is None else args))
+    token = None
+    if options.password_file is not None:
+        token = f"{EMBEDDED_MILVUS_USER}:{options.password_file.read_text().strip()}"
+    from memoria_cli.milvus_server import serve  # gRPC only in the server's own process
 
-        return int(milvus_lite_main(list(sys.argv[1:] if args is None else args)))
+    try:
+        serve(options.data_dir, options.host, options.port, token)
     except KeyboardInterrupt:  # stopped before it served: nothing to flush, a clean stop
         return 0
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from memoria_client import (
     RetryPolicy,
 )
 from memoria_client.errors import describe
-from memoria_runtime.settings import GatewaySettings
+from memoria_runtime.instance import resolved_data_dir, with_recorded
+from memoria_runtime.settings import DataSettings, GatewaySettings
 
 TOKEN_ENV: Final = "MEMORIA_TOKEN"
 URL_ENV: Final = "MEMORIA_URL"
@@ -29,6 +30,7 @@ HTTP_TIMEOUT_S: Final = 60.0
 """Longer than the gateway waits for the memory service (two tries of its RPC timeout), and
 a save embeds its bindings first, which takes a while on a CPU."""
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", ""})
 RATE_LIMITED_TRIES: Final = 20
 """A request refused for the user's request rate (429) is sent again after the gateway's
 ``Retry-After``, this many times in all: a long import goes on at the allowed pace."""
@@ -47,15 +49,22 @@ def gateway_url(
     settings: GatewaySettings | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str:
-    """Where every command finds the gateway: ``--url``, else ``$MEMORIA_URL``, else this
-    machine's port of `memoria run`'s gateway (MEMORIA_GATEWAY_PORT, as the settings read
-    it: environment, then .env). One rule, so that no command talks to another gateway
-    than the others."""
+    """Where every command finds the gateway: ``--url``, else ``$MEMORIA_URL``, else the
+    gateway of `memoria run` on this machine: MEMORIA_GATEWAY_PORT as the settings read it
+    (environment, then .env), else the port the instance of MEMORIA_DATA_DIR wrote down
+    when it started (instance.py), else 8000. One rule, so that no command talks to
+    another gateway than the others."""
     chosen = url or (os.environ if environ is None else environ).get(URL_ENV)
     if chosen:
         return chosen
-    port = (GatewaySettings() if settings is None else settings).gateway_port
-    return f"http://{LOOPBACK}:{port}"
+    if settings is None:
+        settings = with_recorded(GatewaySettings(), resolved_data_dir(DataSettings()))
+    host = settings.gateway_host
+    if host in WILDCARD_HOSTS or is_loopback_name(host):
+        host = LOOPBACK
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{settings.gateway_port}"
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,12 @@ async def _dev_login(client: AsyncMemoria, user_id: str) -> None:
         raise GatewayError(f"dev login as {user_id!r} failed: {describe(exc.detail)}") from exc
 
 
+def is_loopback_name(host: str) -> bool:
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
 def is_loopback(url: str) -> bool:
-    return httpx.URL(url).host in LOOPBACK_HOSTS
+    return is_loopback_name(httpx.URL(url).host)
 
 
 @contextlib.asynccontextmanager

@@ -143,24 +143,39 @@ def token(
     ttl: Annotated[
         int | None,
         typer.Option(
-            min=60, metavar="SECONDS", help="Lifetime. Default: MEMORIA_TOKEN_TTL_SECONDS."
+            min=60,
+            metavar="SECONDS",
+            help="Lifetime, at most MEMORIA_TOKEN_TTL_SECONDS (the longest a gateway honours "
+            "a token). Default: MEMORIA_TOKEN_TTL_SECONDS.",
         ),
     ] = None,
+    create_secret: Annotated[
+        bool,
+        typer.Option(
+            "--create-secret",
+            help="Without MEMORIA_AUTH_SECRET, and no Memoria has used the data directory "
+            "yet: make the secret there (for a Memoria that will use this directory).",
+        ),
+    ] = False,
 ) -> None:
     """Print a session token for USER_ID, signed with MEMORIA_AUTH_SECRET (or the secret
-    `memoria run` keeps in the data directory). This is how people log in where the dev
-    login is off: e.g. `docker compose exec gateway memoria token ana`."""
+    `memoria run` keeps in the data directory, MEMORIA_DATA_DIR). This is how people log in
+    where the dev login is off: e.g. `docker compose exec gateway memoria token ana`."""
     from pydantic import TypeAdapter, ValidationError
 
+    from memoria_cli.tokens import TokenRefused, issuer_for
     from memoria_contracts.events import UserId
-    from memoria_runtime.auth import TokenIssuer
 
     try:
         valid = TypeAdapter(UserId).validate_python(user_id)
     except ValidationError as exc:
         typer.echo(f"not a valid user id: {exc.errors()[0]['msg']}", err=True)
         raise typer.Exit(2) from exc
-    issuer = TokenIssuer.from_settings(AuthSettings(), ttl)
+    try:
+        issuer = issuer_for(AuthSettings(), ttl, create_secret=create_secret)
+    except TokenRefused as exc:
+        typer.echo(f"memoria token: {exc}", err=True)
+        raise typer.Exit(2) from exc
     typer.echo(issuer.issue(valid))
 
 

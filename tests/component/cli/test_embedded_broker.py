@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import AuthenticationError
 
 from memoria_cli import embedded_broker
 from memoria_cli.supervisor import EXIT_OK, StartupError, Supervisor
@@ -23,6 +24,11 @@ START_TIMEOUT_S = 60.0
 STREAM = "memoria:test:survivor"
 
 
+def command_line(pid: int) -> bytes:
+    """What every account on the machine can read of a process."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -30,20 +36,22 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def embedded_valkey(port: int, data_dir: Path) -> AsyncIterator[Redis]:
+async def embedded_valkey(
+    port: int, data_dir: Path, password: str | None = None
+) -> AsyncIterator[Redis]:
     """Valkey under the supervisor until the block ends; then a clean stop."""
     embedded_broker.broker_dir(data_dir).mkdir(parents=True, exist_ok=True)
     output = io.StringIO()
     started = asyncio.Event()
     supervisor = Supervisor(
-        [embedded_broker.spec(port, data_dir)],
+        [embedded_broker.spec(port, data_dir, password)],
         output=output,
         color=False,
         handle_signals=False,
         on_started=started.set,
     )
     run = asyncio.create_task(supervisor.run())
-    client = Redis(host="127.0.0.1", port=port, decode_responses=True)
+    client = Redis(host="127.0.0.1", port=port, password=password, decode_responses=True)
     try:
         ready = asyncio.create_task(started.wait())
         await asyncio.wait(
@@ -121,3 +129,32 @@ async def test_readiness_needs_our_directory_not_just_any_valkey(tmp_path: Path)
     async with embedded_valkey(port, tmp_path):
         assert await ours()
         assert not await theirs()
+
+
+async def test_with_a_password_every_client_without_it_is_refused(tmp_path: Path) -> None:
+    """The finding: as another account, raw TCP to the embedded Valkey read chat frames and
+    ran SET and DEL. Now nothing is served without the password, which is in a 0600 config
+    file and not on the command line (which every account can read in /proc)."""
+    password = "a-password-for-this-test-only"
+    port = free_port()
+    async with embedded_valkey(port, tmp_path, password) as client:
+        assert await client.ping()
+        await client.set("pin", "1234")
+        stranger = Redis(host="127.0.0.1", port=port, decode_responses=True)
+        try:
+            with pytest.raises(AuthenticationError):
+                await stranger.get("pin")
+            with pytest.raises(AuthenticationError):
+                await stranger.delete("pin")
+        finally:
+            await stranger.aclose()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"KEYS *\r\n")
+        await writer.drain()
+        assert (await reader.readline()).startswith(b"-NOAUTH")
+        writer.close()
+        pid = int((await client.info("server"))["process_id"])
+        assert password.encode() not in command_line(pid)
+    config = embedded_broker.config_file(tmp_path)
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert password in config.read_text()

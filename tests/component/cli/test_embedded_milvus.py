@@ -21,6 +21,7 @@ from memoria_cli import embedded_milvus
 from memoria_cli.supervisor import EXIT_OK, StartupError, Supervisor
 from memoria_memory.vectors.milvus import MilvusVectorStore
 from memoria_memory.vectors.port import VectorRow
+from memoria_runtime.settings import EMBEDDED_PASSWORD_FILE
 
 # Starts its own milvus-lite, not the shared fixture's.
 pytestmark = pytest.mark.milvus
@@ -31,6 +32,11 @@ POLL_S = 0.1
 DIM = 4
 COLLECTION = "memoria_bindings_embedded_test_4"
 USER = "alice"
+
+
+def command_line(pid: int) -> bytes:
+    """What every account on the machine can read of a process."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
 def free_port() -> int:
@@ -53,12 +59,14 @@ ROWS = [
 
 
 @asynccontextmanager
-async def embedded_milvus_server(port: int, data_dir: Path) -> AsyncIterator[Supervisor]:
+async def embedded_milvus_server(
+    port: int, data_dir: Path, password: str | None = None
+) -> AsyncIterator[Supervisor]:
     """milvus-lite under the supervisor until the block ends; then a clean stop."""
     output = io.StringIO()
     started = asyncio.Event()
     supervisor = Supervisor(
-        [embedded_milvus.spec(port, data_dir)],
+        [embedded_milvus.spec(port, data_dir, password)],
         output=output,
         color=False,
         handle_signals=False,
@@ -80,8 +88,8 @@ async def embedded_milvus_server(port: int, data_dir: Path) -> AsyncIterator[Sup
 
 
 @asynccontextmanager
-async def opened_store(port: int) -> AsyncIterator[MilvusVectorStore]:
-    store = MilvusVectorStore(embedded_milvus.uri(port), COLLECTION, DIM)
+async def opened_store(port: int, token: str | None = None) -> AsyncIterator[MilvusVectorStore]:
+    store = MilvusVectorStore(embedded_milvus.uri(port), COLLECTION, DIM, token=token)
     await store.open()
     try:
         yield store
@@ -189,3 +197,28 @@ async def test_a_port_taken_by_a_stranger_is_refused_with_the_way_out(tmp_path: 
 
 async def test_a_free_port_and_an_unused_directory_pass(tmp_path: Path) -> None:
     await embedded_milvus.ensure_port_free(free_port(), tmp_path)
+
+
+async def test_with_a_password_a_client_without_it_is_refused(tmp_path: Path) -> None:
+    """The finding: milvus-lite takes no password, so any account on the machine read and
+    changed every user's vectors. Its own server has no check (no interceptor, a servicer
+    that never reads credentials); ours refuses every call without the token, and reads the
+    password from a file, never the command line."""
+    password = "a-password-for-this-test-only"
+    (tmp_path / EMBEDDED_PASSWORD_FILE).write_text(password)
+    port = free_port()
+    token = f"memoria:{password}"
+    async with embedded_milvus_server(port, tmp_path, password) as supervisor:
+        async with opened_store(port, token) as store:
+            await store.upsert(USER, ROWS)
+            await assert_rows_are_there(store)
+        for wrong in (None, "memoria:guessed", "root:Milvus"):
+            with pytest.raises(Exception, match="a valid token is required"):
+                await embedded_milvus.server_version(port, wrong)
+        with pytest.raises(Exception):  # noqa: B017, PT011  pymilvus wraps it its own way
+            async with opened_store(port, "memoria:guessed") as stranger:
+                await stranger.rows_of(USER)
+        assert (await embedded_milvus.server_version(port, token)).startswith("milvus_lite")
+        pid = supervisor.pids["milvus"]
+        assert pid is not None
+        assert password.encode() not in command_line(pid)

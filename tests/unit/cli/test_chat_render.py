@@ -12,9 +12,11 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from memoria_cli.chat.render import ChatView
+from memoria_cli.chat.sanitize import clean_line
 from memoria_client import Memory, Thread
 
 CYCLE = "cyc_01"
@@ -238,7 +240,7 @@ def test_a_transcript_has_the_streamed_answer_once_whole() -> None:
     text = output.getvalue()
     assert text.count("favourite") == 1
     assert "Your favourite colour is green." in text
-    assert "offline planner (no LLM)" in text
+    assert "[offline · no model]" in text  # the badge
 
 
 def test_an_answer_taller_than_the_terminal_streams_its_newest_lines_and_shows_once() -> None:
@@ -299,7 +301,8 @@ def test_control_characters_from_the_server_never_reach_the_terminal() -> None:
     text = output.getvalue()
     for char in ("\x1b", "\x07", "\r", "\x9b", "\u202e", "\x08"):
         assert char not in text
-    assert "safe[2J]0;owned text31mend" in text  # the words stay, their powers go
+    # The words stay, their powers go: each character shows as what it is.
+    assert "safe⟨U+001B⟩[2J⟨U+001B⟩]0;owned⟨U+0007⟩ text⟨U+000D⟩⟨U+009B⟩31m⟨U+202E⟩end" in text
 
 
 def test_console_markup_in_content_is_shown_literally() -> None:
@@ -313,16 +316,33 @@ def test_console_markup_in_content_is_shown_literally() -> None:
 # -- memories, notices, ends ---------------------------------------------------------------
 
 
-def test_a_memory_is_a_panel_with_its_type_content_bindings_relevance_and_id() -> None:
+def test_a_memory_is_a_panel_with_its_type_content_bindings_match_and_id() -> None:
     view, output = transcript_view()
-    view.show(message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system"))
+    found = message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system")
+    view.show(found | {"card": {"kind": "found", "match": "best"}})
     text = output.getvalue()
     assert "memory · constraint" in text
     assert "Is allergic to peanuts" in text
     assert "bindings: food allergy, peanuts" in text
-    assert "relevance 0.87" in text
+    assert "best match" in text  # words, not a small number read as "weak"
+    assert "0.87" not in text
     assert "mem_01abcdefghijklmnopqrstuvwx" in text
     assert "╭" in text  # a panel, not a bare line
+
+
+def test_a_saved_and_an_updated_memory_say_so_and_what_was_replaced() -> None:
+    view, output = transcript_view()
+    saved = message(f"{CYCLE}.1.m1", MEMORY, modal="memory", role="system")
+    view.show(saved | {"card": {"kind": "saved"}})
+    updated = message(f"{CYCLE}.2.m1", MEMORY, modal="memory", role="system")
+    view.show(updated | {"card": {"kind": "updated", "replaced": "Likes peanuts"}})
+    text = output.getvalue()
+    assert "memory saved · constraint" in text
+    assert "memory updated · constraint" in text
+    assert "was: Likes peanuts" in text
+    # A card from before cards said how they matched: related, not a number.
+    view.show(message(f"{CYCLE}.3.m1", MEMORY, modal="memory", role="system"))
+    assert "related" in output.getvalue()
 
 
 def test_a_system_notice_and_an_error_frame_are_shown_plainly() -> None:
@@ -362,13 +382,14 @@ def test_memory_ids_stay_whole_in_a_narrow_table() -> None:
     assert MEMORY_ID in output.getvalue()
 
 
-def test_search_results_show_their_relevance_and_an_empty_search_says_so() -> None:
+def test_search_results_say_how_they_matched_and_an_empty_search_says_so() -> None:
     view, output = transcript_view()
-    view.memories([Memory.model_validate(MEMORY)], "allergy")
+    other = Memory.model_validate(MEMORY | {"memory_id": "mem_other", "relevance_score": 0.2})
+    view.memories([Memory.model_validate(MEMORY), other], "allergy")
     view.memories([], "rockets")
     text = output.getvalue()
-    assert "relevance" in text
-    assert "0.87" in text
+    assert "best match" in text and "related" in text
+    assert "0.87" not in text
     assert "no memories match 'rockets'" in text
 
 
@@ -395,3 +416,39 @@ def test_the_thread_table_marks_the_current_thread() -> None:
     assert "*" in rows[0]
     assert "Here is a plan" in rows[0]
     assert "*" not in rows[1]
+
+
+FAMILY = "family \U0001f468\u200d\U0001f469\u200d\U0001f467"
+HEART_ON_FIRE = "\u2764\ufe0f\u200d\U0001f525"
+
+
+@pytest.mark.parametrize(
+    ("stored", "printed"),
+    [
+        ("remember that my pin is \u202e1234\u202c", "my pin is ⟨U+202E⟩1234⟨U+202C⟩"),
+        ("pay\u200bpal", "pay⟨U+200B⟩pal"),
+        (
+            "\ufeffhello \u2066x\u2069 \u200e\u200f",
+            "⟨U+FEFF⟩hello ⟨U+2066⟩x⟨U+2069⟩ ⟨U+200E⟩⟨U+200F⟩",
+        ),
+        ("a\u200db", "a⟨U+200D⟩b"),
+        (
+            "family \U0001f468\u200d\U0001f469\u200d\U0001f467",
+            "family \U0001f468\u200d\U0001f469\u200d\U0001f467",
+        ),
+        (
+            "\u2764\ufe0f\u200d\U0001f525",
+            "\u2764\ufe0f\u200d\U0001f525",
+        ),  # heart on fire: one emoji
+    ],
+)
+def test_invisible_characters_show_as_marked_code_points(stored: str, printed: str) -> None:
+    """The finding: a memory "my pin is \u202e1234\u202c" read "my pin is 4321". Every
+    invisible format or direction character is shown as what it is, in messages, memory
+    cards, thread titles and tables alike; a joiner inside an emoji is part of the emoji."""
+    view, output = transcript_view()
+    view.show(message(f"{CYCLE}.1.1", stored))
+    view.show(message(f"{CYCLE}.1.2", MEMORY | {"content": stored}, modal="memory", role="system"))
+    text = output.getvalue()
+    assert text.count(printed) == 2, text
+    assert " ".join(printed.split()) in clean_line(stored)

@@ -1,5 +1,6 @@
 """Every command that talks to the gateway finds it by one rule: --url, else $MEMORIA_URL,
-else the loopback address of MEMORIA_GATEWAY_PORT (8000 by default)."""
+else the loopback address of MEMORIA_GATEWAY_PORT, else of the port the instance of
+MEMORIA_DATA_DIR wrote down when `memoria run` started it (8000 by default)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import memoria_cli.chat
 import memoria_cli.transfer
 from memoria_cli.gateway_client import Connection, gateway_url
 from memoria_cli.main import app
+from memoria_runtime import instance
 from memoria_runtime.settings import Settings
 
 COMMANDS = (["export"], ["import", "memories.jsonl"], ["chat"])
@@ -24,6 +26,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.startswith("MEMORIA_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORIA_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
 
 
@@ -44,6 +47,32 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_default_is_port_8000_on_loopback() -> None:
     assert gateway_url() == "http://127.0.0.1:8000"
+
+
+def recorded_instance(tmp_path: Path, **ports: object) -> None:
+    settings = Settings(_env_file=None, **ports)  # type: ignore[arg-type]
+    (tmp_path / "data").mkdir(exist_ok=True)
+    instance.record(settings, tmp_path / "data")
+
+
+def test_the_data_directory_alone_finds_the_port_its_instance_wrote_down(tmp_path: Path) -> None:
+    recorded_instance(tmp_path, gateway_port=8311)
+    assert gateway_url() == "http://127.0.0.1:8311"
+
+
+def test_the_gateway_port_set_wins_over_the_one_written_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded_instance(tmp_path, gateway_port=8311)
+    monkeypatch.setenv("MEMORIA_GATEWAY_PORT", "8123")
+    assert gateway_url() == "http://127.0.0.1:8123"
+
+
+def test_an_instance_listening_on_one_address_is_reached_there(tmp_path: Path) -> None:
+    recorded_instance(tmp_path, gateway_host="192.168.5.9", gateway_port=8311)
+    assert gateway_url() == "http://192.168.5.9:8311"
+    recorded_instance(tmp_path, gateway_host="0.0.0.0", gateway_port=8312)
+    assert gateway_url() == "http://127.0.0.1:8312"
 
 
 def test_the_gateway_port_moves_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -39,9 +39,37 @@ def test_the_token_is_accepted_by_a_gateway_with_the_same_secret(
 
 
 def test_without_a_secret_it_signs_with_the_one_memoria_run_keeps(env: Path) -> None:
+    (env / "auth_secret").write_text("kept-by-the-gateway-0123456789abcdef\n")
     token = CliRunner().invoke(app, ["token", "bo"]).output.strip()
+    assert TokenIssuer("kept-by-the-gateway-0123456789abcdef", 60).verify(token) == "bo"
+
+
+def test_it_refuses_to_sign_for_a_data_directory_no_memoria_has_used(env: Path) -> None:
+    """The finding: `memoria token Carla` without MEMORIA_DATA_DIR made a new secret under
+    the default directory, exited 0 and printed a token the running instance refused."""
+    result = CliRunner().invoke(app, ["token", "carla"])
+    assert result.exit_code == 2
+    assert f"no Memoria has used {env.resolve()}" in result.output
+    assert "MEMORIA_DATA_DIR" in result.output and "--create-secret" in result.output
+    assert not (env / "auth_secret").exists()
+
+
+def test_told_to_it_creates_the_secret_for_a_memoria_to_come(env: Path) -> None:
+    result = CliRunner().invoke(app, ["token", "carla", "--create-secret"])
+    assert result.exit_code == 0, result.output
     kept = (env / "auth_secret").read_text().strip()
-    assert TokenIssuer(kept, 60).verify(token) == "bo"
+    assert (env / "auth_secret").stat().st_mode & 0o077 == 0
+    assert TokenIssuer(kept, 60).verify(result.output.strip()) == "carla"
+
+
+def test_a_lifetime_longer_than_any_gateway_honours_is_refused(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMORIA_AUTH_SECRET", SECRET)
+    monkeypatch.setenv("MEMORIA_TOKEN_TTL_SECONDS", "3600")
+    result = CliRunner().invoke(app, ["token", "ana", "--ttl", "7200"])
+    assert result.exit_code == 2
+    assert "longer than MEMORIA_TOKEN_TTL_SECONDS (3600)" in result.output
 
 
 def test_an_invalid_user_id_is_refused(env: Path) -> None:

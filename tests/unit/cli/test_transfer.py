@@ -305,6 +305,8 @@ def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
         json.dumps({"content": "x", "bindings": ["x"], "creation_datetime": "2024-01-01T00:00"}),
         json.dumps({"content": "   ", "bindings": ["blank"]}),  # the gateway refuses it
         json.dumps({"content": {"budget": 5000}, "bindings": ["budget"], "memory_type": "goal"}),
+        json.dumps({"content": ""}),
+        json.dumps({"content": "x", "memory_type": "gossip"}),
     ]
     source.write_text("\n".join(lines) + "\n")
     store = StoredMemory()
@@ -312,13 +314,27 @@ def test_bad_lines_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
     code, summary, errors = import_from(store, source)
 
     assert code == EXIT_FAILED
-    assert summary.strip() == "created 2, already present 0, failed 4"
+    assert summary.strip() == "created 2, already present 0, failed 6"
     reported = errors.splitlines()
-    assert [line.split(":")[0] for line in reported] == ["line 2", "line 4", "line 5", "line 6"]
+    assert [line.split(":")[0] for line in reported] == [
+        "line 2",
+        "line 4",
+        "line 5",
+        "line 6",
+        "line 8",
+        "line 9",
+    ]
     assert "not valid JSON" in reported[0]
-    assert "bindings" in reported[1]
-    assert "creation_datetime" in reported[2]  # no UTC offset: which time would it be?
-    assert "refused (422)" in reported[3]
+    assert reported[1] == (
+        "line 4: refused (422): A JSON memory needs bindings: the short phrases it is to be "
+        "found by."
+    )
+    # no UTC offset: which time would it be?
+    assert "The creation time must be a date and time in ISO 8601 with its UTC" in reported[2]
+    assert reported[3] == "line 6: refused (422): Content is empty."
+    assert reported[4] == "line 8: refused (422): Content is empty."
+    assert reported[5].startswith("line 9: refused (422): The memory type must be 'user_profile'")
+    assert "Field required" not in errors and "Value error" not in errors
     assert sorted(m.content_kind for m in store.memories.values()) == ["json", "text"]
 
 

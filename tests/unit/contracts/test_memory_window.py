@@ -43,13 +43,32 @@ def test_a_time_without_a_zone_is_refused() -> None:
 @pytest.mark.parametrize(
     "moment",
     [
-        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
-        datetime(999, 12, 31, tzinfo=UTC),
-        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-2))),
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),  # 0000-12-31T23:00Z in UTC
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-2))),  # the year 10000
     ],
 )
 def test_a_bound_no_stored_time_can_be_compared_with_is_refused(moment: datetime) -> None:
-    with pytest.raises(ValidationError, match="between the years 1000 and 9999"):
+    with pytest.raises(ValidationError, match="time_out_of_range"):
         MemorySearch(mode="chronological", since=moment)
-    with pytest.raises(ValidationError, match="between the years 1000 and 9999"):
+    with pytest.raises(ValidationError, match="time_out_of_range"):
         MemoryList(until=moment)
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(999, 12, 31, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=1))),
+    ],
+)
+def test_every_time_the_stores_keep_is_a_bound(moment: datetime) -> None:
+    assert MemorySearch(mode="chronological", since=moment).since == moment
+    assert MemoryList(until=moment).until == moment
+
+
+@pytest.mark.parametrize("number", [0.5, 1700000000, "0.5", "1700000000", "2025"])
+def test_a_number_is_not_a_time(number: object) -> None:
+    with pytest.raises(ValidationError, match="datetime_iso8601"):
+        MemoryList.model_validate({"since": number})

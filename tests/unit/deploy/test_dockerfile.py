@@ -201,6 +201,9 @@ def test_runtime_environment() -> None:
     assert env["PYTHONUNBUFFERED"] == "1"
     assert env["MEMORIA_DATA_DIR"] == DATA_DIR
     assert env["MEMORIA_GATEWAY_HOST"] == "0.0.0.0"
+    # Listening on every address: the password-free dev login is off (the gateway would
+    # refuse to start with it on and no MEMORIA_DEV_LOGIN_HOSTS).
+    assert env["MEMORIA_DEV_LOGIN"] == "false"
     assert env["MEMORIA_METRICS_PORT"] == "9464"
     fields = {f"MEMORIA_{name.upper()}" for name in Settings.model_fields}
     unknown = {name for name in env if name.startswith("MEMORIA_")} - fields

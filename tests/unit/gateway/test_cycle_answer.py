@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from memoria_contracts.frames import CycleEndFrame, DeltaFrame, MessageFrame
 from memoria_gateway.cycle_answer import (
@@ -17,8 +18,10 @@ from memoria_gateway.cycle_answer import (
     TextPiece,
     follow,
 )
-from memoria_gateway.hub import FrameListener
+from memoria_gateway.hub import OUTBOX_FRAMES, ConnectionHub, FrameListener
 from memoria_gateway.openai_routes import DEFAULT_THREAD, OpenAIError, thread_for
+from memoria_gateway.openai_schemas import ChatCompletionRequest
+from memoria_gateway.resume import EntryId
 
 CYCLE = "cyc_1"
 
@@ -118,3 +121,47 @@ def test_the_thread_comes_from_the_header_then_the_user_field() -> None:
     assert derived.startswith("user-") and "@" not in derived
     with pytest.raises(OpenAIError):
         thread_for("not a thread", None)
+
+
+# -- many answers of one user at once -------------------------------------------------------
+
+
+def entry(ms: int, sequence: int) -> EntryId:
+    parsed = EntryId.parse(f"{ms}-{sequence}")
+    assert parsed is not None
+    return parsed
+
+
+def test_a_listener_told_its_cycle_is_not_crowded_out_by_the_users_other_cycles() -> None:
+    """The finding: about 60 concurrent /v1/chat/completions calls of one user got up to 50
+    503s, as every listener took every frame of the user into a 2,000-frame queue. Told its
+    cycle, a listener keeps that cycle's frames alone, however many others stream."""
+    hub = ConnectionHub()
+    with hub.listen("ana") as mine, hub.listen("ana") as other:
+        hub.deliver("ana", entry(1, 0), delta("m0", "early, mine", cycle=CYCLE))
+        hub.deliver("ana", entry(1, 1), delta("x0", "early, not mine", cycle="cyc_other"))
+        mine.only(CYCLE)
+        for n in range(OUTBOX_FRAMES * 2):
+            hub.deliver("ana", entry(2, n), delta(f"x{n}", "noise", cycle="cyc_other"))
+        hub.deliver("ana", entry(3, 0), delta("m1", " and late", cycle=CYCLE))
+        assert not mine.overflowed
+        kept = [mine.frames.get_nowait() for _ in range(mine.frames.qsize())]
+        assert [f.content for f in kept if isinstance(f, DeltaFrame)] == [
+            "early, mine",
+            " and late",
+        ]
+        assert other.overflowed  # one told no cycle still takes everything (and may fall behind)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [{"stream": "yes"}, {"stream": 1}, {"n": "1"}, {"stream_options": {"include_usage": "yes"}}],
+)
+def test_flags_and_counts_are_taken_as_json_types_only(field: dict[str, Any]) -> None:
+    """The finding: ``"stream": "yes"`` was taken as true. A JSON client that means true
+    sends true; guessing would stream to a client that cannot read a stream."""
+    body = {"model": "memoria", "messages": [{"role": "user", "content": "hi"}], **field}
+    with pytest.raises(ValidationError):
+        ChatCompletionRequest.model_validate(body)
+    typed = {"stream": True, "n": 1, "stream_options": {"include_usage": True}}
+    assert ChatCompletionRequest.model_validate(body | typed).stream

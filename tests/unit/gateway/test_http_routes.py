@@ -32,7 +32,7 @@ def client() -> TestClient:
     )
     app = FastAPI()
     app.include_router(http_router(gateway))  # type: ignore[arg-type]
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1:8000")  # the dev login answers here
 
 
 @pytest.mark.parametrize("existing", ["ana", "bob.smith", "x@example.org", "A-1_b"])

@@ -362,7 +362,7 @@ def test_create_without_a_key_uses_a_fresh_one(client: TestClient, memory: Scrip
     [
         {"content": "x", "bindings": []},
         {"content": "x", "bindings": [f"b{n}" for n in range(17)]},
-        {"content": "x"},
+        {"content": {"a": 1}},  # a JSON memory is found by its bindings only
         {"content": "  ", "bindings": ["x"]},
         {"content": "x", "content_kind": "json", "bindings": ["x"]},
         {"content": "x", "bindings": ["x"], "memory_type": "gossip"},

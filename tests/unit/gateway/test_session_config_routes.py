@@ -219,4 +219,4 @@ def test_the_socket_parses_the_frame_and_refuses_bad_ones() -> None:
         '{"type": "session_config", "thread_id": "t1", "config": {"memory_limit": 0}}'
     )
     assert isinstance(bad_limit, ErrorFrame)
-    assert bad_limit.message.startswith("config.memory_limit:")
+    assert bad_limit.message == "Memory limit must be at least 1."

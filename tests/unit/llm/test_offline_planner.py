@@ -26,6 +26,10 @@ from memoria_runtime.i18n import detect_language
 from .cycles import context_for, memory_card, request, run_cycle
 
 MODEL = OfflineModel()
+KNOWN = [
+    ChatRecord(id="u-0", chat_history=True, modal="text", role="user", content="hi"),
+]
+"""An earlier turn: the conversation was told that no model answers (no note again)."""
 
 
 def assistant(text: str) -> ChatRecord:
@@ -271,32 +275,67 @@ async def test_a_confirmed_delete_everything_deletes_what_each_round_found() -> 
 # -- replies --------------------------------------------------------------------------------
 
 
-async def test_explanations_repeat_what_memory_holds_in_the_users_language() -> None:
+async def told(task: str, text: str, **results: object) -> str:
+    """What the planner says in a conversation that already knows no model answers."""
+    metadata = {"results": json.dumps(results)} if results else {}
+    return await spoken(task, context_for(text, history=KNOWN), metadata)
+
+
+async def test_explanations_tell_back_what_memory_holds_in_the_second_person() -> None:
     found = [{"memory_id": "mem_a", "content": "I am allergic to peanuts"}]
-    assert '"I am allergic to peanuts"' in await reply(
-        "MemorySearch", "what am I allergic to?", found=found, looked_for=["allergy"]
+    answer = await told("MemorySearch", "what am I allergic to?", found=found, looked_for=["x"])
+    assert answer == "You are allergic to peanuts."
+    found_pt = [{"memory_id": "mem_a", "content": "Sou alérgica a amendoim"}]
+    pt = await told("MemorySearch", "do que eu tenho alergia?", found=found_pt, looked_for=["x"])
+    assert pt == "Você é alérgica a amendoim."
+    nothing = await told(
+        "MemorySearch", "where is the party?", found=[], looked_for=["where is the party?", "x"]
     )
-    assert "Nas suas memórias" in await reply(
-        "MemorySearch", "do que eu tenho alergia?", found=found, looked_for=["alergia"]
+    # The user's words, not the topic keys the rules added to them; a question about the
+    # world says that only a model could answer it.
+    assert nothing == (
+        'I have nothing about "where is the party?" in your memories, and with no language '
+        "model configured I can only answer from what you told me."
     )
-    nothing = await reply(
-        "MemorySearch", "where do I live?", found=[], looked_for=["where do I live?", "home"]
-    )
-    # The user's words, not the topic keys the rules added to them.
-    assert nothing == 'I found nothing about "where do I live?" in your memories.'
-    saved = await reply(
+    saved = await told(
         "MemorySave", "lembre que moro em Lisboa", saved=[{"content": "Moro em Lisboa"}]
     )
-    assert saved == 'Guardei: "Moro em Lisboa".'
+    assert saved == "Anotado: você mora em Lisboa."
+
+
+async def test_a_code_or_a_password_is_repeated_exactly_in_quotation_marks() -> None:
+    found = [{"memory_id": "mem_a", "content": "My wifi password is sunflower42"}]
+    answer = await told("MemorySearch", "what is my wifi password?", found=found)
+    assert answer == 'Your wifi password is "sunflower42".'
+    flight = [{"memory_id": "mem_f", "content": "My flight is TP1234 on 2026-12-03"}]
+    said = await told("MemorySearch", "when is my flight?", found=flight)
+    assert said == 'Your flight is "TP1234" on 2026-12-03.'
+
+
+async def test_several_memories_read_as_a_sentence_or_a_short_list() -> None:
+    two = [
+        {"memory_id": "m1", "content": "I drink coffee every morning"},
+        {"memory_id": "m2", "content": "I drink wine on Fridays"},
+    ]
+    answer = await told("MemorySearch", "what do I drink?", found=two)
+    assert answer == "You drink coffee every morning, and you drink wine on Fridays."
+    everything = [*two, {"memory_id": "m3", "content": "Moro em Lisboa"}]
+    listed = await told(
+        "MemorySearch", "what do you know about me?", found=everything, mode="chronological"
+    )
+    assert listed == (
+        "Here is what I know about you:\n- You drink coffee every morning\n"
+        "- You drink wine on Fridays\n- Você mora em Lisboa"
+    )
 
 
 async def test_nothing_told_in_a_window_says_so_not_that_memory_is_empty() -> None:
     window = {"since": "2026-11-16T00:00:00+00:00", "until": "2026-11-23T00:00:00+00:00"}
-    nothing = await reply(
+    nothing = await told(
         "MemorySearch", "What did I tell you last week?", found=[], mode="chronological", **window
     )
     assert nothing == "Nothing you told me in that time (2026-11-16 – 2026-11-22) is in memory."
-    nada = await reply(
+    nada = await told(
         "MemorySearch",
         "o que eu te disse ontem?",
         found=[],
@@ -314,70 +353,58 @@ async def test_a_search_answer_names_the_memories_about_the_question() -> None:
         {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
     ]
     answer = await reply("MemorySearch", "What am I allergic to?", found=found, looked_for=["x"])
-    assert answer == 'From your memories: "I am allergic to peanuts".'
-    pt = await reply("MemorySearch", "Do que eu tenho alergia?", found=found, looked_for=["x"])
-    assert pt == 'Nas suas memórias: "I am allergic to peanuts".'
-    where = await reply("MemorySearch", "Where do I live?", found=found, looked_for=["x"])
-    # Nothing about it: both, ranked, as the closest rather than as the answer.
+    assert answer.startswith("You are allergic to peanuts.")
+    pt = await told("MemorySearch", "Do que eu tenho alergia?", found=found, looked_for=["x"])
+    assert pt == "You are allergic to peanuts."
+    where = await told("MemorySearch", "Where is the party?", found=found, looked_for=["x"])
+    # Nothing about it: the best found, as the closest rather than as the answer.
     assert where == (
-        'Nothing I found is clearly about "where do I live?"; the closest: '
-        '"My wife Ana was born on March 3"; "I am allergic to peanuts".'
+        'Nothing I have is clearly about "where is the party?". The closest: '
+        "your wife Ana was born on March 3."
     )
-    pt = await reply("MemorySearch", "Onde eu moro?", found=found[:1], looked_for=["x"])
-    assert pt.startswith('Nada do que encontrei é claramente sobre "onde eu moro?"')
+    pt = await told("MemorySearch", "Onde é a festa?", found=found[:1], looked_for=["x"])
+    assert pt.startswith('Nada do que tenho é claramente sobre "onde é a festa?"')
+    # About the user: no answer, the user is asked for it (the question is the answer).
+    assert await told("MemorySearch", "Where do I live?", found=found) == ""
 
 
 async def test_a_save_of_what_memory_already_held_says_so() -> None:
     known = [{"memory_id": "mem_a", "content": "I'm Marco"}]
     new = [{"memory_id": "mem_b", "content": "I live in Berlin"}]
-    answer = await reply(
+    answer = await told(
         "MemorySave", "I'm Marco and I live in Berlin", saved=new, already_saved=known
     )
-    assert answer == 'Saved: "I live in Berlin". I already had that: "I\'m Marco".'
-    pt = await reply("MemorySave", "Sou o Marco", saved=[], already_saved=known)
-    assert pt == 'Isso eu já tinha guardado: "I\'m Marco".'
+    assert answer == "Noted: you live in Berlin. I already knew that: you're Marco."
+    pt = await told("MemorySave", "Sou o Marco", saved=[], already_saved=known)
+    assert pt == "Isso eu já sabia: you're Marco."
 
 
 @pytest.mark.parametrize(
-    ("said", "expected"),
+    "said",
     [
-        ("Forget my passport", 'I looked for "my passport" in your memories.'),
-        ("Esqueça meu passaporte", 'Procurei "meu passaporte" nas suas memórias.'),
-        ("Actually my passport number is X1", 'I looked for "my passport number is X1" in'),
-        ("Forget Ana's birthday", 'I looked for "Ana\'s birthday" in your memories.'),
+        "Forget my passport",
+        "Esqueça meu passaporte",
+        "Actually my passport number is X1",
+        "Forget Ana's birthday",
+        "Forget my allergy",
     ],
 )
-async def test_a_search_for_what_to_change_names_no_unrelated_memory(
-    said: str, expected: str
-) -> None:
+async def test_a_search_for_what_to_change_says_nothing_of_its_own(said: str) -> None:
     """Before a forget or a correction, the search's answer is not the memories it happened
-    to find: naming them read as if they were about to be changed."""
+    to find: naming them read as if they were about to be changed, and a second message
+    before the one that says what changed made two answers of one turn."""
     found = [
         {"memory_id": "mem_name", "content": "Meu nome é Zoe e moro em Lisboa"},
-        {"memory_id": "mem_allergy", "content": "Sou alérgica a camarão"},
-    ]
-    answer = await reply("MemorySearch", said, found=found, looked_for=["x"])
-    assert answer.startswith(expected)
-    assert "Zoe" not in answer and "camarão" not in answer
-
-
-async def test_a_search_for_what_to_forget_names_the_memory_about_it() -> None:
-    found = [
-        {"memory_id": "mem_name", "content": "My name is Zoe"},
         {"memory_id": "mem_allergy", "content": "I am allergic to peanuts"},
     ]
-    answer = await reply("MemorySearch", "Forget my allergy", found=found, looked_for=["x"])
-    # The target, not an answer: "From your memories" before "Forgotten" read as a reply.
-    assert answer == 'Found: "I am allergic to peanuts".'
-    pt = await reply("MemorySearch", "Na verdade sou alérgico a nozes", found=found[1:])
-    assert pt == 'Encontrei: "I am allergic to peanuts".'
+    assert await reply("MemorySearch", said, found=found, looked_for=["x"]) == ""
 
 
-async def test_closing_lines_say_that_no_language_model_answers() -> None:
+async def test_the_first_answer_of_a_conversation_says_that_no_language_model_answers() -> None:
     hello = await reply("Finalize", "Hello!")
-    assert "no language model is configured" in hello
+    assert "No language model is answering" in hello
     assert "remember" in hello  # tells the user what it can do
-    assert "nenhum modelo de linguagem" in await reply("Finalize", "Olá, tudo bem?")
+    assert "Nenhum modelo de linguagem" in await reply("Finalize", "Olá, tudo bem?")
     assert MODEL.label(Mode.CHAT) == LABEL == "offline planner (no LLM)"
 
 
@@ -395,26 +422,31 @@ async def test_a_forget_that_found_nothing_about_its_subject_says_so(
     assert (await spoken("Finalize", context)).startswith(expected)
 
 
-async def test_the_no_model_note_closes_a_memory_action_once_per_thread() -> None:
-    """Every answer's label says "no LLM"; the closing line says it once, not every turn.
-    A reply that could not help (small talk) always says why."""
+async def test_the_no_model_note_is_said_once_per_conversation_in_the_answer() -> None:
+    """Every answer's label says "no LLM" (a badge in the clients); the answer itself says it
+    once, in the first turn, and the turn is one message: no closing after a step's answer."""
     saved = [StepRecord(step=1, action="MemorySave", status="ok", summary="saved 1")]
+    results = {"results": json.dumps({"saved": [{"content": "I like tea"}]})}
 
-    async def closing(text: str, history: list[ChatRecord]) -> str:
-        context = context_for(text, history=history, steps=saved)
-        return await spoken("Finalize", context)
+    async def answer(text: str, history: list[ChatRecord]) -> tuple[str, str]:
+        said = await spoken("MemorySave", context_for(text, history=history), results)
+        closing = await spoken("Finalize", context_for(text, history=history, steps=saved))
+        return said, closing
 
-    first = await closing("Remember that I like tea", [])
-    assert first.startswith("Done.")
-    assert "no language model is configured" in first
-    # Closings are not history; the planner's explanations are, under its label.
-    explained = assistant('Saved: "I like tea".').model_copy(update={"model": LABEL})
-    # Then the step's own answer ('Saved: "I like jazz".') is the last word: no "Done.".
-    assert await closing("Remember that I like jazz", [explained]) == ""
+    first, closing = await answer("Remember that I like tea", [])
+    assert first.startswith("Noted: you like tea.\n\n(No language model is answering")
+    assert closing == ""
+    # The planner's answers are history, under its label: said already.
+    explained = assistant("Noted: you like tea.").model_copy(update={"model": LABEL})
+    assert await answer("Remember that I like tea", [explained]) == ("Noted: you like tea.", "")
+    # A closing is not history, but the user's earlier turn shows the thread was told.
+    assert await answer("Remember that I like tea", [said("user", "hi", 1)]) == (
+        "Noted: you like tea.",
+        "",
+    )
     # Another model's answers earlier in the thread (a key was set then) do not count.
     by_gemini = explained.model_copy(update={"model": "gemini-2.5-flash"})
-    assert "no language model" in await closing("Remember that I like jazz", [by_gemini])
-    assert "no language model is configured" in await reply("Finalize", "How are you?")
+    assert "No language model" in (await answer("Remember that I like tea", [by_gemini]))[0]
 
 
 async def test_the_delete_everything_question_is_asked_in_the_users_language() -> None:
@@ -601,8 +633,8 @@ async def test_a_search_answer_reads_the_found_memories_keys() -> None:
         "results": json.dumps({"found": found, "looked_for": ["What is my job?"]}),
         "bindings": json.dumps(keys),
     }
-    text = await spoken("MemorySearch", context_for("What is my job?"), metadata)
-    assert text == ("From your memories: \"I'm not a nurse anymore, I'm a paramedic now\".")
+    text = await spoken("MemorySearch", context_for("What is my job?", history=KNOWN), metadata)
+    assert text == "You're not a nurse anymore, you're a paramedic now."
 
 
 @pytest.mark.parametrize(
@@ -743,7 +775,7 @@ def test_courtesy_before_a_request_is_not_the_request(
 )
 async def test_thanks_and_goodbye_are_answered_in_kind(message: str, answer: str) -> None:
     assert await run_cycle(message) == ["Finalize"]
-    assert await spoken("Finalize", context_for(message)) == answer
+    assert await spoken("Finalize", context_for(message, history=KNOWN)) == answer
     # Even right after the planner asked for something it lacked.
     asked = context_for(message, history=asked_back("What's my daughter's name?"))
     assert await spoken("Finalize", asked) == answer
@@ -821,13 +853,13 @@ async def test_a_memory_sharing_the_questions_topic_outranks_one_sharing_a_word(
         {"memory_id": "mem_mia", "content": "My daughter's name is Mia"},
         {"memory_id": "mem_nina", "content": "I'm Nina"},
     ]
-    answer = await reply("MemorySearch", "What's my name?", found=found, looked_for=["x"])
-    assert answer == 'From your memories: "I\'m Nina".'
+    answer = await told("MemorySearch", "What's my name?", found=found, looked_for=["x"])
+    assert answer == "You're Nina."
     # The daughter's name is still the answer about the daughter.
-    daughter = await reply(
+    daughter = await told(
         "MemorySearch", "What's my daughter's name?", found=found, looked_for=["x"]
     )
-    assert daughter == 'From your memories: "My daughter\'s name is Mia".'
+    assert daughter == "Your daughter's name is Mia."
 
 
 async def test_a_forget_takes_the_memory_of_its_topic_over_a_better_ranked_word_match() -> None:
@@ -884,7 +916,8 @@ async def test_forget_that_with_nothing_told_asks_what_instead_of_searching_the_
     actions = await run_cycle(message, history=history, found=[("I like tea", 1)])
     assert actions == ["Finalize"]
     context = context_for(message, history=history, steps=FINALIZED)
-    assert await spoken("Finalize", context) == replies.text("ask_what_to_forget", context.language)
+    closing = await spoken("Finalize", context)
+    assert closing.startswith(replies.text("ask_what_to_forget", context.language))
 
 
 async def test_forget_that_after_a_question_forgets_what_the_user_told_before_it() -> None:

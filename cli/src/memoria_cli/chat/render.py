@@ -13,6 +13,7 @@ console markup), so no content can drive the terminal or restyle the output.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -49,6 +50,14 @@ STYLE_DIM: Final = "dim"
 STYLE_WARNING: Final = "yellow"
 STYLE_ERROR: Final = "bold red"
 STYLE_MEMORY: Final = "magenta"
+STYLE_OFFLINE: Final = "bold yellow"
+OFFLINE_PLANNER: Final = "offline planner (no LLM)"
+"""The offline planner's label on its answers (``memoria_offline.LABEL``)."""
+OFFLINE_BADGE: Final = "offline · no model"
+MATCH_WORDS: Final = {
+    "en": {"best": "best match", "related": "related", "was": "was:"},
+    "pt": {"best": "melhor resultado", "related": "relacionada", "was": "antes:"},
+}
 
 
 @dataclass
@@ -158,7 +167,7 @@ class ChatView:
         if repeat:
             return
         if modal == "memory":
-            self._print(memory_panel(content))
+            self._print(memory_panel(content, frame.get("card")))
         elif role == "user":
             if self._echo_input or message_id not in self._typed_here:
                 self._print(Text.assemble(("you › ", STYLE_USER), text))
@@ -271,16 +280,16 @@ class ChatView:
         table.add_column("content")
         table.add_column("bindings", style=STYLE_DIM)
         if searched:
-            table.add_column("relevance", justify="right")
-        for memory in memories:
+            table.add_column("match")
+        for index, memory in enumerate(memories):
             cells = [
                 Text(clean_line(memory.memory_id)),
                 Text(clean_line(memory.memory_type)),
                 Text(shown(memory.content)),
                 Text(clean_line(", ".join(memory.bindings))),
             ]
-            if searched:
-                cells.append(Text(_relevance(memory.relevance_score)))
+            if searched:  # results come best first
+                cells.append(Text(_match_words("best" if index == 0 else "related")))
             table.add_row(*cells)
         self._print(table)
 
@@ -350,26 +359,44 @@ class ChatView:
 def _answer(text: str, model: Any) -> RenderableType:
     if not model:
         return Markdown(text)
+    if model == OFFLINE_PLANNER:
+        # The conversation's first answer says that no model answers; then this badge.
+        return Group(Markdown(text), Text(f"  [{OFFLINE_BADGE}]", style=STYLE_OFFLINE))
     return Group(Markdown(text), Text(f"  — {clean_line(str(model))}", style=STYLE_DIM))
 
 
-def memory_panel(content: Any) -> RenderableType:
-    """A memory found by a search: what it says, its bindings, relevance and id."""
+def _match_words(match: str) -> str:
+    """How well a card matched, in words people read right (the API keeps the number)."""
+    language = "pt" if os.environ.get("LANG", "").lower().startswith("pt") else "en"
+    return MATCH_WORDS[language].get(match, match)
+
+
+def memory_panel(content: Any, card: Any = None) -> RenderableType:
+    """A memory found by a search (how well it matched, in words), saved, or updated (with
+    what it replaced): what it says, its bindings and id."""
     if not isinstance(content, Mapping):
         return Panel(Text(shown(content)), title=Text("memory"), expand=False)
+    note = card if isinstance(card, Mapping) else {}
     lines: list[RenderableType] = [Text(shown(content.get("content")))]
+    if note.get("kind") == "updated" and note.get("replaced") is not None:
+        lines.append(Text(f"{_match_words('was')} {shown(note.get('replaced'))}", style=STYLE_DIM))
     bindings = content.get("bindings")
     if isinstance(bindings, list) and bindings:
         joined = ", ".join(clean_line(str(binding)) for binding in bindings)
         lines.append(Text(f"bindings: {joined}", style=STYLE_DIM))
-    score = content.get("relevance_score")
-    if isinstance(score, int | float):
-        lines.append(Text(f"relevance {_relevance(float(score))}", style=STYLE_DIM))
+    match = note.get("match")
+    if match is None and isinstance(content.get("relevance_score"), int | float):
+        match = "related"  # a card shown before cards said how they matched
+    if isinstance(match, str):
+        lines.append(Text(_match_words(match), style=STYLE_DIM))
     kind = clean_line(str(content.get("memory_type") or ""))
     memory_id = clean_line(str(content.get("memory_id") or ""))
+    shown_as = {"saved": "memory saved", "updated": "memory updated"}.get(
+        str(note.get("kind")), "memory"
+    )
     return Panel(
         Group(*lines),
-        title=Text(f"memory · {kind}" if kind else "memory"),
+        title=Text(f"{shown_as} · {kind}" if kind else shown_as),
         title_align="left",
         subtitle=Text(memory_id) if memory_id else None,
         subtitle_align="right",
@@ -424,10 +451,6 @@ def _event_text(event: CycleEvent) -> str:
     if event.type == "cycle.ended":
         return clean_line(f"{event.reason}: {', '.join(event.actions or [])}")
     return ""
-
-
-def _relevance(score: float | None) -> str:
-    return "" if score is None else f"{score:.2f}"
 
 
 def _when(moment: datetime | None) -> str:

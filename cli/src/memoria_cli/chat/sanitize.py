@@ -1,10 +1,12 @@
-"""Make text from the gateway safe to put on a terminal.
+"""Make text from the gateway safe to put on a terminal, and unable to disguise itself.
 
-Everything the server sends (answers, memories, thread titles, ids) may hold bytes a
-terminal obeys: an escape sequence can move the cursor, rewrite the title bar or hide text,
-and a carriage return can overwrite what was printed. Only line feeds and tabs are kept;
-every other control character (C0, DEL, C1) and the Unicode bidirectional overrides, which
-can make text read differently from what it is, are removed.
+Everything the server sends (answers, memories, thread titles, ids) may hold characters a
+terminal obeys or that show as nothing: an escape sequence can move the cursor, rewrite the
+title bar or hide text, a carriage return can overwrite what was printed, and a direction
+override makes "my pin is \\u202e1234" read "my pin is 4321". Line feeds and tabs stay; every
+other control character (C0, DEL, C1) and every invisible format or direction character is
+shown as its marked code point (``⟨U+202E⟩``), as the web page shows it, so that what is
+printed is what is stored and no byte of it drives the terminal.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import json
 import re
 from typing import Any, Final
 
-_UNSAFE: Final = re.compile(
+from memoria_contracts.text import mark, marked
+
+_CONTROL: Final = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but \t and \n, DEL, C1 (holds the 8-bit CSI)
-    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"  # bidirectional marks and overrides
+    "\u061c]"  # the Arabic letter mark, a direction mark like those marked() shows
 )
 
 
 def clean(text: str) -> str:
-    """``text`` without control characters (line feeds and tabs stay)."""
-    return _UNSAFE.sub("", text)
+    """``text`` with its control and invisible characters shown as marked code points
+    (line feeds and tabs stay)."""
+    return marked(_CONTROL.sub(lambda found: mark(found.group()), text))
 
 
 def clean_line(text: str) -> str:

@@ -81,17 +81,27 @@ class ChatClosed(ChatError):
 
 
 def describe(detail: Any) -> str:
-    """A refusal's detail on one line: FastAPI's field errors as ``field: message``."""
+    """A refusal's detail on one line: FastAPI's field errors as their sentences (the
+    gateway's name the field: "Content is empty."), or as ``field: message`` when the
+    message is a validator's fragment ("Field required")."""
     if isinstance(detail, list):
         parts = []
         for error in detail:
             if isinstance(error, dict):
+                message = str(error.get("msg", error))
+                if _is_sentence(message):
+                    parts.append(message)
+                    continue
                 loc = ".".join(str(p) for p in error.get("loc", []) if p not in ("body", "query"))
-                parts.append(f"{loc or 'request'}: {error.get('msg', error)}")
+                parts.append(f"{loc or 'request'}: {message}")
             else:
                 parts.append(str(error))
-        return "; ".join(parts)
+        return " ".join(parts) if all(_is_sentence(p) for p in parts) else "; ".join(parts)
     return str(detail)
+
+
+def _is_sentence(message: str) -> bool:
+    return message[:1].isupper() and message.endswith((".", "?", "!"))
 
 
 def retry_after(response: httpx.Response) -> float | None:

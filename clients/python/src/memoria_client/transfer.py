@@ -14,23 +14,12 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Annotated, Any, Final
-
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    model_validator,
-)
+from typing import Any, Final
 
 from memoria_client import calls
 from memoria_client.calls import Call
 from memoria_client.errors import describe
-from memoria_client.models import BatchCreated, ContentKind, Memory, MemoryType
+from memoria_client.models import BatchCreated, Memory
 
 EXPORT_FIELDS: Final = (
     "memory_id",
@@ -60,38 +49,24 @@ def export_line(memory: Memory) -> str:
     )
 
 
-class ImportRecord(BaseModel):
-    """One line to import: the export format, ``memory_id`` and timestamps optional; a text
-    line without bindings is found by its own text. Unknown fields are ignored."""
+IMPORTED_FIELDS: Final = ("content", "content_kind", "memory_type", "bindings", "creation_datetime")
+"""The fields of a line that go to the gateway, as they are written: the gateway checks them
+and says in its own words what it refuses."""
+MAX_MEMORY_ID_CHARS: Final = 100
 
-    model_config = ConfigDict(extra="ignore")
 
-    memory_id: (
-        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-        | None
-    ) = None
-    memory_type: MemoryType = "user_profile"
-    content_kind: ContentKind | None = None
-    content: Any = Field(description="Required; null is refused by the gateway.")
-    bindings: list[
-        Annotated[str, StringConstraints(min_length=1, max_length=MAX_BINDING_CHARS)]
-    ] = Field(min_length=1, max_length=MAX_BINDINGS)
-    creation_datetime: AwareDatetime | None = None
-    last_accessed: datetime | None = None
-    updated_at: datetime | None = None
+@dataclass(frozen=True)
+class ImportRecord:
+    """One line to import: the export format, only ``memory_id`` read here (it keys the
+    import; optional). A text line without bindings is found by its own text."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _text_is_its_own_key(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "bindings" not in data:
-            content = data.get("content")
-            if isinstance(content, str) and content.strip():
-                return data | {"bindings": [content.strip()[:MAX_BINDING_CHARS]]}
-        return data
+    memory_id: str | None
+    fields: dict[str, Any]
+    """What is sent for the line, ``imported`` included."""
 
 
 class LineError(ValueError):
-    """A line that cannot be sent: not JSON, or not a memory."""
+    """A line that cannot be sent: not JSON, not an object, or a ``memory_id`` no key fits."""
 
 
 def idempotency_key(data: Mapping[str, Any], record: ImportRecord) -> str:
@@ -109,15 +84,16 @@ def parse_line(line: str) -> tuple[ImportRecord, str]:
         raise LineError(f"not valid JSON ({exc.msg}, column {exc.colno})") from exc
     if not isinstance(data, dict):
         raise LineError("not a JSON object")
-    try:
-        record = ImportRecord.model_validate(data)
-    except ValidationError as exc:
-        raise LineError(
-            "; ".join(
-                f"{'.'.join(str(p) for p in error['loc']) or 'line'}: {error['msg']}"
-                for error in exc.errors()
-            )
-        ) from exc
+    memory_id = data.get("memory_id")
+    if memory_id is not None:
+        if not isinstance(memory_id, str) or not 1 <= len(memory_id.strip()) <= MAX_MEMORY_ID_CHARS:
+            raise LineError(f"memory_id must be text of 1 to {MAX_MEMORY_ID_CHARS} characters")
+        memory_id = memory_id.strip()
+    fields = {name: data[name] for name in IMPORTED_FIELDS if name in data}
+    content = fields.get("content")
+    if "bindings" not in fields and isinstance(content, str) and content.strip():
+        fields["bindings"] = [content.strip()[:MAX_BINDING_CHARS]]
+    record = ImportRecord(memory_id=memory_id, fields={**fields, "imported": True})
     return record, idempotency_key(data, record)
 
 
@@ -155,15 +131,7 @@ def import_item(
         # last_accessed).
         summary.present += 1
         return None
-    body = calls.memory_body(
-        record.content,
-        record.bindings,
-        memory_type=record.memory_type,
-        content_kind=record.content_kind,
-        creation_datetime=record.creation_datetime,
-        imported=True,
-    )
-    return {**body, "idempotency_key": key}
+    return {**record.fields, "idempotency_key": key}
 
 
 @dataclass

@@ -38,6 +38,23 @@ class ChatMessage(BaseModel):
     content: Any
 
 
+CardKind = Literal["found", "saved", "updated"]
+CardMatch = Literal["best", "related"]
+
+
+class CardInfo(BaseModel):
+    """How a memory card (``modal: memory``) came to be shown: found by a search (and how
+    well it matched: the best match or related to it), saved, or updated (with what it
+    replaced). Clients show it in words; the memory's ``relevance_score`` stays the number."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: CardKind = "found"
+    match: CardMatch | None = None
+    replaced: Any = None
+    """An update's old content."""
+
+
 class ToolCall(BaseModel):
     """One action the assistant called, as LLM APIs name a tool call."""
 
@@ -64,6 +81,12 @@ class ChatRecord(ChatMessage):
         default=None,
         description="Who produced the text: a provider and model, 'offline planner', or None "
         "for the user's own words and runtime status lines.",
+    )
+
+    card: CardInfo | None = Field(
+        default=None,
+        description="A memory card's note (found, saved or updated; how well it matched); "
+        "None for other messages and for cards shown before the note existed.",
     )
 
     role: RecordRole  # type: ignore[assignment]  # a record may be a tool result

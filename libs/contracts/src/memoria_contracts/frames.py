@@ -7,10 +7,11 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
 
-from memoria_contracts.chat import Modal, Role
+from memoria_contracts.chat import CardInfo, Modal, Role
 from memoria_contracts.events import CycleEndReason, CycleSummary, CycleUsage, ThreadId
 from memoria_contracts.personas import AgentHistoryEntry
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigPatch
+from memoria_contracts.text import PlainText
 
 ClientMessageId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{8,64}$")]
 StreamEventId = Annotated[str, StringConstraints(pattern=r"^[0-9]+-[0-9]+$")]
@@ -57,7 +58,7 @@ class ClientMessage(_Frame):
 
     type: Literal["message"]
     thread_id: ThreadId
-    content: str = Field(min_length=1)
+    content: PlainText = Field(min_length=1)
     id: ClientMessageId | None = None
 
 
@@ -127,6 +128,12 @@ class MessageFrame(_Frame):
     model: str | None = None
     created_at: datetime
     event_id: StreamEventId | None = _event_id_field()
+    card: CardInfo | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="A memory card only: found (with `match`: `best` or `related`), saved, "
+        "or updated (with `replaced`, the old content).",
+    )
     cycle_end: CycleSummary | None = Field(
         default=None,
         exclude_if=_absent,

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AwareDatetime, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from memoria_contracts.base import ContractModel
+from memoria_contracts.text import CONTROL_FREE, NO_CONTROLS, NOT_BLANK, code_point, control_in
+from memoria_contracts.times import (
+    EARLIEST_STORABLE,
+    LATEST_STORABLE,
+    STORABLE_RANGE,
+    StorableTime,
+)
 
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]
 MEMORY_TYPES: Final[tuple[MemoryType, ...]] = (
@@ -62,12 +69,20 @@ MAX_EXCLUDED: Final = 500
 
 MemoryId = Annotated[str, StringConstraints(pattern=r"^mem_[A-Za-z0-9]{1,60}$")]
 Binding = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
+    NO_CONTROLS,
+    NOT_BLANK,
 ]
 QueryText = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
+    NO_CONTROLS,
+    NOT_BLANK,
 ]
-IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+IdempotencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=200), NO_CONTROLS, CONTROL_FREE
+]
 Vector = list[float]
 
 
@@ -81,11 +96,18 @@ def content_size(content: Any) -> int:
 _INT64: Final = 2**63
 
 
-def _check_text(text: str) -> None:
+def check_content_text(text: str) -> None:
+    """Text a content may hold (the content itself, or a string or key inside JSON)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("content must be Unicode text (it has a lone surrogate)") from None
+        raise ValueError("Content must be Unicode text (it has a lone surrogate).") from None
+    found = control_in(text)
+    if found is not None:
+        raise ValueError(
+            f"Content holds the control character {code_point(found)}; text may hold tab and "
+            "newline, no other control character."
+        )
 
 
 def _check_json_value(value: Any, depth: int = 0) -> None:
@@ -93,40 +115,42 @@ def _check_json_value(value: Any, depth: int = 0) -> None:
     lone surrogate (UTF-8 cannot encode it), no key starting with '$' (document stores read
     those as operators), 64-bit integers, finite numbers, a bounded depth."""
     if depth > MAX_CONTENT_DEPTH:
-        raise ValueError(f"content nests deeper than {MAX_CONTENT_DEPTH} levels")
+        raise ValueError(f"Content nests deeper than {MAX_CONTENT_DEPTH} levels.")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ValueError("content keys must be strings")
-            _check_text(key)
+                raise ValueError("Content keys must be strings.")
+            check_content_text(key)
             if key.startswith("$"):
-                raise ValueError(f"content keys may not start with '$': {key[:40]!r}")
+                raise ValueError(f"Content keys may not start with '$' ({key[:40]!r} does).")
             _check_json_value(item, depth + 1)
     elif isinstance(value, list):
         for item in value:
             _check_json_value(item, depth + 1)
     elif isinstance(value, str):
-        _check_text(value)
+        check_content_text(value)
     elif value is None or isinstance(value, bool):
         return
     elif isinstance(value, int):
         if not -_INT64 <= value < _INT64:
-            raise ValueError("content integers must fit in 64 bits")
+            raise ValueError("Content integers must fit in 64 bits.")
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError("content numbers must be finite")
+            raise ValueError("Content numbers must be finite.")
     else:
-        raise ValueError(f"content holds JSON values only, not {type(value).__name__}")
+        raise ValueError(f"Content holds JSON values only, not {type(value).__name__}.")
 
 
 def _check_content(kind: ContentKind, content: Any) -> None:
+    if kind == "text" and isinstance(content, str) and not content.strip():
+        raise ValueError("Content is empty.")
     _check_json_value(content)
-    if kind == "text" and not (isinstance(content, str) and content.strip()):
-        raise ValueError("a text memory needs non-empty text content")
+    if kind == "text" and not isinstance(content, str):
+        raise ValueError("Content of a text memory must be text.")
     if kind == "json" and not isinstance(content, dict | list):
-        raise ValueError("a json memory needs an object or a list as content")
+        raise ValueError("Content of a json memory must be a JSON object or a list.")
     if content_size(content) > MAX_CONTENT_CHARS:
-        raise ValueError(f"content is longer than {MAX_CONTENT_CHARS} characters")
+        raise ValueError(f"Content is longer than {MAX_CONTENT_CHARS} characters.")
 
 
 class Memory(ContractModel):
@@ -174,20 +198,14 @@ SINCE: Final = "Only memories told at or after this time (their creation_datetim
 UNTIL: Final = "Only memories told before this time (their creation_datetime)."
 
 
-# Stored times are fixed-width text from year 1000 to 9999: bounds outside could not be
-# compared with them (and the extremes overflow on conversion to UTC).
-EARLIEST_BOUND: Final = datetime(1000, 1, 1, tzinfo=UTC)
-LATEST_BOUND: Final = datetime(9999, 1, 1, tzinfo=UTC)
-
-
 def check_window(since: datetime | None, until: datetime | None) -> None:
     """A time window on ``creation_datetime``: ``since`` inclusive, ``until`` exclusive,
     either open; one that ends before it starts is a mistake, not an empty answer."""
     for name, moment in (("since", since), ("until", until)):
-        if moment is not None and not EARLIEST_BOUND <= moment <= LATEST_BOUND:
-            raise ValueError(f"{name} must be between the years 1000 and 9999")
+        if moment is not None and not EARLIEST_STORABLE <= moment <= LATEST_STORABLE:
+            raise ValueError(f"{name} must fall between {STORABLE_RANGE} (UTC).")
     if since is not None and until is not None and since > until:
-        raise ValueError("since must not be later than until")
+        raise ValueError("since must not be later than until.")
 
 
 class MemorySearch(ContractModel):
@@ -205,8 +223,8 @@ class MemorySearch(ContractModel):
     limit: int | None = Field(default=None, ge=1, le=MAX_SEARCH_LIMIT)
     min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
     exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDED)
-    since: AwareDatetime | None = Field(default=None, description=SINCE)
-    until: AwareDatetime | None = Field(default=None, description=UNTIL)
+    since: StorableTime | None = Field(default=None, description=SINCE)
+    until: StorableTime | None = Field(default=None, description=UNTIL)
 
     @model_validator(mode="after")
     def _queries_for_semantic(self) -> MemorySearch:
@@ -233,7 +251,7 @@ class MemorySave(ContractModel):
     )
     embedder: str | None = None
     source: ChangeSource = "chat"
-    creation_datetime: AwareDatetime | None = Field(
+    creation_datetime: StorableTime | None = Field(
         default=None,
         description="When the memory was told: the user message's time for a chat save, the "
         "exported time for an import; else now.",
@@ -267,7 +285,7 @@ class MemoryUpdate(ContractModel):
     @model_validator(mode="after")
     def _something_to_change(self) -> MemoryUpdate:
         if self.content is None and self.memory_type is None and self.bindings is None:
-            raise ValueError("nothing to update: give content, memory_type or bindings")
+            raise ValueError("Nothing to change: give content, memory_type or bindings.")
         if self.content is not None:
             kind = self.content_kind or ("text" if isinstance(self.content, str) else "json")
             _check_content(kind, self.content)
@@ -292,8 +310,8 @@ class MemoryList(ContractModel):
     memory_type: MemoryType | None = None
     limit: int = Field(default=50, ge=1, le=MAX_PAGE)
     cursor: str | None = Field(default=None, description="next_cursor of the previous page")
-    since: AwareDatetime | None = Field(default=None, description=SINCE)
-    until: AwareDatetime | None = Field(default=None, description=UNTIL)
+    since: StorableTime | None = Field(default=None, description=SINCE)
+    until: StorableTime | None = Field(default=None, description=UNTIL)
 
     @model_validator(mode="after")
     def _window(self) -> MemoryList:

@@ -22,6 +22,7 @@ from memoria_contracts.personas import (
     PersonaApplied,
     PersonaId,
 )
+from memoria_contracts.text import NO_CONTROLS, NOT_BLANK
 from memoria_contracts.threads import ThreadId
 
 MAX_SYSTEM_PROMPT_CHARS: Final = 4000
@@ -33,10 +34,14 @@ DEFAULT_SYSTEM_PROMPT: Final = "You are a helpful assistant with long-term memor
 SystemPrompt = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SYSTEM_PROMPT_CHARS),
+    NO_CONTROLS,
+    NOT_BLANK,
 ]
 TypeDescription = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE_DESCRIPTION_CHARS),
+    NO_CONTROLS,
+    NOT_BLANK,
 ]
 ChatModelName = Annotated[
     str,

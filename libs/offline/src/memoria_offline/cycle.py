@@ -16,6 +16,7 @@ from memoria_offline import replies
 from memoria_offline.answers import as_statement
 from memoria_offline.facts import about, closest
 from memoria_offline.intents import Intent, Reading, read
+from memoria_offline.merge import kept_details
 
 SEARCH_ACTION: Final = "MemorySearch"
 T = TypeVar("T")
@@ -41,9 +42,10 @@ class CycleView:
     said_at: datetime
     """When the user sent the message: what its relative dates are counted from."""
     told_no_model: bool
-    """The planner answered earlier in the recent history: the first closing of its first
-    cycle said that no language model answers. (Closings themselves are not history, seed
-    000, so the planner's other answers are what shows it was here.)"""
+    """The conversation has already been told that no language model answers: the planner
+    answered in it before (its first answer said so), or the user spoke in it before with no
+    other model answering (a closing said so: closings are not history, so only the user's
+    earlier turn shows it)."""
 
     @property
     def said_by(self) -> str | None:
@@ -57,7 +59,20 @@ class CycleView:
         # Any found memory, not only the targets: "Rita, não Rute" told again finds no
         # memory holding "Rute", but the one it made says "Rita".
         found = dict.fromkeys([*self.targets, *self.found])
-        return next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
+        told = next((i for i in found if _said(self.texts.get(i, [""])[0]) == said), None)
+        if told is not None or self.reading.intent != Intent.UPDATE:
+            return told
+        # A correction told again: applied to its target, it changes nothing ("actually, I
+        # drink tea" against "I drink tea every morning").
+        return next(
+            (
+                i
+                for i in self.targets
+                if _said(kept_details(self.texts[i][0], self.reading.statement))
+                == _said(self.texts[i][0])
+            ),
+            None,
+        )
 
     @property
     def already_said(self) -> bool:
@@ -88,10 +103,13 @@ def _said(text: str) -> str:
 
 
 def _cards(context: CycleContext) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(message id, memory id, card) of each memory card the cycle has shown."""
+    """(message id, memory id, card) of each memory card a search of the cycle has shown
+    (not the cards of what a step saved or updated)."""
     for record in context.transcript:
         content = record.content
         if record.modal != "memory" or not isinstance(content, dict):
+            continue
+        if record.card is not None and record.card.kind != "found":
             continue
         memory_id = content.get("memory_id")
         if isinstance(memory_id, str):
@@ -170,6 +188,18 @@ def _reading(context: CycleContext, asked_back: str | None, asked_delete_all: bo
     return Reading(Intent.SAVE, statement, facts=(statement,))
 
 
+def _told_no_model(context: CycleContext) -> bool:
+    records = [*context.history, *context.transcript]
+    answered = {r.model for r in records if r.role == "assistant" and r.model}
+    if replies.LABEL in answered:
+        return True
+    earlier_turn = any(
+        r.role == "user" and not r.tool_record and r.id != context.original_message.id
+        for r in context.history
+    )
+    return earlier_turn and not answered
+
+
 def _last_search_step(steps: list[StepRecord]) -> int:
     searches = [step.step for step in steps if step.action == SEARCH_ACTION]
     return max(searches, default=0)
@@ -203,8 +233,5 @@ def view(context: CycleContext) -> CycleView:
         asked_delete_all=asked_delete_all,
         asked_back=asked_back,
         said_at=context.original_message.created_at,
-        told_no_model=any(
-            record.role == "assistant" and record.model == replies.LABEL
-            for record in context.history
-        ),
+        told_no_model=_told_no_model(context),
     )

@@ -81,7 +81,7 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "onde eu moro",
     ),
     (
-        r"work|job|profession|career|occupation|for a living|trabalho|emprego|profissao|"
+        r"work\w*|job|profession|career|occupation|for a living|trabalh\w*|emprego|profissao|"
         r"carreira|ocupacao|what do i do(?=\W*$)|o que (?:eu )?faco(?=\W*$)|i teach|"
         r"i run (?:a|an|my) (?:[a-z]+ )?(?:business|company|shop|store|restaurant|cafe|bar|"
         r"bakery|startup|studio|clinic|practice)|dou aulas?|"
@@ -106,12 +106,22 @@ _TOPIC_CUES: Final[tuple[tuple[str, str, str], ...]] = (
         "minha familia",
     ),
     (r"trip|travel|vacation|holiday|viagem|viajar|ferias", "travel plans", "planos de viagem"),
+    (
+        r"health\w*|sick|illness|disease|condition|medical|medicine|medication|pills?|"
+        r"asthma\w*|diabet\w*|migraines?|hypertension|blood pressure|cholesterol|"
+        r"intolerant|surgery|operation|injur\w*|broke|broken|break|fractur\w*|bones?|"
+        r"saude|doenca|doente|condicao|remedios?|medicamentos?|asma|enxaqueca|pressao alta|"
+        r"colesterol|cirurgia|operacao|fratur\w*|quebrei|ossos?|intolerante",
+        "my health",
+        "minha saude",
+    ),
     (r"favou?rite|favorit[oa]", "favourites", "favoritos"),
     (r"passport|passaporte", "passport", "passaporte"),
     (r"phone|mobile|cell|telefone|celular", "phone", "telefone"),
     (r"e-?mail", "e-mail", "e-mail"),
     (
-        r"eat|food|diet|vegan|vegetarian|comida|comer|dieta|vegan[oa]|vegetarian[oa]",
+        r"eat|food|diet|vegan|vegetarian|lactose|gluten|dairy|milk|comida|comer|dieta|"
+        r"vegan[oa]|vegetarian[oa]|leite|laticinios",
         "food",
         "comida",
     ),
@@ -245,6 +255,12 @@ def bindings_of(statement: str, replacing: Sequence[str] = ()) -> list[str]:
         keys.append(" ".join(words[:MAX_KEYWORDS]))
     unique = list(dict.fromkeys(k.strip() for k in keys if k.strip()))
     return unique[:MAX_BINDINGS]
+
+
+def content_word(word: str) -> bool:
+    """Whether a folded word says something (no stop word, no question word, three letters
+    or more)."""
+    return word not in _STOPWORDS and word not in _ASKING_WORDS and len(word) > 2
 
 
 def _stems(folded: str) -> set[str]:

@@ -18,6 +18,7 @@ from typing import Final
 from memoria_llm.relative_dates import find_relative_dates
 from memoria_offline import lexicon
 from memoria_offline.facts import introduces
+from memoria_offline.person import first_person_verb
 from memoria_offline.text import Folded, fold, is_question, strip_edges, tidy
 
 
@@ -30,6 +31,11 @@ class Intent(StrEnum):
     DELETE_ALL = "delete_all"
     CONFIRM = "confirm"
     CANCEL = "cancel"
+    CANNOT = "cannot"
+    """A request the rules cannot serve (write, explain, translate, plan, chat): answered
+    with what Memoria does without a model; nothing is searched or saved."""
+    CAPABILITIES = "capabilities"
+    """"What can you do?": what Memoria does without a model."""
     SMALL_TALK = "small_talk"
 
 
@@ -156,9 +162,38 @@ _ASKED_TO_SAVE: Final = _rx(
 # Thanks and greetings are the lead-in's (_COURTEOUS_TEXT): a message of nothing else is
 # empty once it is read past them.
 _SMALL_TALK: Final = _rx(
-    r"^(?:who are you|who is (?:this|answering)|what are you|what can you do|"
-    r"quem (?:e|esta) (?:voce|respondendo)|o que voce (?:e|faz)|how is it going|what's up|"
-    r"bye|goodbye|see you|como voce esta|tchau|ate logo)\b"
+    r"^(?:how is it going|what's up|bye|goodbye|see you|como voce esta|tchau|ate logo)\b"
+)
+# "What can you do?", "o que você sabe fazer?", "help": what Memoria does without a model.
+_CAPABILITIES: Final = _rx(
+    r"^(?:who are you|who is (?:this|answering)|what are you|"
+    r"what (?:else )?(?:can|do) you do|what are you (?:able|capable) (?:to do|of)|"
+    r"how (?:can|do) you (?:help|work)|what can i (?:do|ask)(?: (?:here|you))?|help|"
+    r"quem (?:e|esta) (?:voce|respondendo)|o que (?:e )?voce(?: e)?|"
+    r"o que (?:mais )?(?:voce|vc) (?:pode fazer|faz|sabe fazer|consegue fazer)|"
+    r"como (?:voce|vc) (?:pode )?(?:me )?(?:ajuda|ajudar|funciona)|ajuda)\W*$"
+)
+# What only a model can do: write, explain, translate, plan, advise, chat for its own sake.
+# A polite frame before the verb is the request's ("can you", "pode", "me").
+_CANNOT: Final = _rx(
+    r"^(?:(?:can|could|would|will) you (?:please )?|please |i (?:want|need|would like) you "
+    r"to |help me (?:to )?|(?:voce )?(?:pode|poderia|consegue|podes) (?:me )?|por favor,? |"
+    r"(?:eu )?(?:quero|preciso) que (?:voce )?)?(?:me )?"
+    r"(?:write|compose|draft|generate|create|make up|invent|explain|describe|define|"
+    r"translate|summari[sz]e|rewrite|paraphrase|proofread|plan|organi[sz]e|recommend|"
+    r"suggest|brainstorm|calculate|compute|solve|convert|code|program|debug|teach|sing|"
+    r"give (?:me )?(?:some |a few )?(?:ideas|advice|tips|suggestions|a recipe|recipes|"
+    r"an example|examples)|tell (?:me )?(?:a |another )?(?:joke|story|poem|fact about)|"
+    r"chat|talk|let'?s (?:chat|talk)|"
+    r"escreva|escreve|escrever|redija|redigir|componha|crie|cria|criar|gere|gera|gerar|"
+    r"invente|explique|explica|explicar|descreva|descreve|defina|traduza|traduz|traduzir|"
+    r"resuma|resume|resumir|reescreva|reescreve|revise|planeje|planeja|planejar|"
+    r"organize|organiza|recomende|recomenda|recomendar|sugira|sugere|sugerir|calcule|"
+    r"calcula|calcular|resolva|resolve|converta|programe|ensine|ensina|cante|canta|"
+    r"de (?:umas? |algumas )?(?:ideias|dicas|conselhos?|sugestoes|receitas?|exemplos?)|"
+    r"da (?:umas? |algumas )?(?:ideias|dicas|conselhos?|sugestoes|receitas?|exemplos?)|"
+    r"conte (?:uma )?(?:piada|historia)|conta (?:uma )?(?:piada|historia)|"
+    r"vamos conversar|conversa comigo|fala comigo|conversar)\b"
 )
 # Replies that answer nothing, even right after the planner asked for something.
 _NO_ANSWER: Final = _rx(
@@ -233,10 +268,118 @@ _EVERYDAY_FACT: Final = _rx(
     r"|(?:eu )?(?:sempre |geralmente |normalmente |costumo )?"
     rf"(?:{'|'.join(lexicon.EVERYDAY_VERBS_PT)}) [a-z0-9])"
 )
+# What a statement may say before its subject: a time, a place, a connective ("Yesterday I
+# went ...", "On Fridays I play ...", "In Lisbon I work ...", "Na semana passada comecei
+# ..."). Read past it, the rest says whether the message is a fact; the fact kept is the
+# whole message, its time included.
+_EN_CONTEXT: Final = (
+    r"(?:and|so|but|also|then|well|anyway|besides|btw|by the way|oh|actually not|"
+    r"honestly|plus|recently|lately|finally|usually|sometimes|nowadays|now|these days|today|"
+    r"tonight|"
+    r"yesterday|tomorrow|this (?:morning|afternoon|evening|week|month|year|weekend|summer|"
+    r"winter|spring|autumn|fall)|last (?:night|week|month|year|weekend|summer|winter|"
+    r"spring|autumn|fall|time|[a-z]+day)|next (?:week|month|year|weekend|[a-z]+day)|"
+    r"(?:a|one|two|three|four|five|six|a few|several|[0-9]+) (?:days?|weeks?|months?|"
+    r"years?) ago|on (?:the )?(?:[a-z]+days?|weekends|weekdays|the weekend|[0-9]+(?:st|nd|"
+    r"rd|th)?)(?: (?:mornings?|afternoons?|evenings?|nights?))?|"
+    r"every (?:day|morning|evening|night|week|month|year|weekend|[a-z]+day)"
+    r"(?: (?:morning|afternoon|evening|night))?|"
+    r"each (?:day|morning|week|[a-z]+day)|in the (?:morning|afternoon|evening|summer|"
+    r"winter)|at (?:night|work|home|school|the weekend)|after (?:work|school|lunch|dinner)|"
+    r"before (?:work|school|bed)|when i was (?:a )?(?:kid|child|young|little|[0-9]+)|"
+    r"as a (?:kid|child)|since [a-z0-9]+|"
+    r"(?:in|at|from) [a-z0-9'-]+(?: (?!(?:i|we|my|our)\b)[a-z0-9'-]+)?)"
+)
+_PT_CONTEXT: Final = (
+    r"(?:e|entao|tambem|alias|enfim|ah|bom|olha|hoje|ontem|anteontem|amanha|agora|"
+    r"recentemente|ultimamente|finalmente|geralmente|normalmente|as vezes|hoje de manha|"
+    r"hoje a (?:tarde|noite)|(?:na |nesta |esta )?semana (?:passada|que vem)|"
+    r"(?:no |neste |este )?(?:mes|ano|fim de semana) (?:passado|que vem)|"
+    r"ha (?:um|uma|dois|duas|tres|alguns|algumas|[0-9]+) (?:dias?|semanas?|meses|mes|"
+    r"anos?)|faz (?:um|uma|dois|duas|tres|alguns|algumas|[0-9]+) (?:dias?|semanas?|meses|"
+    r"mes|anos?)|(?:na|no|nas|nos|as|aos|toda|todo|todas|todos|todos os|todas as|cada) "
+    r"(?:[a-z]+-feiras?|segundas?|tercas?|quartas?|quintas?|sextas?|sabados?|domingos?|"
+    r"dias?|manhas?|noites?|tardes?|semanas?|fins de semana|fim de semana)|de manha|"
+    r"a noite|a tarde|depois do trabalho|quando (?:eu )?era (?:crianca|pequen[oa]|nov[oa])|"
+    r"(?:em|no|na|de) [a-z0-9'-]+(?: (?!eu\b)[a-z0-9'-]+)?)"
+)
+_CONTEXT_FIRST: Final = _rx(rf"^(?:{_EN_CONTEXT}|{_PT_CONTEXT})(?:\s*,\s*|\s+)(?=\S)")
+# The same with a place of one word only ("Em Lisboa trabalho ...", where the greedy form
+# takes "Em Lisboa trabalho" for the place).
+_CONTEXT_FIRST_SHORT: Final = _rx(
+    _CONTEXT_FIRST.pattern.replace("[a-z0-9'-]+)?)", "[a-z0-9'-]+)??)")
+)
+_EN_SUBJECT: Final = _rx(r"^(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b")
+# "I drink tea now", "now I work from home", "agora bebo chá": a fact that replaces what
+# memory holds about its subject, like a move.
+_NOW: Final = _rx(
+    r"^(?:now|nowadays|these days|agora|hoje em dia|atualmente),? |"
+    r" (?:now|nowadays|these days|instead|agora|hoje em dia|atualmente)$"
+)
+_MAX_CONTEXTS: Final = 3
+# Something of the user's named inside the subject: "The name of my dog is Rex", "O
+# aniversário do meu pai é dia 3 de maio".
+_POSSESSED: Final = _rx(
+    r"^(?:the|o|a|os|as) [a-z0-9'\- ]{1,40}? (?:of my|of our|do meu|da minha|dos meus|"
+    r"das minhas|de meu|de minha|do nosso|da nossa) [a-z0-9'\- ]{1,40}? "
+    r"(?:is|are|was|were|e|era|sao|foi|fica|cai)\b"
+)
+# Portuguese "we" in the verb: "Vamos viajar para o Chile", "Moramos em Braga".
+_PT_WE: Final = _rx(
+    r"^(?:nos )?(?!vamos (?:ver|la|nessa|embora|conversar|falar)\b)"
+    r"(?:vamos|fomos|estamos|somos|temos|tivemos|[a-z]{3,}(?:amos|emos|imos)) [a-z0-9]"
+)
+# What the user has or is, said without an article: "I have asthma", "I'm lactose
+# intolerant", "I've been working at Siemens since 2018".
+_HAS: Final = _rx(
+    r"^(?:i|we) have (?!(?:to|no|nothing|been|got|a lot|an idea|fun|time|enough|it|that|"
+    r"this|them|one|some|any|you)\b)[a-z]|"
+    r"^i(?:'m| am) (?:[a-z]+ )?(?:intolerant|diabetic|asthmatic|epileptic|celiac|coeliac|"
+    r"colou?r ?blind|left-handed|right-handed|deaf|blind|hypertensive|an(?:a)?emic|"
+    r"autistic|dyslexic|lactose|gluten)\b|"
+    r"^(?:i|we)(?:'ve| have) been (?:[a-z]+ing|married|divorced|together|vegan|vegetarian|"
+    r"sober|a |an )"
+)
+# Something or someone of the user's doing something: "My nephew Tiago is studying", "My
+# flight to Lisbon leaves on the 20th", "Minha sobrinha Clara mora em Recife", "Meu voo sai
+# dia 20".
+_THEIRS: Final = _rx(
+    r"^(?:my|our) [a-z0-9'\- ]{1,40}? (?:lives|works|studies|has|leaves|starts|ends|plays|"
+    r"goes|comes|turns|costs|arrives|departs|begins|runs|opens|closes|takes|teaches|drives|"
+    r"loves|likes|hates|speaks|got|had|went|moved|died|passed|retired|graduated)\b|"
+    r"^(?:meu|minha|meus|minhas|nosso|nossa) [a-z0-9'\- ]{1,40}? (?:mora|moram|trabalha|"
+    r"trabalham|estuda|estudam|tem|faz|fazem|gosta|joga|toca|vive|nasceu|se chama|chama|"
+    r"esta|vai|fica|sai|chega|comeca|termina|custa|vence|parte|dirige|fala|ensina|"
+    r"morreu|faleceu|casou|mudou|formou|aposentou)\b"
+)
+# What happened to the user: "I had knee surgery in 2019", "I had a baby in May".
+_HAD: Final = _rx(
+    r"^(?:i|we) had (?!(?:no|to|it|that|this|fun|enough|a (?:good|great|nice|bad) "
+    r"(?:time|day|night))\b)[a-z0-9]"
+)
+# Plans and what is under way: "We're going to Japan in April", "I'm training for a marathon".
+_UNDER_WAY: Final = _rx(
+    r"^(?:i'?m|i am|we'?re|we are) (?:not )?(?:going|planning|moving|travell?ing|flying|"
+    r"visiting|starting|getting|having|expecting|training|learning|taking|working|studying|"
+    r"staying|leaving|coming|driving|buying|selling|renting|building|preparing|saving|"
+    r"organi[sz]ing|celebrating|hosting|attending|running|doing|writing|reading|seeing|"
+    r"dating|living)\b"
+)
+_WE_FACT: Final = _rx(
+    rf"^we (?:usually |always |often |never |sometimes |also |still )?"
+    rf"(?!(?:{'|'.join(lexicon.CONVERSATION_VERBS)})\b)[a-z]+ "
+    rf"(?!(?:{'|'.join(lexicon.CONVERSATION_OBJECTS)})\b)[a-z0-9]"
+)
+_CONVERSATION_PT: Final = _rx(
+    r"^(?:eu )?(?:acho|sei|entendo|entendi|concordo|lembro|esqueci|digo|disse|falei|"
+    r"perguntei|pergunto|suponho|imagino|espero|quis dizer|quero dizer|vi que|vejo que)\b"
+)
+_FIRST_WORD: Final = _rx(r"^(?:eu )?(?:nao |tambem |ja |sempre |nunca |ainda )?(?P<verb>[a-z]+) \S")
+
 # Said to the assistant, not about the user: never a fact, whatever the forms above say.
 _CHATTER: Final = _rx(
     r"^(?:i (?:love|like|hate|miss|need) you|my bad|te amo|amo voce|"
-    r"(?:eu )?nao tenho (?:certeza|ideia|tempo)|nao sou eu)\b"
+    r"(?:eu )?nao tenho (?:certeza|ideia|tempo)|(?:nao )?sou eu)\b"
 )
 
 # A fact that replaces one memory holds: a move, something no longer true. Like a correction,
@@ -276,6 +419,57 @@ def read(message: str) -> Reading:
     if reading.intent != Intent.SAVE:
         return reading
     return Reading(reading.intent, reading.statement, facts=_facts_in(reading.statement))
+
+
+def _past_context(text: str) -> str:
+    """``text`` (folded) without the time, place or connective it opens with, when a
+    statement follows them ("yesterday i went ..." → "i went ...")."""
+    for _ in range(_MAX_CONTEXTS):
+        rests = [
+            text[m.end() :] for p in (_CONTEXT_FIRST, _CONTEXT_FIRST_SHORT) if (m := p.match(text))
+        ]
+        rest = next((r for r in rests if _statement_follows(r)), None)
+        if rest is None:
+            break
+        text = rest
+    return text
+
+
+def _statement_follows(rest: str) -> bool:
+    return bool(
+        _EN_SUBJECT.match(rest)
+        or _CONTEXT_FIRST.match(rest)
+        or _pt_statement(rest)
+        or _PT_WE.match(rest)
+    )
+
+
+def _pt_statement(text: str) -> bool:
+    """A Portuguese first-person verb with something after it ("fui ao dentista", "não
+    como carne"): the subject is in the verb."""
+    first = _FIRST_WORD.match(text)
+    return (
+        first is not None
+        and not _CONVERSATION_PT.match(text)
+        and first.group("verb") not in lexicon.NOT_PT_VERBS
+        and first_person_verb(first.group("verb")) is not None
+    )
+
+
+def _is_fact(text: str) -> bool:
+    """A first-person statement (folded) worth keeping."""
+    return bool(
+        _FACT.match(text)
+        or _UNDER_WAY.match(text)
+        or _HAD.match(text)
+        or _HAS.match(text)
+        or _THEIRS.match(text)
+        or _POSSESSED.match(text)
+        or _PT_WE.match(text)
+        or _EVERYDAY_FACT.match(text)
+        or _WE_FACT.match(text)
+        or (_pt_statement(text) and not _QUESTION_START.match(text))
+    )
 
 
 def _courtesy(folded: str) -> tuple[str, ...]:
@@ -357,6 +551,10 @@ def _read(message: str) -> Reading:
         return correction
     if (rest := after(_SAVE)) is not None and rest and (not question or _ASKED_TO_SAVE.match(text)):
         return Reading(Intent.SAVE, tidy(rest.rstrip("?")))
+    if _CAPABILITIES.match(text):
+        return Reading(Intent.CAPABILITIES, whole)
+    if _CANNOT.match(text):
+        return Reading(Intent.CANNOT, whole)
     if not text or _SMALL_TALK.match(text):
         return Reading(Intent.SMALL_TALK, whole, courtesy=_courtesy(folded.text))
     told = after(_TOLD)
@@ -365,11 +563,12 @@ def _read(message: str) -> Reading:
         return Reading(Intent.LIST_ALL, whole, told_when=told)
     if question or _QUESTION_START.match(text):
         return Reading(Intent.SEARCH, whole, about_user=bool(_ABOUT_USER.search(text)))
-    if _CHANGED.match(text):
+    core = _past_context(text)
+    if _CHANGED.match(core) or (_NOW.search(text.rstrip(" .!")) and _is_fact(core)):
         return Reading(Intent.UPDATE, whole)
-    if _CHATTER.match(text):
+    if _CHATTER.match(core):
         return Reading(Intent.SMALL_TALK, whole)
-    if _FACT.match(text) or introduces(whole) or _EVERYDAY_FACT.match(text):
+    if _is_fact(core) or introduces(whole):
         return Reading(Intent.SAVE, whole)
     if _NO_ANSWER.match(text):
         return Reading(Intent.SMALL_TALK, whole)

@@ -102,3 +102,136 @@ NOT_VALUES: Final = _words(
 )
 """Words of conversation, never a value a correction replaces ("not bad, thanks", "not now,
 later", "não agora, obrigado")."""
+
+PT_IRREGULAR_VERBS: Final = {
+    # present
+    "sou": "é",
+    "estou": "está",
+    "tenho": "tem",
+    "vou": "vai",
+    "faco": "faz",
+    "posso": "pode",
+    "quero": "quer",
+    "sei": "sabe",
+    "digo": "diz",
+    "vejo": "vê",
+    "venho": "vem",
+    "ponho": "põe",
+    "trago": "traz",
+    "dou": "dá",
+    "leio": "lê",
+    "creio": "crê",
+    "odeio": "odeia",
+    "prefiro": "prefere",
+    "sinto": "sente",
+    "minto": "mente",
+    "durmo": "dorme",
+    "sigo": "segue",
+    "consigo": "consegue",
+    "persigo": "persegue",
+    "peco": "pede",
+    "meco": "mede",
+    "ouco": "ouve",
+    "perco": "perde",
+    "visto": "veste",
+    "sirvo": "serve",
+    "subo": "sobe",
+    "fujo": "foge",
+    "dirijo": "dirige",
+    "corrijo": "corrige",
+    "exijo": "exige",
+    "caibo": "cabe",
+    "valho": "vale",
+    "saio": "sai",
+    "caio": "cai",
+    "rio": "ri",
+    "passeio": "passeia",
+    "anseio": "anseia",
+    "conheco": "conhece",
+    "pareco": "parece",
+    "ofereco": "oferece",
+    "agradeco": "agradece",
+    "esqueco": "esquece",
+    "aqueco": "aquece",
+    "cresco": "cresce",
+    "nasco": "nasce",
+    "torco": "torce",
+    "descubro": "descobre",
+    "cubro": "cobre",
+    "tusso": "tosse",
+    "construo": "constrói",
+    "destruo": "destrói",
+    "possuo": "possui",
+    "influo": "influi",
+    # preterite
+    "fui": "foi",
+    "fiz": "fez",
+    "tive": "teve",
+    "estive": "esteve",
+    "pude": "pôde",
+    "quis": "quis",
+    "disse": "disse",
+    "vi": "viu",
+    "vim": "veio",
+    "pus": "pôs",
+    "trouxe": "trouxe",
+    "dei": "deu",
+    "soube": "soube",
+    "li": "leu",
+    "sai": "saiu",
+    "cai": "caiu",
+    "construi": "construiu",
+    "possui": "possuiu",
+    "fugi": "fugiu",
+    # imperfect and future-ish forms the same in both persons are left as they are
+}
+"""First-person singular verbs (folded) whose third person (as "você" takes it) no rule
+makes: present and preterite."""
+
+PT_AR_VERBS: Final = frozenset(
+    _words(
+        """
+    morar trabalhar gostar adorar amar jogar tocar andar acordar tomar falar estudar usar
+    costumar praticar cozinhar nadar pedalar viajar visitar escutar fumar treinar chamar levar
+    pegar comprar pagar mudar casar comecar terminar acabar ficar chegar voltar entrar ganhar
+    cuidar ajudar ensinar lecionar dancar cantar desenhar pintar fotografar caminhar malhar
+    alugar trocar adotar formar aposentar criar plantar colecionar frequentar participar
+    organizar planejar pensar precisar esperar tentar deixar marcar agendar levantar deitar
+    almocar jantar lanchar preparar separar guardar lembrar achar encontrar namorar noivar
+    divorciar gastar economizar cancelar reservar operar consultar tratar medicar vacinar
+    engravidar mandar enviar ligar conversar passar parar votar mergulhar surfar patinar
+    escalar pescar acampar velejar remar lutar meditar rezar orar brincar buscar educar
+    alimentar atuar atender cobrar emprestar quebrar machucar internar curar melhorar piorar
+    engordar pesar completar celebrar comemorar festejar convidar hospedar gravar filmar
+    programar projetar administrar gerenciar coordenar liderar chefiar abandonar largar
+        """
+    )
+)
+"""Portuguese -ar verbs (folded infinitives) whose first person the rules may conjugate."""
+
+PT_ER_VERBS: Final = frozenset(
+    _words(
+        """
+    beber comer correr viver aprender vender receber escrever perder conhecer parecer
+    oferecer agradecer esquecer crescer nascer torcer dever emagrecer entender responder
+    escolher resolver desenvolver mexer meter prometer sofrer varrer morrer bater comprometer
+        """
+    )
+)
+"""Portuguese -er verbs (folded infinitives)."""
+
+PT_IR_VERBS: Final = frozenset(
+    _words(
+        """
+    partir abrir decidir assistir sentir dormir seguir pedir ouvir subir descobrir conseguir
+    desistir preferir dividir cumprir vestir sorrir fugir dirigir insistir resistir existir
+    permitir curtir exigir proibir investir servir mentir repetir competir discutir
+    consumir assumir resumir admitir omitir transmitir garantir unir reunir dirigir sair
+        """
+    )
+)
+"""Portuguese -ir verbs (folded infinitives)."""
+
+NOT_PT_VERBS: Final = frozenset(_words("como sei vi li dei sai cai rio"))
+"""First-person verb forms (folded) that also open other sentences ("como" is "how", "rio"
+a river): never read alone as the start of a statement."""

@@ -1,7 +1,11 @@
 """The offline planner: the LLM port answered by rules, the default when no model is
 configured. It keeps the product useful — save, find, correct and forget memories in English
-and Portuguese — and it says, in every closing line and in its label, that no language model
-is answering."""
+and Portuguese — and it says that no language model is answering: in the first answer of a
+conversation, and in its label on every answer (which clients show as a badge).
+
+Each turn is one answer: the step that did the work says what it did (the memories found,
+saved, changed or forgotten), and the closing line says something only when no step did (a
+greeting, a request the rules cannot serve, a correction with nothing to correct)."""
 
 from __future__ import annotations
 
@@ -22,13 +26,15 @@ from memoria_llm.port import (
     T,
     UnsupportedMode,
 )
-from memoria_offline import plans, replies
+from memoria_offline import plans, replies, telling
 from memoria_offline.cycle import CycleView, targets_of, view
 from memoria_offline.intents import Intent, Reading
 from memoria_offline.planner import next_action
 
 _PIECES: Final = re.compile(r"\S+\s*")
 _CHANGING: Final = frozenset({Intent.UPDATE, Intent.DELETE})
+_SAYS_NO_MODEL: Final = frozenset({Intent.CANNOT, Intent.CAPABILITIES})
+"""Replies that are themselves about having no model: no note after them."""
 
 log = logging.getLogger("memoria.llm.offline")
 
@@ -78,31 +84,40 @@ class OfflineModel(LanguageModel):
         if request.task == "Question":
             return self._question(cycle, language)
         if request.task == "Finalize":
-            return self._closing(cycle, language)
+            answer = self._closing(cycle, language)
+        else:
+            answer = self._explanation(request, cycle, language)
+        if not answer or cycle.told_no_model or cycle.reading.intent in _SAYS_NO_MODEL:
+            return answer
+        return f"{answer}\n\n{replies.text('no_model', language)}"
+
+    @staticmethod
+    def _explanation(request: LLMRequest, cycle: CycleView, language: replies.Language) -> str:
         results = replies.results_of(request.metadata)
-        # A listing (chronological) names everything; a semantic search's answer names the
-        # memories about what was asked. When none is, it names them as the closest, not as
-        # the answer: recall is favoured in search (docs/relevance.md) and the rules may miss
-        # a relation a reader sees. Its cards show every found memory all the same.
-        if request.task == "MemorySearch" and results.get("mode") != "chronological":
-            statement = cycle.reading.statement
-            keys = replies.results_of(request.metadata, "bindings")
-            about = _about(results, cycle.reading, keys)
-            if cycle.reading.intent in _CHANGING:
-                # A search to find what to correct or forget: what it found about it is the
-                # target, not an answer; unrelated memories would read as the target, so they
-                # go unnamed, and what follows says whether anything was changed.
-                if about:
-                    return replies.text("found_target", language, items=replies.quoted(about))
-                query = replies.mid_sentence(cycle.reading.old_value or statement)
-                return replies.text("looked_for", language, query=query)
-            if about:
-                results = results | {"found": about}
-            elif found := results.get("found"):
-                query = replies.mid_sentence(statement)
-                return replies.text(
-                    "found_unsure", language, query=query, items=replies.quoted(found)
-                )
+        reading = cycle.reading
+        if request.task != "MemorySearch" or results.get("mode") == "chronological":
+            return replies.explanation(request.task, results, language)
+        if reading.intent in _CHANGING or cycle.delete_all_confirmed:
+            # A search for what to correct or forget: the step that changes it (or the
+            # closing, when nothing was found) answers.
+            return ""
+        # A semantic search's answer names the memories about what was asked. When none is,
+        # it names them as the closest, not as the answer: recall is favoured in search
+        # (docs/relevance.md) and the rules may miss a relation a reader sees.
+        keys = replies.results_of(request.metadata, "bindings")
+        about = _about(results, reading, keys)
+        if about:
+            return replies.found_answer(about, language)
+        if reading.intent == Intent.SEARCH and reading.about_user:
+            return ""  # the user is asked for it next (planner.py); the question is the answer
+        if found := results.get("found"):
+            query = replies.mid_sentence(reading.statement)
+            closest = telling.mid_sentence(replies.found_answer(found[:1], language))
+            return replies.text("found_unsure", language, query=query, items=closest)
+        if reading.intent == Intent.SEARCH and not results.get("since"):
+            # A question about the world, not the user: only a model could answer it.
+            query = replies.mid_sentence(reading.statement)
+            return replies.text("found_none_general", language, query=query)
         return replies.explanation(request.task, results, language)
 
     @staticmethod
@@ -115,39 +130,42 @@ class OfflineModel(LanguageModel):
 
     @staticmethod
     def _closing(cycle: CycleView, language: replies.Language) -> str:
-        note = replies.text("no_model", language)
-        # Said once in a thread's recent history is enough after a memory action (every
-        # answer's label says "no LLM" too); a reply that could not help says it each time.
-        told = "" if cycle.told_no_model else note
+        """What the turn says last: nothing when a step's answer said it all."""
         failed = [step for step in cycle.steps if step.status == "failed"]
         if failed:
-            return f"{replies.text('failed', language, detail=failed[-1].summary)} {note}"
-        intent = cycle.reading.intent
+            return replies.text("failed", language, detail=failed[-1].summary)
+        reading = cycle.reading
+        intent = reading.intent
         if intent == Intent.CANCEL:
             return replies.text("kept" if cycle.asked_delete_all else "cancelled", language)
+        if intent == Intent.CANNOT:
+            return replies.text("cannot", language)
+        if intent == Intent.CAPABILITIES:
+            return replies.text("capabilities", language)
         if intent == Intent.CONFIRM and not cycle.delete_all_confirmed:
-            return f"{replies.text('introduction', language)} {note}"
+            return replies.text("introduction", language)
         if intent == Intent.DELETE_ALL:  # the question was asked; nothing else to do
             return replies.text("done", language)
-        if cycle.reading.forget_what:
+        if reading.forget_what:
             return replies.text("ask_what_to_forget", language)
-        if intent == Intent.SMALL_TALK and cycle.reading.courtesy and not cycle.steps:
-            return " ".join(replies.text(kind, language) for kind in cycle.reading.courtesy)
-        if intent == Intent.SMALL_TALK and cycle.asked_back and not cycle.reading.unread:
+        if intent == Intent.SMALL_TALK and reading.courtesy and not cycle.steps:
+            return " ".join(replies.text(kind, language) for kind in reading.courtesy)
+        if intent == Intent.SMALL_TALK and cycle.asked_back and not reading.unread:
             return replies.text("no_answer", language)  # "I don't know" to its question
+        if intent == Intent.SMALL_TALK and reading.unread:
+            return replies.text("not_understood", language)
         if not cycle.steps or intent == Intent.SMALL_TALK:
-            return f"{replies.text('introduction', language)} {note}"
-        if cycle.reading.substitution and "MemoryUpdate" not in cycle.done:
-            query = replies.mid_sentence(cycle.reading.old_value)
-            return f"{replies.text('nothing_to_correct', language, query=query)} {told}".strip()
+            return replies.text("introduction", language)
+        if reading.substitution and "MemoryUpdate" not in cycle.done:
+            query = replies.mid_sentence(reading.old_value)
+            return replies.text("nothing_to_correct", language, query=query)
         if intent == Intent.DELETE and "MemoryDelete" not in cycle.done:
-            query = replies.mid_sentence(cycle.reading.statement)
-            return f"{replies.text('nothing_to_forget', language, query=query)} {told}".strip()
-        # The step's own answer said what was done: a "Done." after it would be noise, so
-        # there is no closing at all, unless the thread has not been told there is no model.
-        if cycle.told_no_model:
-            return ""
-        return f"{replies.text('done', language)} {note}"
+            query = replies.mid_sentence(reading.statement)
+            return replies.text("nothing_to_forget", language, query=query)
+        if intent == Intent.SEARCH and reading.about_user and not cycle.targets:
+            # Nothing about it, and no question was asked (Question is not offered).
+            return replies.text("found_none", language, query=reading.statement)
+        return ""  # the step's own answer said what was done
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         raise UnsupportedMode(

@@ -17,6 +17,7 @@ from memoria_offline.facts import (
     topic_keys,
 )
 from memoria_offline.intents import Intent
+from memoria_offline.merge import kept_details
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns
@@ -90,6 +91,10 @@ def _update(view: CycleView) -> dict[str, Any]:
     elif len(view.targets) > 1:
         content = resolve_relative_dates(fact_of(statement).content, view.said_at)
         return {"candidates": view.targets[:MAX_CANDIDATES], "content": content}
+    else:
+        # What the correction does not touch stays ("my sister plays the oboe" keeps
+        # "Ingrid" of "My sister Ingrid plays the bassoon").
+        statement = kept_details(view.texts[target][0], statement)
     fact = fact_of(statement, replacing=view.texts.get(target, []))
     return {
         "updates": [

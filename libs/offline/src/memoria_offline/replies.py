@@ -1,7 +1,7 @@
 """What the offline planner says (the ``chat`` mode): short templates in the user's language,
 filled from the results the memory actions pass along (``LLMRequest.metadata["results"]``).
-It never pretends to be a model: its answers repeat what memory holds, and the closing line
-says that no language model is configured."""
+It never pretends to be a model: its answers tell back what memory holds (``telling``), and
+the first answer of a conversation says that no language model is configured."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
-from memoria_contracts.text import ELLIPSIS, one_line
+from memoria_contracts.text import one_line
+from memoria_offline import telling
 from memoria_offline.text import fold
 from memoria_runtime import i18n
 
@@ -38,22 +39,39 @@ def delete_all_question(language: Language) -> str:
     return i18n.text(_PREFIX + "delete_all_question", language)
 
 
+_WRITTEN_KEYS: Final = ("saved", "already_saved", "updated")
+_QUOTED_ANSWERS: Final = (
+    "Saved: ",
+    "I already had that: ",
+    "Updated: ",
+    "Guardei: ",
+    "Isso eu já tinha guardado: ",
+    "Atualizei: ",
+)
+"""How the planner's answers began when they quoted what they wrote (threads kept from
+then): the last quoted item is what was written."""
 _QUOTED: Final = re.compile(r'"([^"]+)"')
 
 
 def last_written(message: str) -> str | None:
-    """The memory the planner's answer ``message`` says it saved or changed last (the last
-    quoted item of a "Saved: …" or "Updated: … → …"), or None for any other answer."""
-    prefixes = [
-        i18n.TEXTS[_PREFIX + key][language].split("{", 1)[0]
-        for key in ("saved", "already_saved", "updated")
-        for language in ("en", "pt")
-    ]
-    if not message.startswith(tuple(prefixes)):
-        return None
+    """What the planner's answer ``message`` says it saved or changed ("Noted: you live in
+    Recife." → "you live in Recife"), or None for any other answer."""
+    if message.startswith(_QUOTED_ANSWERS) and (quoted := _quoted_written(message)):
+        return quoted
+    first_line = message.split("\n", 1)[0]
+    for key in _WRITTEN_KEYS:
+        for language in ("en", "pt"):
+            prefix, _, suffix = i18n.TEXTS[_PREFIX + key][language].partition("{items}")
+            if first_line.startswith(prefix) and first_line.endswith(suffix):
+                said = first_line[len(prefix) : len(first_line) - len(suffix)].strip()
+                return said or None
+    return None
+
+
+def _quoted_written(message: str) -> str | None:
     first_part = message.split('". ', 1)[0]  # not what follows ("I could not save …")
     quoted = _QUOTED.findall(first_part + '"')
-    return quoted[-1].removesuffix(ELLIPSIS) if quoted else None
+    return quoted[-1].removesuffix("…") if quoted else None
 
 
 def is_ask_missing(message: str) -> bool:
@@ -121,18 +139,50 @@ def _period(since: object, until: object) -> str:
     return f"{first} – {last}".strip() if first or last else ""
 
 
+def _contents(entries: Sequence[Any], field: str = "content") -> list[Any]:
+    return [e.get(field) if isinstance(e, dict) else e for e in entries]
+
+
+def found_answer(found: Sequence[Any], language: Language) -> str:
+    """Memories found for a question, told back: a sentence, or a short list."""
+    contents = _contents(found)
+    if len(contents) <= telling.SENTENCE_ITEMS:
+        return telling.sentence(contents, language)
+    items = telling.bullet_list(telling.listed(contents, language))
+    return text("found_list", language, items=items)
+
+
+def listed_answer(found: Sequence[Any], language: Language) -> str:
+    """Everything asked for ("what do you know about me?"), as a list."""
+    contents = _contents(found)
+    items = telling.bullet_list(telling.listed(contents, language))
+    answer = text("listed", language, items=items)
+    if len(contents) > telling.MAX_LISTED:
+        answer += "\n" + text("listed_more", language, count=len(contents) - telling.MAX_LISTED)
+    return answer
+
+
+def told_items(entries: Sequence[Any], field: str = "content", *, language: Language) -> str:
+    """Memories named in one line ("you live in Recife, and you drink tea")."""
+    return telling.mid_sentence(telling.sentence(_contents(entries, field), language).rstrip("."))
+
+
 def explanation(task: str, results: dict[str, Any], language: Language) -> str:
-    """The short explanation a memory action streams after its work."""
+    """The short answer a memory action streams after its work."""
     if task == "MemorySave":
         parts = [
-            text(key, language, items=quoted(entries))
-            for key in ("saved", "already_saved", "not_saved")
+            text(key, language, items=told_items(entries, language=language))
+            for key in ("saved", "already_saved")
             if (entries := results.get(key))
         ]
+        if refused := results.get("not_saved"):
+            parts.append(text("not_saved", language, items=quoted(refused)))
         return " ".join(parts) or text("done", language)
     if task == "MemorySearch":
         if found := results.get("found"):
-            return text("found", language, items=quoted(found))
+            if results.get("mode") == "chronological":
+                return listed_answer(found, language)
+            return found_answer(found, language)
         if period := _period(results.get("since"), results.get("until")):
             return text("told_none", language, period=period)
         if results.get("mode") == "chronological":
@@ -143,10 +193,8 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     if task == "MemoryUpdate":
         parts = []
         if updated := results.get("updated"):
-            items = [
-                f"{quote(u.get('old_content'))} → {quote(u.get('new_content'))}" for u in updated
-            ]
-            parts.append(text("updated", language, items=listing(items)))
+            items = told_items(updated, "new_content", language=language)
+            parts.append(text("updated", language, items=items))
         missing = [*results.get("not_found", []), *results.get("not_updated", [])]
         if missing:
             parts.append(text("missing", language, items=listing(missing)))
@@ -154,7 +202,8 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
     if task == "MemoryDelete":
         parts = []
         if deleted := results.get("deleted"):
-            parts.append(text("deleted", language, items=quoted(deleted, "deleted_content")))
+            items = told_items(deleted, "deleted_content", language=language)
+            parts.append(text("deleted", language, items=items))
         missing = [*results.get("not_found", []), *results.get("not_deleted", [])]
         if missing:
             parts.append(text("missing", language, items=listing(missing)))

@@ -16,7 +16,9 @@ from memoria_runtime.settings import AuthSettings
 
 _ALGORITHM = "HS256"
 _ISSUER = "memoria"
-_SECRET_FILE = "auth_secret"
+CLOCK_SKEW_S = 60
+"""How far in the future a token's issue time may be (another host's clock runs ahead)."""
+SECRET_FILE = "auth_secret"
 _USER_IDS = TypeAdapter(UserId)
 
 
@@ -27,7 +29,7 @@ class AuthError(Exception):
 def load_or_create_secret(settings: AuthSettings) -> str:
     """The configured secret, else one generated once and kept (0600) in the data directory,
     so tokens survive restarts and every local gateway replica accepts them."""
-    return load_or_create(settings, settings.auth_secret, _SECRET_FILE)
+    return load_or_create(settings, settings.auth_secret, SECRET_FILE)
 
 
 class TokenIssuer:
@@ -65,10 +67,20 @@ class TokenIssuer:
         return jwt.encode(claims, self._secret, algorithm=_ALGORITHM)
 
     def verify(self, token: str | None) -> str:
-        """Return the user id the token was issued to."""
+        """Return the user id the token was issued to. A token lives at most this issuer's
+        lifetime from its issue time (``iat``), whatever its ``exp`` says: one signed for a
+        year, or for ever, is refused when the lifetime is over."""
         if not token:
             raise AuthError("a token is required (?token=...)")
         claims = self._claims(token)
+        issued = claims["iat"]
+        if not isinstance(issued, int | float) or isinstance(issued, bool):
+            raise AuthError("the token is not valid")
+        now = time.time()
+        if issued > now + CLOCK_SKEW_S:
+            raise AuthError("the token is not valid (issued in the future)")
+        if now >= issued + self._ttl:
+            raise AuthError("the token has expired")
         # Signed by a secret's holder, but the services route by this id (envelopes, keys,
         # partitions): one they would refuse (e.g. "auth0|123") is a refused token, not a 500.
         try:
@@ -88,7 +100,7 @@ class TokenIssuer:
                     key,
                     algorithms=[_ALGORITHM],
                     issuer=_ISSUER,
-                    options={"require": ["sub", "exp", "iss"]},
+                    options={"require": ["sub", "exp", "iss", "iat"]},
                 )
             except jwt.InvalidSignatureError:
                 continue

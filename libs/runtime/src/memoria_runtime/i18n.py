@@ -276,37 +276,42 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "mantê-las.",
     },
     "offline_saved": {
-        "en": "Saved: {items}.",
-        "pt": "Guardei: {items}.",
+        "en": "Noted: {items}.",
+        "pt": "Anotado: {items}.",
     },
     "offline_not_saved": {
         "en": "I could not save {items}.",
         "pt": "Não consegui guardar {items}.",
     },
     "offline_already_saved": {
-        "en": "I already had that: {items}.",
-        "pt": "Isso eu já tinha guardado: {items}.",
+        "en": "I already knew that: {items}.",
+        "pt": "Isso eu já sabia: {items}.",
     },
-    "offline_found": {
-        "en": "From your memories: {items}.",
-        "pt": "Nas suas memórias: {items}.",
+    "offline_found_list": {
+        "en": "Here is what I have:\n{items}",
+        "pt": "Eis o que tenho:\n{items}",
     },
-    # Before a correction or a forget: what was found is the target, not an answer.
-    "offline_found_target": {
-        "en": "Found: {items}.",
-        "pt": "Encontrei: {items}.",
+    "offline_listed": {
+        "en": "Here is what I know about you:\n{items}",
+        "pt": "Isto é o que sei sobre você:\n{items}",
+    },
+    "offline_listed_more": {
+        "en": "…and {count} more: ask me about a topic, or open your memories to see them all.",
+        "pt": "…e mais {count}: pergunte sobre um assunto, ou abra suas memórias para ver todas.",
     },
     "offline_found_unsure": {
-        "en": 'Nothing I found is clearly about "{query}"; the closest: {items}.',
-        "pt": 'Nada do que encontrei é claramente sobre "{query}"; o mais próximo: {items}.',
+        "en": 'Nothing I have is clearly about "{query}". The closest: {items}',
+        "pt": 'Nada do que tenho é claramente sobre "{query}". O mais próximo: {items}',
     },
     "offline_found_none": {
-        "en": 'I found nothing about "{query}" in your memories.',
-        "pt": 'Não encontrei nada sobre "{query}" nas suas memórias.',
+        "en": 'I have nothing about "{query}" in your memories yet.',
+        "pt": 'Ainda não tenho nada sobre "{query}" nas suas memórias.',
     },
-    "offline_looked_for": {
-        "en": 'I looked for "{query}" in your memories.',
-        "pt": 'Procurei "{query}" nas suas memórias.',
+    "offline_found_none_general": {
+        "en": 'I have nothing about "{query}" in your memories, and with no language model '
+        "configured I can only answer from what you told me.",
+        "pt": 'Não tenho nada sobre "{query}" nas suas memórias, e sem um modelo de linguagem '
+        "configurado só consigo responder a partir do que você me contou.",
     },
     "offline_told_none": {
         "en": "Nothing you told me in that time ({period}) is in memory.",
@@ -379,10 +384,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": "Tchau! Suas memórias ficam guardadas aqui.",
     },
     "offline_no_model": {
-        "en": "(This is the offline planner: no language model is configured, so I only manage "
-        "and recall your memories. Set GEMINI_API_KEY for full answers.)",
-        "pt": "(Aqui é o planejador offline: nenhum modelo de linguagem está configurado, "
-        "então só guardo e recupero suas memórias. Defina GEMINI_API_KEY para respostas "
+        "en": "(No language model is answering: I am Memoria's offline planner, so I keep, "
+        "find, correct and forget what you tell me, by rules. Set GEMINI_API_KEY or an "
+        "OpenAI-compatible server for full answers.)",
+        "pt": "(Nenhum modelo de linguagem está respondendo: sou o planejador offline da "
+        "Memoria, então guardo, encontro, corrijo e esqueço o que você me conta, por regras. "
+        "Defina GEMINI_API_KEY ou um servidor compatível com OpenAI para respostas "
         "completas.)",
     },
     "offline_introduction": {
@@ -392,6 +399,44 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "pt": 'Olá! Posso guardar coisas para você ("lembre que sou alérgico a amendoim"), '
         'lembrar delas ("do que eu tenho alergia?"), corrigi-las ("na verdade, ...") e '
         'esquecê-las ("esqueça minha alergia").',
+    },
+    "offline_not_understood": {
+        "en": "I'm not sure what to do with that. Tell me something to remember (\"I'm "
+        'allergic to peanuts"), ask about it ("what am I allergic to?"), correct it '
+        '("actually, ...") or forget it ("forget my allergy").',
+        "pt": 'Não sei bem o que fazer com isso. Me conte algo para guardar ("sou alérgico a '
+        'amendoim"), pergunte sobre isso ("do que eu tenho alergia?"), corrija ("na '
+        'verdade, ...") ou peça para esquecer ("esqueça minha alergia").',
+    },
+    "offline_capabilities": {
+        "en": "No language model is configured, so here is what I can do by rules:\n"
+        '- remember what you tell me ("I\'m allergic to peanuts", "my sister is called Rita");\n'
+        '- answer from it ("what am I allergic to?") and list it ("what do you know about '
+        'me?");\n'
+        '- correct it ("actually, my sister is called Rute") and forget it ("forget my '
+        'allergy").\n'
+        "Writing, explaining, translating, planning and free conversation need a model: set "
+        "GEMINI_API_KEY or an OpenAI-compatible server.",
+        "pt": "Nenhum modelo de linguagem está configurado, então eis o que faço por regras:\n"
+        '- guardo o que você me conta ("sou alérgico a amendoim", "minha irmã se chama '
+        'Rita");\n'
+        '- respondo a partir disso ("do que eu tenho alergia?") e listo tudo ("o que você '
+        'sabe sobre mim?");\n'
+        '- corrijo ("na verdade, minha irmã se chama Rute") e esqueço ("esqueça minha '
+        'alergia").\n'
+        "Escrever, explicar, traduzir, planejar e conversar livremente precisam de um modelo: "
+        "defina GEMINI_API_KEY ou um servidor compatível com OpenAI.",
+    },
+    "offline_cannot": {
+        "en": "I can't do that: no language model is configured, so I only keep your "
+        'memories. I can remember what you tell me ("I\'m allergic to peanuts"), answer from '
+        'it ("what am I allergic to?"), correct it and forget it. To write, explain, '
+        "translate, plan or chat, set GEMINI_API_KEY or an OpenAI-compatible server.",
+        "pt": "Isso eu não consigo: nenhum modelo de linguagem está configurado, então só "
+        'cuido das suas memórias. Posso guardar o que você me conta ("sou alérgico a '
+        'amendoim"), responder a partir disso ("do que eu tenho alergia?"), corrigir e '
+        "esquecer. Para escrever, explicar, traduzir, planejar ou conversar, defina "
+        "GEMINI_API_KEY ou um servidor compatível com OpenAI.",
     },
     "pending_dropped": {
         "en": 'I did not delete your memories: your reply was not a "yes", so I dropped that '

@@ -18,12 +18,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from memoria_runtime import ops, presence, redis_clients
 from memoria_runtime.bus import retention
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
+from memoria_runtime.files import keep_files_private
 from memoria_runtime.health import Health, heartbeat
 from memoria_runtime.heap import freeze_startup_objects
 from memoria_runtime.instance import instance_of, resolved_data_dir
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
+from memoria_runtime.redaction import redact
 from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import BusSettings, ServiceProcessSettings
 from memoria_runtime.telemetry import setup_tracing
@@ -162,11 +164,12 @@ def run_service(
     """Run until SIGINT/SIGTERM, reading from the environment only ``settings_class``: the
     settings the service uses, so no other component's secret reaches the process and no
     other component's malformed variable stops it."""
+    keep_files_private()
     settings = settings_class()
     configure_logging(settings.log_level)
     provider = setup_tracing(name, settings)
     logging.getLogger(f"memoria.{name}").info(
-        "starting as consumer %s on %s", settings.consumer, settings.effective_redis_url
+        "starting as consumer %s on %s", settings.consumer, redact(settings.effective_redis_url)
     )
     health = Health()
     stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None

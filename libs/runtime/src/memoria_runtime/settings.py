@@ -13,6 +13,7 @@ import socket
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import quote
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,6 +38,20 @@ DEFAULT_LLM_PRICES: dict[str, tuple[float, float]] = {
     "gemini-2.5-flash-lite": (0.10, 0.40),
     "gemini-embedding-001": (0.15, 0.0),
 }
+
+
+EMBEDDED_PASSWORD_FILE = "embedded_password"
+"""In the data directory (0600): the password `memoria run` gives its embedded Valkey and
+milvus-lite, and that every process of that directory connects with."""
+EMBEDDED_MILVUS_USER = "memoria"
+
+
+def embedded_password(data_dir: Path) -> str | None:
+    """The embedded servers' password, or None before `memoria run` made one."""
+    try:
+        return (data_dir.expanduser() / EMBEDDED_PASSWORD_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _default_data_dir() -> Path:
@@ -157,7 +172,13 @@ class BusSettings(DataSettings):
 
     @property
     def effective_redis_url(self) -> str:
-        return self.redis_url or f"redis://127.0.0.1:{self.embedded_redis_port}/0"
+        """MEMORIA_REDIS_URL, else the embedded Valkey's, with its password when `memoria
+        run` made one for this data directory."""
+        if self.redis_url:
+            return self.redis_url
+        password = embedded_password(self.data_dir)
+        credentials = f":{quote(password, safe='')}@" if password else ""
+        return f"redis://{credentials}127.0.0.1:{self.embedded_redis_port}/0"
 
 
 class AuthSettings(DataSettings):
@@ -181,10 +202,29 @@ class AuthSettings(DataSettings):
     )
     dev_login: bool = Field(
         default=True,
-        description="Enable `POST /api/token` (log in by user id, no password). "
-        "Turn off wherever real users connect.",
+        description="Enable `POST /api/token` (log in by user id, no password). It answers "
+        "only requests addressed to this machine (`Host` localhost, 127.0.0.1, ::1) unless "
+        "MEMORIA_DEV_LOGIN_HOSTS names others, and a gateway listening on another address "
+        "refuses to start with it on unless MEMORIA_DEV_LOGIN_HOSTS is set. The image "
+        "turns it off. Turn it off wherever real users connect.",
     )
-    token_ttl_seconds: int = Field(default=7 * 24 * 3600, description="Session token lifetime.")
+    dev_login_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated host names (a request's `Host` without its port) the "
+        "dev login answers on besides this machine's loopback names; `*` for any. Whoever "
+        "reaches the gateway under one of them can log in as anyone.",
+    )
+    token_ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        description="Session token lifetime. A token is refused once this long has passed "
+        "since it was issued (its `iat`), whatever its `exp` says.",
+    )
+
+    @field_validator("dev_login_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        return _comma_separated(value)
 
 
 class GatewaySettings(_Env):
@@ -194,6 +234,27 @@ class GatewaySettings(_Env):
     gateway_port: int = Field(default=8000, description="Gateway port (web chat, /ws, API).")
     max_message_chars: int = Field(default=8000, description="Longest accepted user message.")
     max_frame_bytes: int = Field(default=64 * 1024, description="Largest accepted WebSocket frame.")
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated web origins (`https://chat.example.com`) whose pages may "
+        "open the WebSocket besides the gateway's own (an `Origin` that matches the request's "
+        "`Host`); `*` for any. Clients that send no `Origin` (the CLI, the Python client) "
+        "are not concerned.",
+    )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest HTTP request body, in bytes, of every route but the bulk ones; "
+        "a larger one is refused with 413 before it is read (and before the token is "
+        "checked).",
+    )
+    max_bulk_body_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Largest HTTP request body, in bytes, of `POST /api/memories/batch` (256 "
+        "memories of the largest size fit) and `POST /v1/chat/completions` (whose clients "
+        "send the whole conversation each time); larger is refused with 413 before it is read.",
+    )
     ws_messages_per_minute: int = Field(
         default=30,
         ge=1,
@@ -233,6 +294,11 @@ class GatewaySettings(_Env):
         "gateway (a sliding window in the broker); more are refused with 429 and "
         "`Retry-After`. 0: no limit (a proxy in front limits instead).",
     )
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        return _comma_separated(value)
 
 
 class StorageSettings(DataSettings):
@@ -277,6 +343,17 @@ class StorageSettings(DataSettings):
     @property
     def effective_milvus_uri(self) -> str:
         return self.milvus_uri or f"http://127.0.0.1:{self.embedded_milvus_port}"
+
+    @property
+    def effective_milvus_token(self) -> str | None:
+        """MEMORIA_MILVUS_TOKEN, else, for the embedded milvus-lite, the user and password
+        `memoria run` made for this data directory."""
+        if self.milvus_token is not None:
+            return self.milvus_token.get_secret_value()
+        if self.milvus_uri is not None:
+            return None
+        password = embedded_password(self.data_dir)
+        return f"{EMBEDDED_MILVUS_USER}:{password}" if password else None
 
 
 class LlmSettings(_Env):
@@ -402,6 +479,16 @@ class MemorySettings(_Env):
         "0.04 still shows a right memory for 94% of questions about saved facts while keeping "
         "more unrelated memories out than the old bar. Raise it for fewer, surer results "
         "(docs/relevance.md).",
+    )
+    memory_relative_relevance: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="Without a model's rerank (the offline planner, or MEMORIA_MEMORY_RERANK "
+        "off), the cards a chat search shows are those within this share of the best "
+        "match's relevance (besides `memory_min_relevance`): at 0.2, a memory scored under "
+        "a fifth of the best is not shown, nor given to the model. 0 shows every memory "
+        "above the absolute bar (docs/relevance.md).",
     )
     memory_retrieval: MemoryRetrieval = Field(
         default="hybrid",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from memoria_contracts.chat import ChatRecord, Modal, Role
+from memoria_contracts.chat import CardInfo, ChatRecord, Modal, Role
 from memoria_contracts.events import (
     ActionRequested,
     ChatDelta,
@@ -91,6 +91,7 @@ class ChatSink:
         content: Any,
         chat_history: bool,
         model: str | None = None,
+        card: CardInfo | None = None,
     ) -> ChatRecord:
         return ChatRecord(
             id=record_id,
@@ -100,6 +101,7 @@ class ChatSink:
             role=role,
             content=content,
             model=model,
+            card=card,
         )
 
     async def status(self, text: str) -> None:
@@ -132,15 +134,27 @@ class ChatSink:
         return record
 
     async def post_all(
-        self, *, modal: Modal, role: Role, contents: Sequence[Any], chat_history: bool
+        self,
+        *,
+        modal: Modal,
+        role: Role,
+        contents: Sequence[Any],
+        chat_history: bool,
+        cards: Sequence[CardInfo | None] = (),
     ) -> list[ChatRecord]:
-        """Several complete messages (memory cards), each under its own id, in one round
-        trip."""
+        """Several complete messages (memory cards, each with its ``cards`` note when
+        given), each under its own id, in one round trip."""
+        notes = [*cards, *([None] * (len(contents) - len(cards)))]
         records = [
             self._record(
-                self._next_id(), modal=modal, role=role, content=content, chat_history=chat_history
+                self._next_id(),
+                modal=modal,
+                role=role,
+                content=content,
+                chat_history=chat_history,
+                card=note,
             )
-            for content in contents
+            for content, note in zip(contents, notes, strict=True)
         ]
         await self._send(*(ChatPosted(message=record) for record in records))
         return records

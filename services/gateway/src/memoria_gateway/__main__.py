@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from types import FrameType
 
@@ -9,12 +10,16 @@ import uvicorn
 
 from memoria_gateway import SERVICE_NAME
 from memoria_gateway.app import create_app
+from memoria_gateway.dev_login import exposed_dev_login, host_name, is_loopback
 from memoria_runtime import ops
+from memoria_runtime.files import keep_files_private
 from memoria_runtime.health import Health
 from memoria_runtime.logs import configure_logging
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import GatewayProcessSettings
 from memoria_runtime.telemetry import setup_tracing
+
+log = logging.getLogger("memoria.gateway")
 
 # uvicorn closes a socket whose frame exceeds ws_max_size; keep that hard cap well above
 # MEMORIA_MAX_FRAME_BYTES so an oversized frame gets an error frame and the socket lives.
@@ -33,10 +38,26 @@ def exit_zero_after_a_stop_signal() -> None:
         signal.signal(sig, _stop_cleanly)
 
 
+def refuse_an_open_dev_login(settings: GatewayProcessSettings) -> None:
+    """Stop here rather than serve a password-free login beyond this machine by accident."""
+    hosts = settings.dev_login_hosts
+    problem = exposed_dev_login(settings.dev_login, settings.gateway_host, hosts)
+    if problem is not None:
+        raise SystemExit(f"memoria {SERVICE_NAME}: cannot start: {problem}")
+    if settings.dev_login and not is_loopback(host_name(settings.gateway_host)):
+        log.warning(
+            "the dev login (no password) is on and answers on %s: whoever reaches the gateway "
+            "under those names can log in as anyone",
+            ", ".join(hosts),
+        )
+
+
 def main() -> None:
     exit_zero_after_a_stop_signal()
+    keep_files_private()
     settings = GatewayProcessSettings()
     configure_logging(settings.log_level)
+    refuse_an_open_dev_login(settings)
     provider = setup_tracing(SERVICE_NAME, settings)
     # The same ops port as every other service, so one image health check fits all four.
     health = Health()

@@ -13,13 +13,15 @@ from fastapi_offline import FastAPIOffline
 from opentelemetry.sdk.trace import TracerProvider
 from redis.exceptions import RedisError
 
-from memoria_gateway import SERVICE_NAME, validation_errors
+from memoria_gateway import SERVICE_NAME, openapi, validation_errors
+from memoria_gateway.body_limit import BULK_PATHS, BodyLimit
 from memoria_gateway.core import build_broker
 from memoria_gateway.cycle_routes import cycle_router
 from memoria_gateway.http_routes import STATIC, http_router
 from memoria_gateway.memory_routes import memory_router
-from memoria_gateway.openai_routes import openai_router
+from memoria_gateway.openai_routes import error_body, openai_router
 from memoria_gateway.persona_routes import persona_router
+from memoria_gateway.security_headers import SecurityHeaders
 from memoria_gateway.thread_routes import thread_router
 from memoria_gateway.user_rate_limit import per_user
 from memoria_gateway.ws import ws_router
@@ -94,4 +96,20 @@ def create_app(
     app.include_router(openai_router(gateway))
     app.include_router(ws_router(gateway))
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+
+    def body_limit(path: str) -> int:
+        bulk = path in BULK_PATHS
+        return settings.max_bulk_body_bytes if bulk else settings.max_body_bytes
+
+    app.add_middleware(BodyLimit, limit_for=body_limit, refusal=refusal_body)
+    app.add_middleware(SecurityHeaders)
+    openapi.install(app)
     return app
+
+
+def refusal_body(path: str, text: str) -> dict[str, object]:
+    """A 413 the middleware answers before any route runs, in the shape of the route's own
+    errors: OpenAI's error object under /v1, ``{"detail": ...}`` elsewhere."""
+    if path.startswith("/v1/"):
+        return error_body(413, text).model_dump()
+    return {"detail": text}

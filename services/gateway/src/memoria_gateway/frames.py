@@ -25,6 +25,7 @@ def frame_for(event: Envelope, event_id: str | None = None) -> OutboundFrame | N
             content=message.content,
             model=message.model,
             created_at=message.created_at,
+            card=message.card,
             event_id=event_id,
         )
     if isinstance(payload, ChatDelta):

@@ -14,7 +14,15 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from memoria_contracts.events import ThreadId, UserId
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.core import Gateway
-from memoria_gateway.dev_login import MAX_NAME_CHARS, clean_name, user_id_for
+from memoria_gateway.dev_login import (
+    MAX_NAME_CHARS,
+    NOT_HERE,
+    answers_on,
+    clean_name,
+    user_id_for,
+)
+from memoria_gateway.memory_schemas import ErrorBody
+from memoria_gateway.security_headers import PAGE_HEADERS
 from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
@@ -83,7 +91,7 @@ def http_router(gateway: Gateway) -> APIRouter:
 
     @router.get("/", include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(str(STATIC / "index.html"), headers=_REVALIDATE)
+        return FileResponse(str(STATIC / "index.html"), headers={**_REVALIDATE, **PAGE_HEADERS})
 
     @router.get("/static/{path:path}", include_in_schema=False)
     async def static(path: str, request: Request) -> Response:
@@ -130,22 +138,15 @@ def http_router(gateway: Gateway) -> APIRouter:
             max_message_chars=settings.max_message_chars, max_frame_bytes=settings.max_frame_bytes
         )
 
-    @router.post("/api/token")
-    async def token(request: TokenRequest) -> TokenResponse:
-        """Dev login: a token for any user id, without a password. Off unless
-        MEMORIA_DEV_LOGIN is true (the default only in the embedded profile)."""
-        if not gateway.settings.dev_login:
-            raise HTTPException(status_code=404, detail="dev login is disabled")
-        if request.name is not None:
-            user_id = user_id_for(request.name)
-            token = gateway.tokens().issue(user_id, name=request.name)
-            return TokenResponse(token=token, user_id=user_id, name=request.name)
-        assert request.user_id is not None  # one of the two, checked by TokenRequest
-        return TokenResponse(token=gateway.tokens().issue(request.user_id), user_id=request.user_id)
+    add_dev_login(router, gateway)
 
     @router.get(
         "/api/threads/{thread_id}/messages",
         dependencies=per_user(gateway.tokens, gateway.requests),
+        responses={
+            404: {"model": ErrorBody, "description": "No message `before` in this thread."},
+            503: {"model": ErrorBody, "description": "The memory service is not answering."},
+        },
     )
     async def thread_messages(
         thread_id: ThreadId,
@@ -185,9 +186,39 @@ def http_router(gateway: Gateway) -> APIRouter:
                 content=r.content,
                 model=r.model,
                 created_at=r.created_at,
+                card=r.card,
                 cycle_end=end_on.get(r.id),
             )
             for r in records
         ]
 
     return router
+
+
+def add_dev_login(router: APIRouter, gateway: Gateway) -> None:
+    """``POST /api/token``: the dev login."""
+
+    @router.post(
+        "/api/token",
+        responses={
+            403: {"model": ErrorBody, "description": "Not addressed to this machine."},
+            404: {"model": ErrorBody, "description": "The dev login is off."},
+        },
+    )
+    async def token(
+        request: TokenRequest, host: Annotated[str | None, Header(include_in_schema=False)] = None
+    ) -> TokenResponse:
+        """Dev login: a token for any user id, without a password. Off unless
+        MEMORIA_DEV_LOGIN is true (the default only in the embedded profile); answers only
+        requests addressed to this machine (``Host``) unless MEMORIA_DEV_LOGIN_HOSTS names
+        others."""
+        if not gateway.settings.dev_login:
+            raise HTTPException(status_code=404, detail="dev login is disabled")
+        if not answers_on(host, gateway.settings.dev_login_hosts):
+            raise HTTPException(status_code=403, detail=NOT_HERE)
+        if request.name is not None:
+            user_id = user_id_for(request.name)
+            token = gateway.tokens().issue(user_id, name=request.name)
+            return TokenResponse(token=token, user_id=user_id, name=request.name)
+        assert request.user_id is not None  # one of the two, checked by TokenRequest
+        return TokenResponse(token=gateway.tokens().issue(request.user_id), user_id=request.user_id)

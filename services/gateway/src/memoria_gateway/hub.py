@@ -121,20 +121,38 @@ class Connection:
 class FrameListener:
     """A reader of one user's frames that is not a socket (an HTTP request waiting for its
     cycle's answer). It keeps at most ``OUTBOX_FRAMES``; past that it is marked overflowed
-    and gets nothing more, like a socket that falls behind."""
+    and gets nothing more, like a socket that falls behind. Once told its cycle
+    (:meth:`only`), it keeps that cycle's frames alone: the user's other cycles, however
+    many run at once, cannot crowd it out."""
 
     def __init__(self, user_id: str) -> None:
         self.user_id = user_id
         self.frames: asyncio.Queue[OutboundFrame] = asyncio.Queue(maxsize=OUTBOX_FRAMES)
         self.overflowed = False
+        self.cycle_id: str | None = None
+
+    def only(self, cycle_id: str) -> None:
+        """From now on keep the frames of ``cycle_id`` only, and drop those of other cycles
+        already queued (the listener listened before its cycle was known)."""
+        self.cycle_id = cycle_id
+        kept = [frame for frame in _drain(self.frames) if frame.cycle_id == cycle_id]
+        for frame in kept:
+            self.frames.put_nowait(frame)
 
     def deliver(self, frame: OutboundFrame) -> None:
-        if self.overflowed:
+        if self.overflowed or (self.cycle_id is not None and frame.cycle_id != self.cycle_id):
             return
         try:
             self.frames.put_nowait(frame)
         except asyncio.QueueFull:
             self.overflowed = True
+
+
+def _drain(queue: asyncio.Queue[OutboundFrame]) -> list[OutboundFrame]:
+    taken = []
+    while not queue.empty():
+        taken.append(queue.get_nowait())
+    return taken
 
 
 FrameObserver = Callable[[str, OutboundFrame], None]

@@ -19,6 +19,7 @@ from memoria_contracts.frames import (
 )
 from memoria_contracts.ids import new_id
 from memoria_contracts.streams import Stream
+from memoria_gateway.error_words import one_line
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.gate import ThreadGate
@@ -28,7 +29,6 @@ from memoria_runtime.telemetry import current_trace_carrier
 log = logging.getLogger("memoria.gateway.intake")
 tracer = trace.get_tracer("memoria.gateway")
 
-_MAX_ERROR_DETAILS = 3
 ADMIT_TIMEOUT_S = 5.0
 """Longest a message waits for the broker to queue it. A broker cut off without a reset (a
 network partition) would otherwise leave the client waiting without a word; told instead,
@@ -36,11 +36,7 @@ it sends the message again (with its id, so it is queued once)."""
 
 
 def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors(include_input=False)[:_MAX_ERROR_DETAILS]:
-        where = ".".join(str(p) for p in error["loc"]) or "frame"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)
+    return one_line(exc.errors(include_url=False, include_input=False))
 
 
 class Intake:

@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Final, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response, status
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from pydantic import AwareDatetime, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from memoria_contracts.memory import (
     MAX_PAGE,
@@ -41,7 +40,9 @@ from memoria_contracts.memory import (
     QueryText,
     SearchMode,
 )
+from memoria_contracts.times import StorableTime
 from memoria_gateway.bearer import bearer_user
+from memoria_gateway.error_words import in_user_words
 from memoria_gateway.memory_schemas import (
     IDEMPOTENCY_PREFIX,
     MAX_BATCH_MEMORIES,
@@ -84,11 +85,11 @@ _MEMORY_IDS: Final = TypeAdapter(MemoryId)
 # A time window on when memories were told; an offset is required ("Z" or "%2B02:00": a raw
 # "+" in a query string reads as a space).
 Since = Annotated[
-    AwareDatetime | None,
+    StorableTime | None,
     Query(description="Only memories told at or after this time (ISO 8601 with offset)."),
 ]
 Until = Annotated[
-    AwareDatetime | None,
+    StorableTime | None,
     Query(description="Only memories told before this time (ISO 8601 with offset)."),
 ]
 
@@ -192,7 +193,7 @@ def contract(build: Callable[[], R], location: str) -> R:
     try:
         return build()
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_context=False, include_input=False)
+        errors = exc.errors(include_url=False, include_input=False)
         for error in errors:
             error["loc"] = (location, *error["loc"])
         raise RequestValidationError(errors) from exc
@@ -216,7 +217,7 @@ def save_request(body: MemoryCreate, idempotency_key: str | None, location: str)
             memory_type=body.memory_type,
             content_kind=kind,
             content=body.content,
-            bindings=body.bindings,
+            bindings=body.search_keys(),
             source="import" if body.imported else SOURCE,
             creation_datetime=body.creation_datetime,
         ),
@@ -244,7 +245,7 @@ async def batch_result(
             for error in exc.errors()
         ]
         return MemoryBatchResult(
-            status=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=jsonable_encoder(errors)
+            status=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=in_user_words(errors)
         )
     except HTTPException as exc:
         return MemoryBatchResult(status=exc.status_code, detail=exc.detail)

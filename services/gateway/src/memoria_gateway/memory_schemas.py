@@ -10,18 +10,20 @@ from __future__ import annotations
 from typing import Annotated, Any, Final
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     WrapValidator,
+    model_validator,
 )
 
 from memoria_contracts.memory import (
     DEFAULT_MEMORY_TYPE,
+    MAX_BINDING_CHARS,
     MAX_BINDINGS,
     Binding,
     ContentKind,
@@ -29,7 +31,9 @@ from memoria_contracts.memory import (
     MemoryChange,
     MemoryId,
     MemoryType,
+    check_content_text,
 )
+from memoria_contracts.times import STORABLE_RANGE, StorableTime
 
 IDEMPOTENCY_PREFIX: Final = "api:"
 """Put before every key the API passes on, so an HTTP client's key can never coincide with
@@ -58,21 +62,43 @@ class MemoryCreate(_Body):
         default=None, description="Unset: 'text' for a string, else 'json'."
     )
     memory_type: MemoryType = DEFAULT_MEMORY_TYPE
-    bindings: list[Binding] = Field(
+    bindings: list[Binding] | None = Field(
+        default=None,
         min_length=1,
         max_length=MAX_BINDINGS,
-        description="Short phrases the memory is found by (each is embedded for search).",
+        description="Short phrases the memory is found by (each is embedded for search). "
+        "Unset: a text memory is found by its own text; a JSON memory needs them.",
     )
     # With its offset: the memory service would read a naive time as its own local time.
-    creation_datetime: AwareDatetime | None = Field(
+    creation_datetime: StorableTime | None = Field(
         default=None,
-        description="Kept when importing an export (with a UTC offset); unset means now.",
+        description="Kept when importing an export: ISO 8601 with a UTC offset, between "
+        f"{STORABLE_RANGE}; unset means now.",
     )
     imported: bool = Field(
         default=False,
         description="True when the memory comes from an export (`memoria import`): its "
         "history then says 'import' instead of 'api'.",
     )
+
+    @model_validator(mode="after")
+    def _findable(self) -> MemoryCreate:
+        # Said before anything about bindings: an empty memory is empty, whatever else.
+        if self.content is None or (isinstance(self.content, str) and not self.content.strip()):
+            raise ValueError("Content is empty.")
+        if isinstance(self.content, str):
+            check_content_text(self.content)  # before the binding made of it is checked
+        if self.bindings is None and not isinstance(self.content, str):
+            raise ValueError(
+                "A JSON memory needs bindings: the short phrases it is to be found by."
+            )
+        return self
+
+    def search_keys(self) -> list[str]:
+        """The bindings given, else the text itself (:meth:`_findable` saw to one of both)."""
+        if self.bindings is not None:
+            return self.bindings
+        return [str(self.content).strip()[:MAX_BINDING_CHARS]]
 
 
 class MemoryPatch(_Body):
@@ -158,13 +184,20 @@ def _item_or_refusal(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     try:
         return handler(value)
     except ValidationError as exc:
-        return RefusedItem(
-            errors=exc.errors(include_url=False, include_context=False, include_input=False)
-        )
+        return RefusedItem(errors=exc.errors(include_url=False, include_input=False))
 
 
-BatchEntry = Annotated[MemoryBatchItem, WrapValidator(_item_or_refusal)]
-"""A :class:`MemoryBatchItem` in the schema; a :class:`RefusedItem` when it is not one."""
+BATCH_ITEM_SCHEMA: Final = {
+    "description": "A memory as `POST /api/memories` takes it, plus its `idempotency_key`. "
+    "Any value is taken here: one that is no such memory is refused alone, as its result "
+    "says (422), and the others are saved.",
+    "anyOf": [MemoryBatchItem.model_json_schema(mode="validation"), {}],
+}
+BatchEntry = Annotated[
+    MemoryBatchItem, WrapValidator(_item_or_refusal), WithJsonSchema(BATCH_ITEM_SCHEMA)
+]
+"""A :class:`MemoryBatchItem`; a :class:`RefusedItem` when it is not one. Said so in the
+schema: any value is a valid item of the request, refused (or not) in its own result."""
 
 
 class MemoryBatchCreate(_Body):

@@ -39,6 +39,7 @@ from memoria_gateway.cycle_answer import (
     TextPiece,
     follow,
 )
+from memoria_gateway.error_words import one_line
 from memoria_gateway.hub import FrameListener
 from memoria_gateway.openai_schemas import (
     MODEL_ID,
@@ -59,6 +60,7 @@ from memoria_gateway.openai_schemas import (
 )
 from memoria_gateway.rate_limit import retry_after_seconds
 from memoria_gateway.user_rate_limit import per_user
+from memoria_gateway.validation_errors import NOT_TEXT, UNREADABLE_BODY
 
 DEFAULT_THREAD: Final = "openai"
 THREAD_HEADER: Final = "X-Memoria-Thread"
@@ -99,15 +101,10 @@ def error_response(
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """The errors in the user's words, and the first one's field (OpenAI's ``param``)."""
     errors = exc.errors()
-    if not errors:
-        return "the request body is not valid", None
-    first = errors[0]
-    where = [str(p) for p in first.get("loc", ()) if p != "body"]
-    param = ".".join(where) or None
-    if first.get("type") == "json_invalid":
-        return "the request body must be JSON", None
-    return f"{param or 'body'}: {first.get('msg', 'invalid')}", param
+    where = [str(p) for p in errors[0].get("loc", ()) if p != "body"] if errors else []
+    return one_line(errors), ".".join(where) or None
 
 
 class OpenAIErrorRoute(APIRoute):
@@ -124,7 +121,10 @@ class OpenAIErrorRoute(APIRoute):
                 message, param = _validation_message(exc)
                 return error_response(400, message, param)
             except StarletteHTTPException as exc:  # FastAPI's own, and the body parser's
-                return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+                detail = str(exc.detail)
+                if detail == UNREADABLE_BODY:
+                    detail = NOT_TEXT
+                return error_response(exc.status_code, detail, headers=exc.headers)
             except OpenAIError as exc:
                 return error_response(exc.status, exc.message, exc.param, exc.headers)
 
@@ -185,7 +185,12 @@ def openai_router(gateway: Gateway) -> APIRouter:
         """The models this server answers as: one, a full thought cycle over your memories."""
         return ModelList(data=[ModelCard(id=MODEL_ID, created=started)])
 
-    @router.get("/models/{model}", response_model=ModelCard, dependencies=limited)
+    @router.get(
+        "/models/{model}",
+        response_model=ModelCard,
+        dependencies=limited,
+        responses={404: {"model": ErrorResponse, "description": "No such model."}},
+    )
     async def get_model(model: str, _: Annotated[str, Depends(current_user)]) -> ModelCard:
         if model != MODEL_ID:
             raise OpenAIError(404, f"no model '{model}': this server serves '{MODEL_ID}'")
@@ -243,8 +248,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
         text = newest_user_text(body, settings.max_message_chars)
         try:
             message = ClientMessage(type="message", thread_id=thread_id, content=text)
-        except ValidationError as exc:  # e.g. a lone surrogate, which no UTF-8 text carries
-            raise OpenAIError(400, "the newest user message is not valid text") from exc
+        except ValidationError as exc:  # a control character, a lone surrogate…
+            raise OpenAIError(400, one_line(exc.errors()), param="messages") from exc
         await take_message_allowance(user_id)
 
         exits = contextlib.ExitStack()
@@ -290,6 +295,7 @@ class _Answer:
             thread_id=thread_id, cycle_id=self.cycle_id, message_id=message_id
         )
         self._listener = listener
+        listener.only(self.cycle_id)  # the user's other cycles are not this request's
         self._timeout_s = timeout_s
 
     def _events(self) -> AsyncIterator[AnswerEvent]:

@@ -44,7 +44,7 @@ class ChatMessageIn(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    include_usage: bool = False
+    include_usage: bool = Field(default=False, strict=True)
 
 
 class ChatCompletionRequest(BaseModel):
@@ -56,9 +56,10 @@ class ChatCompletionRequest(BaseModel):
         description="Only the newest `user` message is read: it starts a thought cycle. "
         "Memoria keeps the thread's history itself, so earlier messages are not replayed.",
     )
-    stream: bool = False
+    # Strict: "yes" or 1 is not true to a JSON client, and guessing would stream by surprise.
+    stream: bool = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
-    n: int | None = Field(default=None, description="Only 1 is supported.")
+    n: int | None = Field(default=None, strict=True, description="Only 1 is supported.")
     user: str | None = Field(
         default=None,
         description="Names the Memoria thread when no X-Memoria-Thread header does.",

@@ -22,12 +22,16 @@ from memoria_contracts.frames import (
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import Connection, SocketGone
 from memoria_gateway.intake import ADMIT_TIMEOUT_S
+from memoria_gateway.origins import origin_allowed
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
 from memoria_gateway.session_frames import answer_session_config
 from memoria_gateway.socket_auth import accept_and_authenticate
 from memoria_gateway.user_rate_limit import UserRateLimit
 from memoria_runtime.auth import AuthError
+
+FOREIGN_ORIGIN_CLOSE = 1008
+"""Policy violation; before the handshake is accepted, the client sees an HTTP 403."""
 
 
 async def refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
@@ -63,9 +67,27 @@ BROKER_AWAY = ErrorFrame(
 )
 
 
+async def user_allowance(gateway: Gateway, user_id: str, bucket: TokenBucket) -> ErrorFrame | None:
+    """Count the message against the user's limit over all their sockets (in the broker):
+    None when it may go on, else the refusal (the socket's own token given back)."""
+    if gateway.messages is None:
+        return None
+    try:
+        async with asyncio.timeout(ADMIT_TIMEOUT_S):
+            wait = await gateway.messages.take(user_id)
+    except (RedisError, OSError, TimeoutError):
+        bucket.give_back()
+        return BROKER_AWAY
+    if wait > 0:
+        bucket.give_back()  # refused all the same: it costs this socket nothing
+        return user_rate_limited(gateway.messages, wait)
+    return None
+
+
 def ws_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     settings = gateway.settings
+    allowed_origins = settings.allowed_origins
 
     async def answer(
         user_id: str, raw: str | bytes, bucket: TokenBucket
@@ -76,22 +98,16 @@ def ws_router(gateway: Gateway) -> APIRouter:
         wait = bucket.take()
         if wait > 0:
             return rate_limited(bucket, wait)
-        if gateway.messages is not None:
-            try:
-                async with asyncio.timeout(ADMIT_TIMEOUT_S):
-                    wait = await gateway.messages.take(user_id)
-            except (RedisError, OSError, TimeoutError):
-                bucket.give_back()
-                return BROKER_AWAY
-            if wait > 0:
-                bucket.give_back()  # refused all the same: it costs this socket nothing
-                return user_rate_limited(gateway.messages, wait)
+        refused = await user_allowance(gateway, user_id, bucket)
+        if refused is not None:
+            return refused
         if isinstance(parsed, ClientSessionConfig):
             return await answer_session_config(gateway.memory, user_id, parsed)
         reply = await gateway.intake.submit(user_id, parsed)
         if isinstance(reply, AcceptedFrame) and not reply.duplicate:
-            cycle_id = cycle_id_for(reply.id)
-            gateway.quiet.accepted(user_id, parsed.thread_id, cycle_id, parsed.content)
+            gateway.quiet.accepted(
+                user_id, parsed.thread_id, cycle_id_for(reply.id), parsed.content
+            )
         return reply
 
     @router.websocket("/ws")
@@ -100,6 +116,11 @@ def ws_router(gateway: Gateway) -> APIRouter:
         token: Annotated[str | None, Query()] = None,
         since: Annotated[str | None, Query()] = None,
     ) -> None:
+        headers = websocket.headers
+        if not origin_allowed(headers.get("origin"), headers.get("host"), allowed_origins):
+            # Refused at the handshake (HTTP 403): a page of another site learns nothing.
+            await websocket.close(code=FOREIGN_ORIGIN_CLOSE)
+            return
         try:
             user_id = await accept_and_authenticate(websocket, gateway.tokens(), token)
         except AuthError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Final
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.cycles import CycleFailure, CycleFound, CycleGet
@@ -45,6 +46,7 @@ from memoria_memory.cycle_log import CycleLog
 from memoria_memory.embedding.port import EmbeddingError
 from memoria_memory.history import stream_sequence
 from memoria_memory.history_catch_up import HistoryCatchUp
+from memoria_memory.memories.writes import UNWRITABLE
 from memoria_memory.session_configs import answer_session
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.storage_health import StorageHealth, is_storage_full
@@ -158,6 +160,11 @@ class MemoryHandlers:
             elif isinstance(exc, EmbeddingError | VectorStoreError):
                 log.error("%s for %s failed: %s", event.type, event.user_id, exc)
                 payload = MemoryFailure(code="unavailable", error_message=str(exc))
+            elif isinstance(exc, UNWRITABLE):
+                # Its data cannot be stored, however often it is tried: a failure now, not
+                # five deliveries and a dead letter while the caller waits.
+                log.exception("%s for %s cannot be carried out", event.type, event.user_id)
+                payload = cannot_be_done(event.payload)
             else:
                 raise
         return Envelope(
@@ -281,3 +288,30 @@ class MemoryHandlers:
                         thread_id=request.thread_id,
                     )
                 return ThreadSaved(created=False, thread=renamed)
+
+
+CANNOT_BE_DONE: Final = (
+    "This request cannot be carried out: the memory service could not store or read what it "
+    "holds (its log says why)."
+)
+
+
+def cannot_be_done(request: Payload) -> Payload:
+    """The failure reply of the request's own kind, for a request that can never succeed."""
+    if isinstance(request, MEMORY_REQUESTS):
+        return MemoryFailure(code="invalid", error_message=CANNOT_BE_DONE)
+    if isinstance(request, ThreadList | ThreadCreate | ThreadRename):
+        return ThreadFailure(code="invalid", error_message=CANNOT_BE_DONE)
+    return RpcFailure(code="invalid", message=CANNOT_BE_DONE)
+
+
+MEMORY_REQUESTS: Final = (
+    MemoryEmbed,
+    MemorySearch,
+    MemorySave,
+    MemoryUpdate,
+    MemoryDelete,
+    MemoryGet,
+    MemoryList,
+    MemoryHistoryQuery,
+)

@@ -159,7 +159,7 @@ def milvus_dropper(settings: StorageSettings) -> DropCollection:
     such operation on purpose (the service never drops anything), so this talks to Milvus
     directly with its own short-lived client."""
     uri = settings.effective_milvus_uri
-    token = settings.milvus_token.get_secret_value() if settings.milvus_token else ""
+    token = settings.effective_milvus_token or ""
 
     def drop_now(name: str) -> bool:
         client = sync_client(uri, token, MILVUS_CONNECT_TIMEOUT_S)

@@ -1,5 +1,5 @@
 """Streams hold what is in flight, not history: each is trimmed by age, never past an entry
-that a consumer group reading it has not read or not acknowledged (ADR 27).
+that a consumer group reading it has not read or not acknowledged (ADR 30).
 
 Every appended entry names no trim of its own beyond the ``MEMORIA_STREAM_MAXLEN`` backstop
 (publisher.py). Instead, every service trims every stream of the contract now and then:

@@ -30,6 +30,7 @@ from memoria_action_worker.memory_steps import (
 )
 from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
+from memoria_contracts.chat import CardInfo
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
     MAX_BINDINGS,
@@ -198,6 +199,14 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
             saved.append(reply)
         else:
             refused.append((planned, reply.error_message))
+    # What was stored, as cards: the saved memories (and those that already said it).
+    cards = await ctx.chat.post_all(
+        modal="memory",
+        role="system",
+        chat_history=True,
+        contents=[s.memory.model_dump(mode="json") for s in saved],
+        cards=[CardInfo(kind="saved") for _ in saved],
+    )
     results = {
         "saved": [memory_result(s.memory) for s in saved if s.created],
         "already_saved": [memory_result(s.memory) for s in saved if not s.created],
@@ -216,7 +225,7 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
         "memory_types": [planned.memory_type for planned in plan.memories],
         "written_ids": [s.memory_id for s in saved],
     }
-    return succeeded(_summary(saved, refused), [explanation], arguments)
+    return succeeded(_summary(saved, refused), [*cards, explanation], arguments)
 
 
 @action("MemorySave", when_to_use=WHEN_TO_USE, ends_cycle=False)

@@ -30,6 +30,7 @@ from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
 from memoria_action_worker.rerank import enabled as rerank_enabled
 from memoria_action_worker.rerank import rerank
+from memoria_contracts.chat import CardInfo
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
     MAX_EXCLUDED,
@@ -134,6 +135,21 @@ def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:
     return chat_prompt(system, ctx.cycle, ask)
 
 
+def near_the_best(memories: list[Memory], share: float) -> list[Memory]:
+    """The memories whose relevance is at least ``share`` of the best one's: a memory far
+    below the best match answers the search less than the cards around it, and a card of
+    it reads as an answer ("Where do I live?" → the city, not the sister's bassoon)."""
+    best = max((m.relevance_score or 0.0 for m in memories), default=0.0)
+    if best <= 0.0 or share <= 0.0:
+        return memories
+    return [m for m in memories if (m.relevance_score or 0.0) >= share * best]
+
+
+def matches(count: int) -> list[CardInfo]:
+    """Each card's note, in the order shown: the first is the best match."""
+    return [CardInfo(kind="found", match="best" if n == 0 else "related") for n in range(count)]
+
+
 async def _search(ctx: ActionContext) -> ActionOutcome:
     await status(ctx, "memory_search_started")
     retrieved = memories_in(ctx.cycle.transcript)
@@ -171,8 +187,13 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         )
     )
     memories = found.memories
+    reranked = plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm)
+    if plan.mode == "semantic" and not reranked:
+        # With no model to judge them, the cards near the best match are the answer; a
+        # model's rerank sees every memory found and narrows them itself.
+        memories = near_the_best(memories, ctx.settings.memory_relative_relevance)
     # Chronological results are in the order asked for (newest first), not by relevance.
-    if plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm):
+    if reranked:
         memories = await rerank(
             ctx.llm,
             context=ctx.cycle,
@@ -185,6 +206,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         role="system",
         chat_history=True,
         contents=[m.model_dump(mode="json") for m in memories],
+        cards=matches(len(memories)) if plan.mode == "semantic" else [],
     )
     window = {
         name: moment.isoformat()

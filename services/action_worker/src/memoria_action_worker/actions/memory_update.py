@@ -31,6 +31,7 @@ from memoria_action_worker.memory_steps import (
 )
 from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
+from memoria_contracts.chat import CardInfo
 from memoria_contracts.events import ActionOutcome, ChoiceCandidate, UpdateChoice
 from memoria_contracts.memory import (
     MAX_BINDINGS,
@@ -209,6 +210,14 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
             not_found.append(planned.memory_id)
         else:
             refused.append(f"{planned.memory_id} ({reply.error_message})")
+    # What is stored now, as cards, each with what it replaced.
+    cards = await ctx.chat.post_all(
+        modal="memory",
+        role="system",
+        chat_history=True,
+        contents=[u.memory.model_dump(mode="json") for u in updated],
+        cards=[CardInfo(kind="updated", replaced=u.old_content) for u in updated],
+    )
     results = {
         "updated": [
             {"memory_id": u.memory_id, "old_content": u.old_content, "new_content": u.new_content}
@@ -229,7 +238,7 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         "memory_ids": [planned.memory_id for planned in plan.updates],
         "written_ids": [u.memory_id for u in updated],
     }
-    return succeeded(_summary(updated, not_found, refused), [explanation], arguments)
+    return succeeded(_summary(updated, not_found, refused), [*cards, explanation], arguments)
 
 
 def _unclear_target(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan:

@@ -15,7 +15,7 @@ reconciler after a crash) finishes the write with the same idempotent steps.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,8 @@ from memoria_contracts.memory import ChangeSource, ContentKind, Memory, MemoryTy
 from memoria_memory.memories import clock
 
 State = Literal["writing", "ready", "deleting"]
+STAMPED_FIELDS: Final = ("creation_datetime", "last_accessed", "updated_at")
+"""The document's times, stored as clock stamps."""
 Operation = Literal["save", "update", "delete"]
 
 

@@ -5,6 +5,10 @@ writes untouched for ``reconcile_grace_seconds``: younger ones may still be in f
 another replica). Unfinished writes are finished forward with the writer's own idempotent
 steps — a save is completed, never rolled back, so nothing the user asked to remember is
 lost. Orphan rows (rows no document accounts for) are deleted.
+
+Earlier versions wrote a year before 1000 as three digits ("999-01-01T…"), which no later
+read could parse, so such a save never settled: its times are rewritten in today's
+fixed-width form before it is finished.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 from dataclasses import dataclass, field
 
 from memoria_memory.memories import clock
+from memoria_memory.memories.documents import STAMPED_FIELDS, MemoryDocument
 from memoria_memory.memories.ids import row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.memories.writes import MemoryWriter
@@ -64,13 +69,25 @@ class Reconciler:
         before = None if grace_seconds is None else clock.stamp_ago(grace_seconds)
         for document in await self.repo.unsettled(before):
             try:
-                await self.writer.finish(document)
+                await self.writer.finish(await self._times_repaired(document))
             except Exception as exc:  # one broken memory must not stop the repair of others
                 log.exception("could not finish the %s of %s", document.state, document.id)
                 report.failed += 1
                 report.errors.append(f"{document.id}: {exc!r}")
             else:
                 report.finished += 1
+
+    async def _times_repaired(self, document: MemoryDocument) -> MemoryDocument:
+        repaired = {
+            name: clock.canonical(getattr(document, name))
+            for name in STAMPED_FIELDS
+            if clock.canonical(getattr(document, name)) != getattr(document, name)
+        }
+        if not repaired:
+            return document
+        log.warning("rewriting the times of %s in fixed-width form: %s", document.id, repaired)
+        await self.repo.change(document.user_id, document.id, set=repaired)
+        return document.model_copy(update=repaired)
 
     async def _remove_orphans(self, report: ReconcileReport) -> None:
         for user_id in await self.repo.users():

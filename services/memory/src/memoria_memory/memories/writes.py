@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from memoria_contracts.memory import (
     MAX_BINDING_CHARS,
@@ -40,6 +40,10 @@ from memoria_memory.memories.row_writes import RowWrites
 from memoria_memory.vectors import VectorRow, VectorStore
 
 log = logging.getLogger("memoria.memory.writes")
+
+UNWRITABLE: Final = (ValueError, TypeError, ArithmeticError)
+"""What a write raises when its data cannot be stored, however often it is tried (a value
+a store or a conversion refuses); a broken store or embedder raises other errors."""
 
 
 def not_found(memory_id: str) -> MemoryFailure:
@@ -106,9 +110,15 @@ class MemoryWriter:
             return not_found(memory_id)
         if document.state == "writing":
             given = request.vectors if created else None
-            document = await self.finish(document, vectors=given, embedder_id=request.embedder)
-            if document is None:
+            try:
+                finished = await self.finish(document, vectors=given, embedder_id=request.embedder)
+            except UNWRITABLE:
+                if created:  # the caller is told it failed: leave nothing half-written
+                    await self._discard(document)
+                raise
+            if finished is None:
                 return not_found(memory_id)
+            document = finished
         return MemorySaved(memory_id=memory_id, created=created, memory=document.to_memory())
 
     def _new_document(
@@ -338,6 +348,12 @@ class MemoryWriter:
             unset=["pending"],
         )
         return ready
+
+    async def _discard(self, document: MemoryDocument) -> None:
+        """Remove a save that can never finish, and whatever rows it wrote."""
+        log.error("discarding the save of %s: its data cannot be stored", document.id)
+        await self.vectors.delete(document.user_id, row_ids_for(document.id, document.bindings))
+        await self.repo.remove(document.user_id, document.id)
 
     async def _finish_delete(self, document: MemoryDocument) -> Memory:
         pending = document.pending

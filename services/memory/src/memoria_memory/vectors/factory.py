@@ -28,7 +28,7 @@ async def open_vector_store(
     holding copies notice), and recently searched users' vectors are held in process within
     ``MEMORIA_VECTOR_CACHE_MB`` (``cached.CachedVectorStore``). Whatever may write vectors
     while a memory service runs must pass it; without it, only tools that read."""
-    token = settings.milvus_token.get_secret_value() if settings.milvus_token else None
+    token = settings.effective_milvus_token
     embedded = settings.milvus_uri is None
     store: VectorStore = MilvusVectorStore(
         settings.effective_milvus_uri,

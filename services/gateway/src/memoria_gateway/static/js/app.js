@@ -3,7 +3,7 @@
 
 import { Api, ApiError } from "./api.js";
 import { Conversation } from "./conversation.js";
-import { byId } from "./dom.js";
+import { byId, setText, shownText } from "./dom.js";
 import { clientId } from "./ids.js";
 import { MessageLimit } from "./limit.js";
 import { MemoriesPanel } from "./memories.js";
@@ -134,7 +134,7 @@ async function enterApp() {
   byId("app-view").hidden = false;
   const user = state.session.userId;
   const name = state.session.name || user; // the name as typed; sessions saved before names: the id
-  byId("user-name").textContent = name;
+  setText(byId("user-name"), name);
   byId("user-name").title = name === user ? "" : `User id: ${user}`;
   byId("user-avatar").textContent = ([...name][0] || "?").toUpperCase(); // a whole character, not half a surrogate pair
 
@@ -193,8 +193,8 @@ function showTitle() {
   if (!state.threadId) return;
   const thread = state.threads && state.threads.get(state.threadId);
   const title = titleOf(thread);
-  byId("thread-title").textContent = title;
-  document.title = `\u2068${title}\u2069 · Memoria`; // first-strong isolate: a title cannot reorder the rest
+  setText(byId("thread-title"), title);
+  document.title = `\u2068${shownText(title)}\u2069 · Memoria`; // first-strong isolate: a title cannot reorder the rest
 }
 
 async function openThread(id) {

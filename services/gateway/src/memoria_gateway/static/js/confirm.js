@@ -1,11 +1,11 @@
 // A modal confirmation (<dialog>): resolves true when the user confirms.
 
-import { byId } from "./dom.js";
+import { byId, setText } from "./dom.js";
 
 export function confirmDialog({ title, text, confirmLabel = "Delete" }) {
   const dialog = byId("confirm");
-  byId("confirm-title").textContent = title;
-  byId("confirm-text").textContent = text;
+  setText(byId("confirm-title"), title);
+  setText(byId("confirm-text"), text); // may quote a memory: its invisible characters shown
   byId("confirm-ok").textContent = confirmLabel;
   dialog.returnValue = "";
   return new Promise((resolve) => {

@@ -4,7 +4,7 @@
 // cards, and one progress footer per live cycle. Model and memory text only ever becomes
 // Text nodes (markdown.js, memory-card.js).
 
-import { h, icon } from "./dom.js";
+import { h, icon, setText } from "./dom.js";
 import { formatCost, formatDateTime, formatDuration, formatTime, formatTokens } from "./format.js";
 import { renderMarkdown } from "./markdown.js";
 import { memoryCard } from "./memory-card.js";
@@ -273,7 +273,7 @@ export class Conversation {
     }
     this.status.dataset.id = frame.id;
     this.status.dataset.cycle = frame.cycle_id || "";
-    this.status.querySelector(".status-row__text").textContent = String(frame.content ?? "");
+    setText(this.status.querySelector(".status-row__text"), String(frame.content ?? ""));
     const footer = frame.cycle_id ? this.footers.get(frame.cycle_id) : null;
     if (footer && footer.isConnected) footer.before(this.status);
     else if (this.status.parentNode !== this.list || this.status !== this.list.lastElementChild) this.list.append(this.status);
@@ -340,9 +340,13 @@ function buildText(frame) {
   // override in it cannot reorder the time, the model name or the next message.
   const bubble = h("div", { class: role === "assistant" ? "bubble md" : "bubble", dir: "auto" });
   if (role === "assistant") bubble.append(renderMarkdown(content));
-  else bubble.textContent = content;
+  else setText(bubble, content);
   const meta = h("div", { class: "msg__meta" });
-  if (role === "assistant" && frame.model) {
+  if (role === "assistant" && frame.model === OFFLINE_PLANNER) {
+    // No model is answering: the first answer of the conversation says so, then this badge.
+    meta.append(h("span", { class: "model model--offline", title: "No language model is configured: Memoria's offline planner answers by rules" },
+      icon("cpu"), h("span", { class: "model__name" }, "offline · no model")));
+  } else if (role === "assistant" && frame.model) {
     meta.append(h("span", { class: "model", title: "Who wrote this answer" }, icon("cpu"), h("span", { class: "model__name", dir: "auto" }, frame.model)));
   }
   if (frame.created_at) meta.append(h("time", { datetime: frame.created_at, title: formatDateTime(frame.created_at) }, formatTime(frame.created_at)));
@@ -352,10 +356,20 @@ function buildText(frame) {
     bubble, meta));
 }
 
+const CARD_LABELS = { found: "Memory recalled", saved: "Memory saved", updated: "Memory updated" };
+
 function buildMemory(frame) {
-  return h("li", { class: "msg msg--memory", dataset: { id: frame.id, role: "memory", cycle: frame.cycle_id || "" } },
-    memoryCard(frame.content, { label: "Memory recalled" }));
+  const card = frame.card || {};
+  const kind = CARD_LABELS[card.kind] ? card.kind : "found";
+  return h("li", { class: `msg msg--memory msg--memory-${kind}`, dataset: { id: frame.id, role: "memory", cycle: frame.cycle_id || "" } },
+    memoryCard(frame.content, {
+      label: CARD_LABELS[kind],
+      match: kind === "found" ? card.match || null : null,
+      replaced: kind === "updated" ? card.replaced : undefined,
+    }));
 }
+
+const OFFLINE_PLANNER = "offline planner (no LLM)";
 
 const REASONS = {
   done: "Done",

@@ -7,7 +7,7 @@
 // [links](https://…) and bare https:// URLs. Links must be http(s); they open in a new tab
 // with rel="noopener noreferrer". Anything else stays literal text.
 
-import { h } from "./dom.js";
+import { h, visible } from "./dom.js";
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([\w.+#-]*)[ \t]*$/;
 const HEADING = /^ {0,3}(#{1,6})[ \t]+(.*)$/;
@@ -211,11 +211,11 @@ function link(href, children) {
 }
 
 function inline(text, depth, allowLinks = true) {
-  if (depth > MAX_DEPTH || text.length > MAX_INLINE_CHARS) return [document.createTextNode(text)];
+  if (depth > MAX_DEPTH || text.length > MAX_INLINE_CHARS) return [visible(text)];
   const out = [];
   let buffer = "";
   const flush = () => {
-    if (buffer) out.push(document.createTextNode(buffer));
+    if (buffer) out.push(visible(buffer));
     buffer = "";
   };
   let i = 0;

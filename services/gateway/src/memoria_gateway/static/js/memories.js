@@ -96,7 +96,7 @@ export class MemoriesPanel {
       const found = await this.api.searchMemories(q);
       if (generation !== this.generation) return;
       const memories = (found && found.memories) || [];
-      this.list.replaceChildren(...memories.map((m) => this.item(m)));
+      this.list.replaceChildren(...memories.map((m, index) => this.item(m, index === 0 ? "best" : "related")));
       this.count = memories.length;
       this.more.hidden = true;
       this.describe(q);
@@ -123,7 +123,7 @@ export class MemoriesPanel {
     this.notify(`Memories: ${error.message}`, { kind: "error" });
   }
 
-  item(memory) {
+  item(memory, match = null) {
     const li = h("li", { class: "memories__item", dataset: { memoryId: memory.memory_id } });
     const historyButton = h("button", {
       class: "btn btn--ghost btn--small", type: "button", "aria-expanded": "false",
@@ -141,7 +141,7 @@ export class MemoriesPanel {
         onclick: () => this.edit(memory, li),
       }, icon("pencil"), h("span", {}, "Edit")));
     }
-    li.append(memoryCard(memory, { actions, headingLevel: "h3", label: "Memory", quietLabel: true }));
+    li.append(memoryCard(memory, { actions, headingLevel: "h3", label: "Memory", quietLabel: true, match }));
     return li;
   }
 

@@ -1,11 +1,13 @@
-// A memory as a card: type badge, content, relevance when a search scored it, created date,
-// and its bindings behind a disclosure. Used in the chat (memories found by a cycle) and in
-// the memories panel. Content is always text here (JSON is pretty-printed), never markup.
+// A memory as a card: type badge, content, how well it matched a search (in words: "best
+// match", "related"; the score itself stays in the API), what an update replaced, created
+// date, and its bindings behind a disclosure. Used in the chat (memories found, saved or
+// updated by a cycle) and in the memories panel. Content is always text here (JSON is
+// pretty-printed), never markup.
 
 import { h, icon } from "./dom.js";
 import { contentText, formatDate, formatDateTime, humanize } from "./format.js";
 
-export function memoryCard(memory, { actions = [], headingLevel = "h4", label = "Memory", quietLabel = false } = {}) {
+export function memoryCard(memory, { actions = [], headingLevel = "h4", label = "Memory", quietLabel = false, match = null, replaced } = {}) {
   const isMemory = memory && typeof memory === "object" && !Array.isArray(memory) && "content" in memory;
   const data = isMemory ? memory : { content: memory };
   const type = data.memory_type || "memory";
@@ -16,11 +18,15 @@ export function memoryCard(memory, { actions = [], headingLevel = "h4", label = 
     h("span", { class: "mem__icon" }, icon("brain")),
     h(headingLevel, { class: quietLabel ? "mem__label visually-hidden" : "mem__label" }, label),
     h("span", { class: `badge badge--${String(type).replace(/[^a-z_]/g, "")}` }, humanize(type)),
-    relevance(data.relevance_score),
+    relevance(match, data.relevance_score),
   );
   const body = json
     ? h("pre", { class: "mem__content mem__content--json", dir: "auto" }, text)
     : h("p", { class: "mem__content", dir: "auto" }, text);
+  const before = replaced === undefined || replaced === null
+    ? null
+    : h("p", { class: "mem__replaced" }, h("span", { class: "mem__replaced-label" }, wordsFor("was")), " ",
+      h("del", { dir: "auto" }, contentText(replaced)));
 
   const details = h("dl", { class: "mem__facts" });
   if (Array.isArray(data.bindings) && data.bindings.length) {
@@ -45,6 +51,7 @@ export function memoryCard(memory, { actions = [], headingLevel = "h4", label = 
   return h("article", { class: "mem", dataset: data.memory_id ? { memoryId: data.memory_id } : {} },
     head,
     body,
+    before,
     disclosure,
     actions.length ? h("div", { class: "mem__actions" }, actions) : null,
   );
@@ -55,10 +62,22 @@ function bindingSummary(bindings) {
   return count ? `${count} binding${count === 1 ? "" : "s"} · details` : "Details";
 }
 
-function relevance(score) {
-  if (typeof score !== "number" || !Number.isFinite(score)) return null;
-  const percent = Math.round(Math.max(0, Math.min(1, score)) * 100);
-  return h("span", { class: "relevance", title: `Relevance ${percent}%`, "aria-label": `relevance ${percent} percent` },
-    h("span", { class: "relevance__bar", "aria-hidden": "true" }, h("span", { style: `width:${percent}%` })),
-    `${percent}%`);
+// Words people read right, in the page's language: a small percentage read as "weak" for the
+// right answer, whose calibrated probability is often 0.1-0.4 (docs/relevance.md).
+const WORDS = {
+  en: { best: "best match", related: "related", was: "Was:" },
+  pt: { best: "melhor resultado", related: "relacionada", was: "Antes:" },
+};
+
+export function wordsFor(key) {
+  // The reader's language where the page has those words (English and Portuguese).
+  const language = (navigator.language || document.documentElement.lang || "en").slice(0, 2).toLowerCase();
+  return (WORDS[language] || WORDS.en)[key];
+}
+
+function relevance(match, score) {
+  // A search's first card is its best match; any other scored card is related to the search.
+  const kind = match || (typeof score === "number" && Number.isFinite(score) ? "related" : null);
+  if (!kind) return null;
+  return h("span", { class: `relevance relevance--${kind}` }, wordsFor(kind));
 }
