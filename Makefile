@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-component test-integration test-browser test-containers chaos chaos-network soak lint lint-deploy images fmt bench docs clean
+.PHONY: help install run test test-unit test-component test-integration test-cluster test-browser test-containers chaos chaos-network soak lint lint-deploy images fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test-component: ## tests/component and tests/contract: real Valkey, milvus-lite,
 
 test-integration: ## Tests that start the broker and the services as processes
 	$(PY) -m pytest -q -m integration
+
+test-cluster: ## The stack on a Valkey Cluster of 3 primaries + 3 replicas (6 valkey-server processes), primaries killed mid-run (make test runs a short one)
+	MEMORIA_CLUSTER_CYCLES=$${MEMORIA_CLUSTER_CYCLES:-36} $(PY) -m pytest -q -m cluster tests/cluster
 
 test-browser: ## The web chat in Debian's chromium (skipped without one: sudo apt install chromium)
 	$(PY) -m pytest -q -m browser tests/browser
@@ -88,7 +91,7 @@ bench: ## Every benchmark of docs/benchmarks.md, each on its own fresh servers (
 	$(PY) bench/sqlite_writes.py
 	$(PY) bench/cycle_overhead.py
 
-docs: ## Regenerate docs/asyncapi/*.yaml and the settings table of docs/configuration.md
+docs: ## Regenerate docs/asyncapi/*.yaml, the settings table of docs/configuration.md and the cluster overlay's KEDA triggers
 	$(VENV)/bin/memoria docs
 
 clean: ## Remove the environment and caches (keeps your data directory)

@@ -136,10 +136,9 @@ def servers() -> Iterator[Servers]:
     with tempfile.TemporaryDirectory(prefix="memoria-bench-") as tmp:
         data_dir = Path(tmp)
         embedded_broker.broker_dir(data_dir).mkdir()
-        valkey_port, milvus_port = free_port(), free_port()
+        valkey_port = free_port()
         program, *args = embedded_broker.argv(valkey_port, data_dir)
         valkey_log = data_dir / "valkey.log"
-        milvus_log = data_dir / "milvus.log"
         with valkey_log.open("wb") as out:
             valkey = subprocess.Popen(
                 [program, *args],
@@ -149,25 +148,32 @@ def servers() -> Iterator[Servers]:
             )
         try:
             _wait_for_valkey(valkey, valkey_port, data_dir)
-            with milvus_log.open("wb") as out:
-                milvus = subprocess.Popen(
-                    embedded_milvus.argv(milvus_port, data_dir),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-            try:
-                _wait_for_milvus(milvus, milvus_port, milvus_log)
+            with milvus_server(data_dir) as (milvus_uri, milvus_pid):
                 yield Servers(
                     redis_url=f"redis://{LOOPBACK}:{valkey_port}/0",
-                    milvus_uri=embedded_milvus.uri(milvus_port),
+                    milvus_uri=milvus_uri,
                     data_dir=data_dir,
                     valkey_pid=valkey.pid,
-                    milvus_pid=milvus.pid,
+                    milvus_pid=milvus_pid,
                 )
-            finally:
-                _stop(milvus)
         finally:
             _stop(valkey)
+
+
+@contextlib.contextmanager
+def milvus_server(data_dir: Path) -> Iterator[tuple[str, int]]:
+    """A fresh milvus-lite in ``data_dir`` (``memoria run``'s command line): its URI and pid."""
+    port = free_port()
+    log = data_dir / "milvus.log"
+    with log.open("wb") as out:
+        milvus = subprocess.Popen(
+            embedded_milvus.argv(port, data_dir), stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_for_milvus(milvus, port, log)
+        yield embedded_milvus.uri(port), milvus.pid
+    finally:
+        _stop(milvus)
 
 
 PRODUCT_DEFAULTS: Mapping[str, str] = {

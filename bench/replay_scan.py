@@ -32,6 +32,7 @@ from memoria_gateway.resume import EntryId
 from memoria_runtime.bus.broker import MESSAGE_FORMAT
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
+from memoria_runtime.partitions import Partitions
 
 DEFAULT_ENTRIES = 100_000  # MEMORIA_STREAM_MAXLEN's default: a full chat.out
 DEFAULT_RUNS = 3
@@ -71,7 +72,7 @@ async def main(entries: int, runs: int) -> None:
     try:
         signer = Signer("bench-replay-scan-bus-secret")
         await fill(redis, signer, entries)
-        log = ChatOutLog(redis, MESSAGE_FORMAT, signer)
+        log = ChatOutLog(redis, MESSAGE_FORMAT, signer, Partitions())
         print(f"chat.out: {entries} entries of another user; a resume from its start")
         print(machine_line())
         print(f"{'read':<24} {'entries':>8} {'wall s':>8} {'CPU s':>8}   (median of {runs})")

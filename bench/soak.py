@@ -51,6 +51,7 @@ from bench.live_stack import (
     servers,
     timed_client,
 )
+from memoria_runtime.partitions import logical_name
 
 NS_PER_MS: Final = 1_000_000
 RECONNECT_S: Final = 1.0
@@ -192,7 +193,7 @@ async def broker_state(
                 if count:
                     pending[f"{name.removeprefix('memoria:')}/{group['name'].decode()}"] = count
         else:
-            part = name.split(":")[1]
+            part = logical_name(name).split(":")[1]  # a partition's tag left out
             kind = part if part in KEY_KINDS else "other"
             kinds[kind] += 1
             if kinds[kind] <= KEY_SAMPLES:  # bytes per key of a kind, from a sample

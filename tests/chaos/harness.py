@@ -36,6 +36,8 @@ from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.ids import row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.vectors.factory import open_vector_store
+from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 
 Frame = dict[str, Any]
@@ -450,6 +452,7 @@ class CycleRecord:
     planned: Planned
     thread_id: str
     client_id: str
+    user_id: str = ""
     sent_at: float = 0.0
     accepted_at: float | None = None
     ended_at: float | None = None
@@ -589,7 +592,9 @@ class Lane:
 
     async def send(self, planned: Planned) -> CycleRecord:
         client_id = f"chaos-{self.user_id}-{planned.index:04d}"[:64]
-        record = CycleRecord(planned, self.thread_id, client_id, sent_at=self.timeline.now())
+        record = CycleRecord(
+            planned, self.thread_id, client_id, self.user_id, sent_at=self.timeline.now()
+        )
         self.records.append(record)
 
         def note(text: str) -> None:
@@ -631,7 +636,9 @@ class Lane:
         end = record.end() or {}
         if self.redis is not None and record.cycle_id is not None:
             for step in range(1, len(end.get("actions", [])) + 1):
-                record.outcomes[step] = await step_outcome(self.redis, record.cycle_id, step)
+                record.outcomes[step] = await step_outcome(
+                    self.redis, record.user_id, record.cycle_id, step
+                )
         self.timeline.note(
             f"{self.name}#{record.planned.index}: cycle_end {end.get('reason')} "
             f"{end.get('actions')}"
@@ -760,12 +767,22 @@ async def recorded_outcome(redis: Redis, record: CycleRecord, step: int) -> str:
     if step in record.outcomes:
         return record.outcomes[step]
     assert record.cycle_id is not None
-    return await step_outcome(redis, record.cycle_id, step)
+    return await step_outcome(redis, record.user_id, record.cycle_id, step)
 
 
-async def step_outcome(redis: Redis, cycle_id: str, step: int) -> str:
+async def broker_partitions(redis: Redis) -> Partitions:
+    """The partitions the running services split the streams into (as they recorded it)."""
+    recorded = await redis.get(keys.BUS_LAYOUT)
+    if recorded is None:
+        return Partitions()
+    text = recorded.decode() if isinstance(recorded, bytes) else str(recorded)
+    return Partitions.from_layout(text)
+
+
+async def step_outcome(redis: Redis, user_id: str, cycle_id: str, step: int) -> str:
     """The stored outcome of a step: "ok", "failed (why)", or "never finished"."""
-    stored = await redis.get(f"memoria:step:{cycle_id}:{step}:done")
+    part = (await broker_partitions(redis)).of(user_id)
+    stored = await redis.get(keys.step_done(part, cycle_id, step))
     if stored is None:
         return "never finished"
     outcome = json.loads(stored)["payload"]["outcome"]
@@ -861,9 +878,13 @@ async def settle(redis: Redis, timeout: float = SETTLE_TIMEOUT_S) -> list[str]:
     """Wait until no group holds a pending entry; what is still pending is a problem."""
     deadline = time.monotonic() + timeout
     pending: dict[str, int] = {}
+    partitions = await broker_partitions(redis)
     while time.monotonic() < deadline:
         pending = {}
-        for stream, groups in GROUPS.items():
+        streams = [
+            (key, groups) for name, groups in GROUPS.items() for key in partitions.keys(name)
+        ]
+        for stream, groups in streams:
             if not await redis.exists(stream):
                 continue
             for group in groups:
@@ -900,7 +921,8 @@ async def leftover_thread_state(
     while True:
         problems: list[str] = []
         for user in users:
-            async for key in redis.scan_iter(match=f"memoria:thread:{user}:*"):
+            # the thread's keys, in whichever partition (memoria:{tag}:thread:…)
+            async for key in redis.scan_iter(match=f"memoria:*thread:{user}:*"):
                 name = key.decode()
                 if name.endswith(":lock") or (name.endswith(":queue") and await redis.llen(name)):
                     problems.append(f"{name} left behind")
@@ -929,12 +951,25 @@ def long_run() -> bool:
     return chaos_cycles() > DEFAULT_CYCLES
 
 
-def resilient_redis(url: str) -> Redis:
-    """A client for the test itself that reconnects when the broker was restarted."""
+def resilient_redis(url: str, *, cluster: bool = False) -> Redis:
+    """A client for the test itself that reconnects when the broker was restarted (a cluster
+    client on a cluster, which finds a failed-over primary's replica)."""
+    from redis.asyncio import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    if cluster:
+        from redis.asyncio.cluster import ClusterNode
+
+        from memoria_runtime.redis_clients import cluster_nodes
+
+        _, nodes = cluster_nodes(url)
+        client = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+            retry=Retry(ExponentialBackoff(cap=1.0), 10),
+        )
+        return cast(Redis, client)
     return Redis.from_url(
         url,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.1), 10),
@@ -1007,9 +1042,11 @@ async def gather_all(*coroutines: Awaitable[None]) -> None:
 # -- a run's lanes and its final checks -------------------------------------------------------
 
 
-async def chat_out_position(redis: Redis) -> str | None:
-    """Where a new socket starts from: frames after this are replayed on a reconnect."""
-    newest = cast("list[tuple[bytes, Any]]", await redis.xrevrange("memoria:chat.out", count=1))
+async def chat_out_position(redis: Redis, user_id: str) -> str | None:
+    """Where a new socket of ``user_id`` starts from: frames after this are replayed on a
+    reconnect (the newest entry of the user's partition of chat.out)."""
+    key = (await broker_partitions(redis)).of(user_id).scoped("memoria:chat.out")
+    newest = cast("list[tuple[bytes, Any]]", await redis.xrevrange(key, count=1))
     return newest[0][0].decode() if newest else None
 
 
@@ -1018,11 +1055,11 @@ async def open_lanes(
     stack: Stack, redis: Redis, timeline: Timeline, tag: str, names: list[str]
 ) -> AsyncIterator[dict[str, Lane]]:
     """One user, one thread and one reconnecting socket per lane."""
-    since = await chat_out_position(redis)
     async with contextlib.AsyncExitStack() as exits:
         lanes: dict[str, Lane] = {}
         for name in names:
             user = f"chaos-{tag}-{name}"
+            since = await chat_out_position(redis, user)
             token = await asyncio.to_thread(stack.token, user)
             chat = ResilientChat(stack.ws_base, token, name, timeline, since)
             await exits.enter_async_context(chat)

@@ -26,6 +26,10 @@ from memoria_contracts.streams import Stream
 from memoria_decision import deadlines
 from memoria_runtime import catalog, keys
 from memoria_runtime.bus import EventPublisher
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 pytestmark = pytest.mark.chaos
 
@@ -167,7 +171,7 @@ async def test_a_step_timeout_is_not_lost_when_decision_dies_while_ending_the_cy
     publisher = FailingOnce(fail_at=None)
     await deliver(redis, publisher)  # the cycle asked for step 1, which will never finish
     cycle_id = f"cyc_{MESSAGE_ID.removeprefix('msg_')}"
-    await redis.zadd(keys.STEP_DEADLINES, {f"{cycle_id}|1": 0})  # and it is overdue now
+    await redis.zadd(keys.step_deadlines(ONE), {f"{cycle_id}|1": 0})  # and it is overdue now
 
     dying = DiesAtCycleEndMark(redis)
     with pytest.raises(Died):

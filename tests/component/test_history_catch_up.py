@@ -26,6 +26,7 @@ from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime import metrics
 from memoria_runtime.bus import Delivery
+from memoria_runtime.partitions import Partitions
 
 CHAT_OUT, GROUP = Stream.CHAT_OUT.value, Group.MEMORY_HISTORY.value
 SHORT_WAIT_S = 0.3
@@ -39,7 +40,9 @@ def catch_up(
 ) -> HistoryCatchUp:
     """Waits up to ``wait_s``; entries pending longer than ``given_up_after_s`` are not
     waited for (long by default: these tests' entries are held by a live replica)."""
-    return HistoryCatchUp(redis, wait_limit_s=wait_s, given_up_after_s=given_up_after_s)
+    return HistoryCatchUp(
+        redis, Partitions(), wait_limit_s=wait_s, given_up_after_s=given_up_after_s
+    )
 
 
 Entries = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]
@@ -74,23 +77,23 @@ def reads_behind() -> float:
 
 
 async def test_with_nothing_posted_a_read_waits_for_nothing(redis: Redis) -> None:
-    assert await catch_up(redis).wait() is True
+    assert await catch_up(redis).wait(USER) is True
     await make_group(redis)
-    assert await catch_up(redis).wait() is True
+    assert await catch_up(redis).wait(USER) is True
 
 
 async def test_a_read_waits_while_entries_before_it_are_unread_or_unstored(redis: Redis) -> None:
     await make_group(redis)
     ids = await post(redis, 3)
     before = reads_behind()
-    assert await catch_up(redis).wait() is False  # not even read by the group
+    assert await catch_up(redis).wait(USER) is False  # not even read by the group
     await take(redis)
-    assert await catch_up(redis).wait() is False  # read, still being stored
+    assert await catch_up(redis).wait(USER) is False  # read, still being stored
     await ack(redis, ids[:2])
-    assert await catch_up(redis).wait() is False  # the last one is still being stored
+    assert await catch_up(redis).wait(USER) is False  # the last one is still being stored
     assert reads_behind() == before + 3
     await ack(redis, ids[2:])
-    assert await catch_up(redis).wait() is True
+    assert await catch_up(redis).wait(USER) is True
     assert reads_behind() == before + 3
 
 
@@ -98,7 +101,7 @@ async def test_a_read_goes_on_as_soon_as_the_group_has_stored_up_to_it(redis: Re
     await make_group(redis)
     ids = await post(redis, 2)
     await take(redis)
-    waiting = asyncio.create_task(catch_up(redis, LONG_WAIT_S).wait())
+    waiting = asyncio.create_task(catch_up(redis, LONG_WAIT_S).wait(USER))
     await asyncio.sleep(0.05)
     await post(redis)  # after the read began: not waited for, never read here
     await ack(redis, ids)
@@ -124,27 +127,27 @@ async def test_entries_a_crashed_replica_left_pending_do_not_hold_every_read(
 
     # Pending that long, as a crashed holder leaves them (XCLAIM sets the idle time).
     await claim(redis, REPLICA, orphans, idle_ms=round(given_up_s * 1000))
-    assert await reads().wait() is True
+    assert await reads().wait(USER) is True
     # Not acknowledged by the read: still there for the reclaim to store.
     assert (await redis.xpending(CHAT_OUT, GROUP))["pending"] == 2
 
     # One just delivered after them (a live replica storing it) is still waited for...
     (fresh,) = await post(redis)
     await take(redis)
-    assert await reads().wait() is False
+    assert await reads().wait(USER) is False
     # ...and so are the orphans once reclaimed, since someone is storing them again.
     await ack(redis, [fresh])
     await claim(redis, "memory-replica-2", orphans, idle_ms=0)
-    assert await reads().wait() is False
+    assert await reads().wait(USER) is False
     await ack(redis, orphans)
-    assert await reads().wait() is True
+    assert await reads().wait(USER) is True
 
 
 async def test_without_a_history_group_nobody_stores_so_nothing_is_waited_for(
     redis: Redis,
 ) -> None:
     await post(redis, 2)
-    assert await catch_up(redis).wait() is True
+    assert await catch_up(redis).wait(USER) is True
 
 
 async def test_a_broker_that_is_away_never_fails_the_read(caplog: pytest.LogCaptureFixture) -> None:
@@ -152,7 +155,7 @@ async def test_a_broker_that_is_away_never_fails_the_read(caplog: pytest.LogCapt
     waits = catch_up(away)
     try:
         with caplog.at_level(logging.WARNING, logger="memoria.memory.history"):
-            assert [await waits.wait() for _ in range(3)] == [False, False, False]
+            assert [await waits.wait(USER) for _ in range(3)] == [False, False, False]
     finally:
         await away.aclose()
     # One line for a run of reads behind, not one per read.

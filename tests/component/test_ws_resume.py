@@ -24,6 +24,7 @@ from memoria_gateway.resume import EntryId
 from memoria_runtime.bus.broker import MESSAGE_FORMAT
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
+from memoria_runtime.partitions import Partitions
 
 Frame = dict[str, Any]
 SIGNER = Signer("resume-test-bus-secret")
@@ -82,6 +83,10 @@ class ChatOut:
         return made.model_dump_json()
 
 
+def log_of(redis: Redis) -> ChatOutLog:
+    return ChatOutLog(redis, MESSAGE_FORMAT, SIGNER, Partitions())
+
+
 @pytest.fixture
 def chat_out(redis: Redis) -> ChatOut:
     return ChatOut(redis)
@@ -116,7 +121,7 @@ async def test_the_frames_after_since_are_replayed_in_order_with_their_event_ids
     await chat_out.delta("bob", 1)  # someone else's
     ana.append(await chat_out.add("ana", CycleEnded(actions=["Finalize"], reason="done")))
 
-    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(seen))
+    answer = await resume(connection, log_of(redis), str(seen))
 
     frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
     assert [f["type"] for f in frames] == ["delta", "cycle_end", "resumed"]
@@ -146,7 +151,7 @@ async def test_a_resume_reads_at_most_its_scan_cap_of_entries_and_says_it_is_inc
 
     answer = await resume(
         connection,
-        ChatOutLog(redis, MESSAGE_FORMAT, SIGNER),
+        log_of(redis),
         str(since),
         scan_cap=5,
     )
@@ -167,7 +172,7 @@ async def test_a_resume_that_reads_the_stream_to_its_end_within_the_cap_is_compl
 
     answer = await resume(
         connection,
-        ChatOutLog(redis, MESSAGE_FORMAT, SIGNER),
+        log_of(redis),
         str(since),
         scan_cap=2,  # exactly the entries after since
     )
@@ -189,7 +194,7 @@ async def test_a_forged_entry_is_never_replayed(
     await chat_out.add("ana", fake, signer=forger)
     ana = await chat_out.delta("ana", 1)
 
-    await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(seen))
+    await resume(connection, log_of(redis), str(seen))
 
     frames = await recording.until(lambda sent: any(f["type"] == "resumed" for f in sent))
     assert [f["type"] for f in frames] == ["delta", "resumed"]
@@ -203,7 +208,7 @@ class RacingLog(ChatOutLog):
     delivers new ones (frames published during the replay)."""
 
     def __init__(self, chat_out: ChatOut, connection: Connection, replayed: EntryId) -> None:
-        super().__init__(chat_out.redis, MESSAGE_FORMAT, SIGNER)
+        super().__init__(chat_out.redis, MESSAGE_FORMAT, SIGNER, Partitions())
         self.chat_out = chat_out
         self.connection = connection
         self.replayed = replayed
@@ -258,7 +263,7 @@ async def test_a_since_older_than_the_oldest_entry_left_is_not_complete(
     kept = await chat_out.delta("ana", 3)
     await redis.xtrim(Stream.CHAT_OUT.value, minid=str(kept), approximate=False)
 
-    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(since))
+    answer = await resume(connection, log_of(redis), str(since))
 
     assert (answer.replayed, answer.complete) == (1, False)  # piece 2 is gone
     frames = await recording.until(lambda sent: len(sent) == 2)
@@ -272,7 +277,7 @@ async def test_the_replay_stops_at_its_cap_and_says_it_is_not_complete(
     since = await chat_out.delta("ana", 0)
     entries = [await chat_out.delta("ana", n) for n in range(1, 6)]
 
-    log = ChatOutLog(redis, MESSAGE_FORMAT, SIGNER)
+    log = log_of(redis)
     answer = await resume(connection, log, str(since), cap=3)
 
     assert (answer.replayed, answer.complete) == (3, False)
@@ -291,7 +296,7 @@ async def test_a_malformed_since_replays_nothing_and_live_frames_flow(
     earlier = await chat_out.delta("ana", 1)
     connection.deliver(earlier, chat_out.frame(earlier, "ana", 1))  # live, during "replay"
 
-    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), since)
+    answer = await resume(connection, log_of(redis), since)
 
     assert answer.model_dump() == {
         "type": "resumed",
@@ -312,7 +317,7 @@ async def test_a_since_from_a_stream_that_is_gone_drops_no_live_frame(
     entry = await chat_out.delta("ana", 1)
     ahead = EntryId(entry.millis + 3_600_000, 0)
 
-    answer = await resume(connection, ChatOutLog(redis, MESSAGE_FORMAT, SIGNER), str(ahead))
+    answer = await resume(connection, log_of(redis), str(ahead))
     connection.deliver(entry, chat_out.frame(entry, "ana", 1))
 
     assert (answer.replayed, answer.complete) == (0, False)

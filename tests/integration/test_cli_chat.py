@@ -18,7 +18,7 @@ from stack import Stack, running_stack
 pytestmark = pytest.mark.integration
 
 MEMORIA = Path(sys.executable).parent / "memoria"
-OFFLINE_LABEL = "offline planner (no LLM)"
+OFFLINE_BADGE = "[offline · no model]"
 WAIT_S = 120.0  # a deadline against hanging, not a measurement
 
 
@@ -90,8 +90,8 @@ def test_a_scripted_chat_saves_recalls_lists_and_forgets(stack: Stack, tmp_path:
     assert "favourite colour is green" in memory["content"]
     saved, _, rest = output.partition("what is my favourite colour?")
     recalled, _, listed = rest.partition("/memories")
-    assert 'Saved: "' in saved
-    assert OFFLINE_LABEL in saved
+    assert "Noted: " in saved
+    assert OFFLINE_BADGE in saved
     assert "MemorySave → Finalize" in saved
     # The search found the memory and showed it as a memory card, id included.
     assert "memory · " in recalled

@@ -50,7 +50,7 @@ def batch(count: int) -> list[dict[str, Any]]:
 
 def test_a_batch_is_saved_in_order_searchable_and_safe_to_repeat(api: httpx.Client) -> None:
     items = batch(60)
-    bad = {"content": "no bindings at all"}
+    bad = {"content": "an empty list of bindings", "bindings": []}
     response = api.post("/api/memories/batch", json={"memories": [*items[:30], bad, *items[30:]]})
     assert response.status_code == 200, response.text
     answer = response.json()

@@ -3,7 +3,7 @@ purpose: added latency with jitter, connections reset at random, partitions, a b
 limit. The chaos tests put one in front of Valkey for each service and one between the
 memory service and milvus-lite (docs/chaos.md, "Network faults").
 
-Why our own and not a library: docs/adr/0029-our-own-fault-proxy.md.
+Why our own and not a library: docs/adr/0031-our-own-fault-proxy.md.
 
 How each fault behaves, as a network would:
 

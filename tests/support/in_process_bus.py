@@ -24,7 +24,11 @@ from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 FINALIZE = ActionSpec(name="Finalize", description="Answer the user.", ends_cycle=True)
 """The action a test's worker advertises when the cycle should simply answer."""
@@ -35,6 +39,7 @@ class RecordingPublisher(EventPublisher):
 
     def __init__(self) -> None:  # no broker: nothing leaves the process
         self.sent: list[tuple[Stream, Envelope]] = []
+        self._partitions = PARTITIONS
 
     async def publish(self, stream: Stream, event: Envelope) -> None:
         self.sent.append((stream, event))
@@ -93,9 +98,9 @@ def scripted_engine(
         llm_prices=chosen.llm_prices,
         redis=redis,
         publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000),
-        store=CycleStore(redis),
-        deadlines=Deadlines(redis),
+        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000, partitions=PARTITIONS),
+        store=CycleStore(redis, PARTITIONS),
+        deadlines=Deadlines(redis, PARTITIONS),
         memory=memory if memory is not None else EmptyHistory(),
         llm=ScriptedModel(
             Script(rules=rules if rules is not None else [ScriptRule(decide=["Finalize"])])

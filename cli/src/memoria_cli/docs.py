@@ -1,5 +1,5 @@
-"""Generated documentation: the AsyncAPI document of each service and the settings table of
-docs/configuration.md.
+"""Generated documentation: the AsyncAPI document of each service, the settings table of
+docs/configuration.md, and the KEDA triggers of the Kubernetes cluster overlay.
 
 ``make docs`` writes both; a test fails when the committed copies are out of date.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic.fields import FieldInfo
 
+from memoria_cli.keda_partitions import write_keda_patch
 from memoria_runtime.bus import MemoriaBroker
 from memoria_runtime.bus.asyncapi import asyncapi_document
 from memoria_runtime.settings import COMPONENTS, Settings, env_names
@@ -124,4 +125,5 @@ def write_docs(root: Path) -> list[Path]:
     settings_page = root / SETTINGS_PAGE
     settings_page.write_text(render_settings_page(settings_page.read_text()))
     written.append(settings_page)
+    written.append(write_keda_patch(root))
     return written

@@ -36,7 +36,7 @@ from memoria_client import APIError, AsyncMemoria, GatewayUnreachable, Unreadabl
 from memoria_client.retry import NO_RETRY
 from memoria_llm.port import Mode
 from memoria_offline import LABEL as OFFLINE_LABEL
-from memoria_runtime import keys
+from memoria_runtime import keys, redis_clients
 from memoria_runtime.catalog import WorkerAdvert
 from memoria_runtime.files import wider_than_private
 from memoria_runtime.presence import Presence
@@ -181,7 +181,11 @@ def configured_models(settings: LlmSettings, provider: str) -> dict[str, str | N
 
 async def _with_redis(ctx: Context, read: Callable[[Redis], Awaitable[T]]) -> T:
     url, timeout = ctx.settings.effective_redis_url, ctx.timeout
-    client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    client = (
+        redis_clients.cluster_client(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        if ctx.settings.redis_cluster
+        else Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    )
     try:
         return await read(client)
     finally:
@@ -247,10 +251,11 @@ async def check_decision_service(ctx: Context) -> Check:
     return await _service(ctx, DECISION, "decision")
 
 
-async def _live_adverts(client: Redis) -> list[WorkerAdvert]:
-    """The catalog's live entries, read without removing the expired ones."""
+async def _live_adverts(client: Redis, catalog: str) -> list[WorkerAdvert]:
+    """The catalog's live entries, read without removing the expired ones (every partition
+    holds the same copy: the first one's)."""
     now = time.time()
-    entries = await client.hgetall(keys.ACTION_CATALOG)
+    entries = await client.hgetall(catalog)
     adverts = (WorkerAdvert.model_validate_json(raw) for raw in entries.values())
     return [advert for advert in adverts if advert.expires_at >= now]
 
@@ -262,7 +267,8 @@ async def check_action_workers(ctx: Context) -> Check:
     if announced.status is Status.FAILED:
         return announced
     try:
-        adverts = await _with_redis(ctx, _live_adverts)
+        catalog = keys.action_catalog(ctx.settings.partitions.all[0])
+        adverts = await _with_redis(ctx, lambda client: _live_adverts(client, catalog))
     except Exception:  # the broker check says why
         return warning(WORKERS, "unknown: the broker does not answer", START_HINT)
     actions = sorted({spec.name for advert in adverts for spec in advert.actions})

@@ -78,7 +78,8 @@ def run() -> None:
 def docs(
     root: Annotated[Path, typer.Option(help="Repository root holding docs/.")] = Path("."),
 ) -> None:
-    """Regenerate docs/asyncapi/*.yaml and the settings table of docs/configuration.md."""
+    """Regenerate docs/asyncapi/*.yaml, docs/configuration.md's settings table and the
+    cluster overlay's KEDA triggers."""
     from memoria_cli.docs import write_docs
 
     for path in write_docs(root.resolve()):

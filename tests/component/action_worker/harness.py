@@ -43,6 +43,7 @@ from memoria_llm.port import LLMRequest, LLMUnavailable, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import Delivery
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 
 USER_ID: Final = "ana"
@@ -283,6 +284,7 @@ class Harness:
             settings=self.settings,
             memory=self.memory,
             redis=self.redis,
+            partition=Partitions().of(USER_ID),
         )
         return ctx, llm
 

@@ -21,10 +21,14 @@ from memoria_contracts.memory import MemorySearch
 from memoria_contracts.streams import Stream
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 
 from .harness import CYCLE_ID, FakeMemoryService, memory, step_delivery, step_requested
 from .plans import SEARCH_PLAN
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 WORKER_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS_DONE)
 # lease, done mark and plan read together · the answer's one piece · its complete message
@@ -114,7 +118,7 @@ async def test_a_search_step_posts_its_cards_together_and_reads_its_plan_with_it
     [done] = publisher.on(Stream.ACTIONS_DONE)
     assert isinstance(done.payload, ActionCompleted) and done.payload.outcome.status == "ok"
     # The plan was stored, so that a re-run looks for the same things.
-    assert await redis.get(keys.step_plan(CYCLE_ID, 2)) is not None
+    assert await redis.get(keys.step_plan(ONE, CYCLE_ID, 2)) is not None
 
 
 async def test_a_re_run_step_uses_the_plan_read_with_its_lease(
@@ -123,7 +127,7 @@ async def test_a_re_run_step_uses_the_plan_read_with_its_lease(
     """A step run again after a crash (its entry reclaimed) finds the first run's plan in
     the round trip of its lease and asks the model for none."""
     stored = '{"queries": ["where the user lives"], "mode": "semantic"}'
-    await redis.set(keys.step_plan(CYCLE_ID, 3), stored)
+    await redis.set(keys.step_plan(ONE, CYCLE_ID, 3), stored)
     memories = FakeMemoryService([memory("mem_b", "lives in Rio")])
     worker, publisher = await ready_worker(redis, redis_url, memories)
 
@@ -144,13 +148,13 @@ async def test_a_step_of_an_ended_cycle_is_not_run_and_its_records_expire_with_t
     says nothing; a step that runs keeps its completion only while its cycle may still run
     or its request come again."""
     worker, publisher = await ready_worker(redis, redis_url, FakeMemoryService())
-    await redis.set(keys.cycle_ended(CYCLE_ID), "step_timeout")
+    await redis.set(keys.cycle_ended(ONE, CYCLE_ID), "step_timeout")
     await worker.on_action_requested(step_requested("Finalize", 1), step_delivery(1))
     assert publisher.sent == []
 
-    await redis.delete(keys.cycle_ended(CYCLE_ID))
+    await redis.delete(keys.cycle_ended(ONE, CYCLE_ID))
     await worker.on_action_requested(step_requested("MemorySearch", 2), step_delivery(2))
     settings = Settings(_env_file=None)
     kept_for = settings.cycle_max_steps * settings.step_timeout_seconds + 60 + REDELIVERY_SLACK_S
-    for key in (keys.step_done(CYCLE_ID, 2), keys.step_plan(CYCLE_ID, 2)):
+    for key in (keys.step_done(ONE, CYCLE_ID, 2), keys.step_plan(ONE, CYCLE_ID, 2)):
         assert 0 < await redis.ttl(key) <= kept_for

@@ -21,6 +21,7 @@ from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import metrics
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 
 from .harness import (
@@ -30,6 +31,9 @@ from .harness import (
     step_delivery,
     step_requested,
 )
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 ANSWER = "Hello there, friend!"
 PROMPT = Prompt(system="Be brief.", messages=[PromptMessage("user", "hi there")])  # 4 words in
@@ -102,7 +106,7 @@ async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> No
         step_requested("Chatty", 1), step_delivery(1)
     )
 
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [
+    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [
         Usage("scripted", STREAMED_IN, STREAMED_OUT)
     ]
     assert scripted_output_tokens() - before == STREAMED_OUT
@@ -122,7 +126,7 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     assert isinstance(broken_done.payload, ActionCompleted)
     assert broken_done.payload.outcome.status == "failed"
     # The first step's answer, then the failed step's plan: 4 words in, 6 "words" of JSON out.
-    assert await accounting.read_cycle(redis, CYCLE_ID) == [
+    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [
         Usage("scripted", STREAMED_IN + 4, STREAMED_OUT + 6)
     ]
 

@@ -20,9 +20,13 @@ from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, 
 from memoria_decision.state import CycleState, CycleStore
 from memoria_runtime import catalog, i18n
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 SETTINGS = Settings(_env_file=None)
 
@@ -68,7 +72,7 @@ async def start_cycle(redis: Redis, memory: OpeningMemory) -> tuple[CycleState, 
     await engine.on_user_message(
         Envelope(user_id="ana", thread_id="t1", payload=message), message, b"framed"
     )
-    state = await CycleStore(redis).load(cycle_id_for(message.message_id))
+    state = await CycleStore(redis, PARTITIONS).load(ONE, cycle_id_for(message.message_id))
     assert state is not None and state.session is not None
     return state, publisher
 

@@ -24,7 +24,11 @@ from memoria_llm.scripted import ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import catalog, keys, metrics
 from memoria_runtime.envelopes import follow
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 SCRIPTED_PRICE = (1000.0, 2000.0)  # USD per million words: visible costs for tiny prompts
 WORKER_MODEL = "gemini-2.5-flash"
@@ -79,6 +83,7 @@ async def test_the_cycle_end_carries_decisions_and_steps_usage(redis: Redis) -> 
     # The worker's step, as the action worker records it.
     await accounting.add_to_cycle(
         redis,
+        ONE,
         request.cycle_id,
         [Usage(WORKER_MODEL, 2000, 400)],
         service="action-worker",
@@ -119,7 +124,7 @@ async def test_re_asks_of_the_decision_are_counted(redis: Redis) -> None:
     await start_cycle(engine)
     (request,) = publisher.on(Stream.ACTIONS)
     assert request.cycle_id is not None
-    (counted,) = await accounting.read_cycle(redis, request.cycle_id)
+    (counted,) = await accounting.read_cycle(redis, ONE, request.cycle_id)
     assert counted.model == "scripted"
     assert counted.output_tokens == 2 + 1  # "Bogus thing", then "Finalize"
 
@@ -135,4 +140,4 @@ async def test_a_cycle_without_llm_calls_announces_no_usage(redis: Redis) -> Non
     assert isinstance(ended, CycleEnded)
     assert (ended.reason, ended.usage) == ("no_workers", None)
     assert cycles_ended("no_workers") - cycles_before == 1
-    assert not await redis.exists(keys.cycle_usage(cycle_id_for(MESSAGE_ID)))
+    assert not await redis.exists(keys.cycle_usage(ONE, cycle_id_for(MESSAGE_ID)))

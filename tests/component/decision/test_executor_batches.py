@@ -24,6 +24,10 @@ from memoria_decision.cycle import CycleEngine
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 DECISION_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS)
 # open (state, lock, pending) · create (new state, catalog, the echo) · "Thinking…" status ·
@@ -51,7 +55,7 @@ async def cycle(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     thread_id, message_id = f"t{n}", f"msg_roundtrips{n}"
-    await redis.set(keys.thread_lock("ana", thread_id), message_id)  # as the gateway does
+    await redis.set(keys.thread_lock(ONE, "ana", thread_id), message_id)  # as the gateway does
     message = UserMessageReceived(message_id=message_id, content="hi there")
     event = Envelope(user_id="ana", thread_id=thread_id, payload=message)
     with round_trips(monkeypatch) as sent:
@@ -71,8 +75,8 @@ async def cycle(
 
     ended = [e.payload for _, e in publisher.sent if isinstance(e.payload, CycleEnded)]
     assert [e.reason for e in ended][-1:] == ["done"]
-    assert await redis.get(keys.thread_lock("ana", thread_id)) is None  # released
-    assert await redis.zcard(keys.STEP_DEADLINES) == 0
+    assert await redis.get(keys.thread_lock(ONE, "ana", thread_id)) is None  # released
+    assert await redis.zcard(keys.step_deadlines(ONE)) == 0
     # What was appended is what the cycle said, in its order.
     assert await redis.xlen(Stream.CHAT_OUT.value) == len(publisher.on(Stream.CHAT_OUT))
 
@@ -93,7 +97,7 @@ async def test_a_step_leads_to_the_next_decision_in_four_batches(
     )
     for n in (1, 2):  # the first cycle loads the scripts
         thread_id, message_id = f"t{n}", f"msg_nextstep{n}"
-        await redis.set(keys.thread_lock("ana", thread_id), message_id)
+        await redis.set(keys.thread_lock(ONE, "ana", thread_id), message_id)
         message = UserMessageReceived(message_id=message_id, content="what do I like?")
         await engine.on_user_message(
             Envelope(user_id="ana", thread_id=thread_id, payload=message), message, b"framed"
@@ -119,5 +123,5 @@ async def test_a_step_leads_to_the_next_decision_in_four_batches(
             "ActionRequested",  # (a Finalize step is not kept as a call)
         ]
         assert isinstance(after[-1], ActionRequested) and after[-1].action == "Finalize"
-        assert await redis.zscore(keys.STEP_DEADLINES, f"{search.cycle_id}|1") is None
+        assert await redis.zscore(keys.step_deadlines(ONE), f"{search.cycle_id}|1") is None
         assert await redis.xlen(Stream.CHAT_OUT.value) == len(publisher.on(Stream.CHAT_OUT))

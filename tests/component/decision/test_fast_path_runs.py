@@ -32,7 +32,11 @@ from memoria_decision.fast_paths import LIST_SHOWN
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.rpc import RpcError
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
@@ -131,7 +135,7 @@ async def test_delete_all_asks_then_sim_deletes_only_that_users_memories(redis: 
     assert (asked.actions, asked.reason, asked.usage) == (["ConfirmDeleteAll"], "done", None)
     assert chat.replies()[-1].startswith("Apagar cada memória que tenho de você?")
     assert memories.deletes == []  # never on the request itself
-    assert await redis.ttl(keys.pending_action("ana", "t1")) > 0  # it expires
+    assert await redis.ttl(keys.pending_action(ONE, "ana", "t1")) > 0  # it expires
     assert not chat.publisher.on(Stream.ACTIONS)  # no action worker, no model
 
     chat.publisher.clear()
@@ -142,8 +146,8 @@ async def test_delete_all_asks_then_sim_deletes_only_that_users_memories(redis: 
     assert memories.ids("ana") == []
     assert memories.ids("bob") == ["mem_b1"]
     assert {user for user, _ in memories.deletes} == {"ana"}
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
-    assert not await redis.exists(keys.thread_lock("ana", "t1"))  # the thread is released
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
+    assert not await redis.exists(keys.thread_lock(ONE, "ana", "t1"))  # the thread is released
 
     chat.publisher.clear()
     await chat.say("sim")  # a second yes confirms nothing: an ordinary message (model)
@@ -182,7 +186,7 @@ async def test_no_or_cancel_keeps_everything(redis: Redis) -> None:
     assert (ended.actions, ended.reason) == (["Cancel"], "done")
     assert chat.replies() == ["Okay, cancelled: I did not delete anything."]
     assert memories.ids("ana") == ["mem_a1"]
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
     chat.publisher.clear()
     await chat.say("cancelar")
@@ -206,7 +210,7 @@ async def test_another_message_drops_the_pending_action_and_goes_to_the_model(
     assert isinstance(request.payload, ActionRequested)
     assert request.payload.action == "Finalize"
     assert memories.ids("ana") == ["mem_a1"]
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_a_yes_in_another_thread_confirms_nothing(redis: Redis) -> None:
@@ -215,7 +219,7 @@ async def test_a_yes_in_another_thread_confirms_nothing(redis: Redis) -> None:
     await chat.say("yes", thread="t2")
     assert chat.publisher.ends()[-1].reason == "llm_error"  # the model's (here: none)
     assert memories.ids("ana") == ["mem_a1"]
-    assert await redis.exists(keys.pending_action("ana", "t1"))
+    assert await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_list_all_shows_the_newest_memories_as_cards(redis: Redis) -> None:
@@ -252,8 +256,8 @@ async def test_without_memories(redis: Redis) -> None:
 
 
 def test_redis_keys_are_per_thread() -> None:
-    assert keys.pending_action("ana", "t1") != keys.pending_action("ana", "t2")
-    assert keys.pending_action("ana", "t1") != keys.pending_action("bob", "t1")
+    assert keys.pending_action(ONE, "ana", "t1") != keys.pending_action(ONE, "ana", "t2")
+    assert keys.pending_action(ONE, "ana", "t1") != keys.pending_action(ONE, "bob", "t1")
 
 
 async def test_a_partial_delete_all_says_so_and_ends_failed(redis: Redis) -> None:
@@ -272,8 +276,8 @@ async def test_a_partial_delete_all_says_so_and_ends_failed(redis: Redis) -> Non
 
 async def test_an_unreadable_pending_action_is_dropped_not_guessed(redis: Redis) -> None:
     chat, memories = await a_chat(redis, {"ana": ["mem_a1"]})
-    await redis.set(keys.pending_action("ana", "t1"), b'{"kind": "delete_everything"}')
+    await redis.set(keys.pending_action(ONE, "ana", "t1"), b'{"kind": "delete_everything"}')
     await chat.say("yes")
     assert chat.publisher.ends()[-1].reason == "llm_error"  # an ordinary message
     assert memories.ids("ana") == ["mem_a1"]
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))

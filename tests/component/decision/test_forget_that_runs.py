@@ -38,7 +38,11 @@ from memoria_contracts.streams import Stream
 from memoria_decision import tool_history
 from memoria_runtime import catalog, keys
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.rpc import RpcError
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
@@ -269,12 +273,12 @@ async def test_a_statement_that_saved_two_memories_asks_which_then_forgets_the_p
         "Qual devo esquecer?\n1. Chama-se Ana\n2. Mora no Porto\nResponda com o número (ou "
         '"cancelar"); espero 10 minutos.'
     ]
-    assert await redis.exists(keys.pending_action("ana", "t1"))
+    assert await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
     picked = await chat.say("a segunda")
     assert chat.memories.deleted == ["mem_porto1"]
     assert chat.shown(picked)[-1] == 'Esqueci: "Mora no Porto".'
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_which_to_forget_answered_with_a_cancel_or_something_else(redis: Redis) -> None:
@@ -343,7 +347,7 @@ async def test_a_sim_after_the_question_expired_confirms_nothing(redis: Redis) -
     chat = await a_chat(redis)
     chat.memories.memories["mem_a1"] = memory("mem_a1", "Mora no Porto")
     await chat.say("apaga todas as minhas memórias")
-    await redis.delete(keys.pending_action("ana", "t1"))  # its ten minutes went by
+    await redis.delete(keys.pending_action(ONE, "ana", "t1"))  # its ten minutes went by
 
     late = await chat.say("sim")
 
@@ -363,7 +367,7 @@ async def test_a_pick_after_the_which_one_question_expired_forgets_nothing(redis
         memory("mem_porto1", "Lives in Porto"),
     )
     await chat.say("forget that")
-    await redis.delete(keys.pending_action("ana", "t1"))  # its ten minutes went by
+    await redis.delete(keys.pending_action(ONE, "ana", "t1"))  # its ten minutes went by
 
     late = await chat.say("2")
 

@@ -13,6 +13,10 @@ from memoria_contracts.events import ActionRequested, Envelope, UserMessageRecei
 from memoria_contracts.streams import Stream
 from memoria_decision.state import CycleStore
 from memoria_runtime import catalog
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 SENT_AT = datetime(2026, 11, 27, 23, 59, 30, tzinfo=UTC)
 
@@ -30,5 +34,5 @@ async def test_the_action_request_carries_the_time_the_message_was_sent(redis: R
     assert isinstance(requested, ActionRequested)
     assert requested.context.original_message.created_at == SENT_AT
     # Kept in the cycle's stored state, so a later step (or another replica) sends it too.
-    state = await CycleStore(redis).load(cycle_id_for(message.message_id))
+    state = await CycleStore(redis, PARTITIONS).load(ONE, cycle_id_for(message.message_id))
     assert state is not None and state.context().original_message.created_at == SENT_AT

@@ -30,7 +30,11 @@ from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog
 from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 SEARCH = ActionSpec(name="MemorySearch", description="Search memories.", ends_cycle=False)
 PROMPT_CHARS = 500
@@ -112,7 +116,7 @@ async def test_a_step_is_published_as_a_tool_call_then_its_result(redis: Redis) 
     assert len([r for r in publisher.chat() if r.tool_record]) == 3
     # The decision asked for the summary and kept only what fits the prompt's bound.
     assert memory.queries[0].summary is True
-    state = await engine.store.load(requests[0].cycle_id or "")
+    state = await engine.store.load(ONE, requests[0].cycle_id or "")
     assert state is not None and state.history_summary is not None
     assert state.history_summary.turns[-1].cycle_id == "c199"
     assert len(state.history_summary.turns) < len(BIG_SUMMARY.turns)

@@ -25,7 +25,11 @@ from memoria_decision.pending import PendingAction, PendingActions, UpdateCandid
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
+from memoria_runtime.partitions import Partitions
 from tests.component.decision.test_fast_path_runs import Chat, InProcessMemories, a_chat
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
 
@@ -129,7 +133,7 @@ async def asked(redis: Redis, owned: dict[str, list[str]]) -> tuple[Chat, Updati
     memories = UpdatingMemories(owned)
     chat.engine.memory = memories
     chat.engine.fast_paths.memory = memories
-    await PendingActions(redis).put("ana", "t1", pending())
+    await PendingActions(redis, PARTITIONS).put("ana", "t1", pending())
     return chat, memories
 
 
@@ -147,7 +151,7 @@ async def test_a_number_updates_only_that_memory_and_a_redelivery_says_the_same(
     assert {str(r.content) for r in replies} == {
         'Updated: "Coffee: black, no sugar" is now "I drink tea".'
     }
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
     # Its card says it was written here: what a later "forget that" forgets.
     cards = [r for r in chat.publisher.chat() if r.modal == "memory"]
     assert last_told(cards) == ["mem_c2"]
@@ -192,7 +196,7 @@ async def test_cancel_drops_the_choice(redis: Redis) -> None:
     await chat.say("cancel")
     assert chat.replies() == ["Okay, cancelled: I did not change any memory."]
     assert memories.updates == []
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_out_of_range_asks_again(redis: Redis) -> None:
@@ -214,7 +218,7 @@ async def test_anything_else_drops_it_with_a_notice_and_goes_to_the_model(redis:
     ]
     assert chat.publisher.ends()[-1].reason == "llm_error"  # the model's turn (here: none)
     assert memories.updates == []
-    assert not await redis.exists(keys.pending_action("ana", "t1"))
+    assert not await redis.exists(keys.pending_action(ONE, "ana", "t1"))
 
 
 async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_redelivered(
@@ -249,6 +253,6 @@ async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_rede
         "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"
         'Reply with its number (or "cancel"); I will wait 10 minutes.'
     )
-    stored = await PendingActions(redis).get("ana", "t1")
+    stored = await PendingActions(redis, PARTITIONS).get("ana", "t1")
     assert stored is not None and stored.kind == "choose_update"
     assert [c.memory_id for c in stored.candidates] == ["mem_c1", "mem_c2"]

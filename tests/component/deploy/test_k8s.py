@@ -28,11 +28,12 @@ from memoria_cli.run import SERVICES as RUN_SERVICES
 from memoria_contracts.streams import Group, Stream
 from memoria_decision.app import DECISION_SLOTS
 from memoria_runtime.bus.consumer import DEFAULT_SLOTS
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings, env_names
 
 ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "deploy" / "k8s"
-OVERLAYS = ("dev", "prod")
+OVERLAYS = ("dev", "prod", "cluster")
 KUBECTL_TIMEOUT_S = 120
 
 Manifest = dict[str, Any]
@@ -204,8 +205,28 @@ def container_problems(workload: Manifest) -> list[str]:
     return problems
 
 
+STREAM_TRIGGERS = ("redis-streams", "redis-cluster-streams")
+
+
 def redis_streams_triggers(scaled_object: Manifest) -> list[Manifest]:
-    return [t for t in scaled_object["spec"]["triggers"] if t["type"] == "redis-streams"]
+    return [t for t in scaled_object["spec"]["triggers"] if t["type"] in STREAM_TRIGGERS]
+
+
+def partitions_of(docs: tuple[Manifest, ...] | list[Manifest]) -> Partitions:
+    data = config_data(docs)
+    return Partitions(
+        int(data.get("MEMORIA_BUS_PARTITIONS", "1")),
+        tagged=data.get("MEMORIA_REDIS_CLUSTER", "false") == "true",
+    )
+
+
+def summed(scaled_object: Manifest, names: list[str]) -> None:
+    """Several triggers of one measure are summed by the ScaledObject's formula (KEDA takes
+    the largest of separate triggers)."""
+    if len(names) == 1:
+        return
+    formula = scaled_object["spec"]["advanced"]["scalingModifiers"]["formula"]
+    assert " + ".join(names) in formula, (names, formula)
 
 
 # -- every overlay ----------------------------------------------------------------------------
@@ -325,14 +346,20 @@ def test_keda_scales_the_worker_on_the_action_stream_lag(docs: tuple[Manifest, .
     triggers = redis_streams_triggers(scaled)
     assert triggers
     for trigger in triggers:
-        assert trigger["metadata"]["stream"] == Stream.ACTIONS.value
         assert trigger["metadata"]["consumerGroup"] == Group.ACTION_WORKER.value
-    lag = [t["metadata"] for t in triggers if "lagCount" in t["metadata"]]
-    assert len(lag) == 1
-    # One replica per what one worker runs at once.
-    assert int(lag[0]["lagCount"]) == DEFAULT_SLOTS
-    # KEDA 2.16 refuses lagCount without a non-zero activationLagCount.
-    assert int(lag[0]["activationLagCount"]) >= 1
+    # Every partition of the stream, its lag summed.
+    partitions = partitions_of(docs)
+    lag = [t for t in triggers if "lagCount" in t["metadata"]]
+    assert [t["metadata"]["stream"] for t in lag] == partitions.keys(Stream.ACTIONS.value)
+    summed(scaled, [t["name"] for t in lag])
+    for trigger in lag:
+        # One replica per what one worker runs at once.
+        assert int(trigger["metadata"]["lagCount"]) == DEFAULT_SLOTS
+        # KEDA 2.16 refuses lagCount without a non-zero activationLagCount.
+        assert int(trigger["metadata"]["activationLagCount"]) >= 1
+    if partitions.count > 1:
+        modifiers = scaled["spec"]["advanced"]["scalingModifiers"]
+        assert int(modifiers["target"]) == DEFAULT_SLOTS
 
 
 def test_keda_scales_decision_on_the_decisions_waiting_and_running(
@@ -344,17 +371,20 @@ def test_keda_scales_decision_on_the_decisions_waiting_and_running(
     assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"]
     triggers = [t["metadata"] for t in redis_streams_triggers(scaled)]
     assert {t["consumerGroup"] for t in triggers} == {Group.DECISION.value}
-    # Both streams decision reads, each by what waits unread and what runs.
+    partitions = partitions_of(docs)
+    # Both streams decision reads, each by what waits unread and what runs, every partition.
     for stream in (Stream.CHAT_IN, Stream.ACTIONS_DONE):
-        (lag,) = [t for t in triggers if t["stream"] == stream.value and "lagCount" in t]
-        (pending,) = [
-            t for t in triggers if t["stream"] == stream.value and "pendingEntriesCount" in t
-        ]
-        assert int(lag["lagCount"]) == DECISION_SLOTS
-        assert int(lag["activationLagCount"]) >= 1
-        # Below what a replica runs at once: busy replicas are not scaled in.
-        assert 1 <= int(pending["pendingEntriesCount"]) < DECISION_SLOTS
-    assert len(triggers) == 4
+        for key in partitions.keys(stream.value):
+            (lag,) = [t for t in triggers if t["stream"] == key and "lagCount" in t]
+            (pending,) = [t for t in triggers if t["stream"] == key and "pendingEntriesCount" in t]
+            assert int(lag["lagCount"]) == DECISION_SLOTS
+            assert int(lag["activationLagCount"]) >= 1
+            # Below what a replica runs at once: busy replicas are not scaled in.
+            assert 1 <= int(pending["pendingEntriesCount"]) < DECISION_SLOTS
+    assert len(triggers) == 4 * partitions.count
+    for measure in ("lag", "pending"):
+        names = [t["name"] for t in redis_streams_triggers(scaled) if t["name"].endswith(measure)]
+        summed(scaled, names[: partitions.count])
 
 
 def test_keda_reaches_the_broker_the_pods_use(docs: tuple[Manifest, ...]) -> None:
@@ -372,8 +402,12 @@ def test_keda_reaches_the_broker_the_pods_use(docs: tuple[Manifest, ...]) -> Non
         for trigger in redis_streams_triggers(scaled):
             metadata = trigger["metadata"]
             assert "address" not in metadata and "host" not in metadata
-            assert data[metadata["addressFromEnv"]] == url.netloc
-            assert metadata.get("databaseIndex", "0") == (url.path.strip("/") or "0")
+            if trigger["type"] == "redis-cluster-streams":  # every node, as the pods name them
+                assert metadata["addresses"] == url.netloc
+                assert data["MEMORIA_REDIS_CLUSTER"] == "true"
+            else:
+                assert data[metadata["addressFromEnv"]] == url.netloc
+                assert metadata.get("databaseIndex", "0") == (url.path.strip("/") or "0")
             if "authenticationRef" in trigger:
                 auth = named(docs, "TriggerAuthentication", trigger["authenticationRef"]["name"])
                 secrets = {s["metadata"]["name"] for s in of_kind(docs, "Secret")} or {

@@ -13,6 +13,10 @@ from redis.backoff import NoBackoff
 from memoria_llm import accounting, usage
 from memoria_llm.usage import Usage
 from memoria_runtime import keys, metrics
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 PRICES = {"big-model": (2.0, 10.0), "small-model": (0.5, 1.0)}
 CYCLE = "cyc_usage1"
@@ -85,23 +89,24 @@ def test_nothing_used_is_priced_as_zero() -> None:
 async def test_services_add_up_in_the_cycles_hash(redis: Redis) -> None:
     # Decision's calls, then a worker's, as the two services would record them.
     await accounting.add_to_cycle(
-        redis, CYCLE, [Usage("big-model", 100, 2)], service="decision", prices=PRICES
+        redis, ONE, CYCLE, [Usage("big-model", 100, 2)], service="decision", prices=PRICES
     )
     await accounting.add_to_cycle(
         redis,
+        ONE,
         CYCLE,
         [Usage("small-model", 300, 40), Usage("big-model", 10, 1), Usage("small-model", 5, 5)],
         service="action-worker",
         prices=PRICES,
     )
 
-    assert await redis.hgetall(keys.cycle_usage(CYCLE)) == {
+    assert await redis.hgetall(keys.cycle_usage(ONE, CYCLE)) == {
         b"big-model:in": b"110",
         b"big-model:out": b"3",
         b"small-model:in": b"305",
         b"small-model:out": b"45",
     }
-    assert await accounting.read_cycle(redis, CYCLE) == [
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == [
         Usage("big-model", 110, 3),
         Usage("small-model", 305, 45),
     ]
@@ -109,28 +114,30 @@ async def test_services_add_up_in_the_cycles_hash(redis: Redis) -> None:
 
 async def test_the_hash_lives_as_long_as_the_cycle_state(redis: Redis) -> None:
     await accounting.add_to_cycle(
-        redis, CYCLE, [Usage("big-model", 1, 1)], service=SERVICE, prices=PRICES
+        redis, ONE, CYCLE, [Usage("big-model", 1, 1)], service=SERVICE, prices=PRICES
     )
-    ttl = await redis.ttl(keys.cycle_usage(CYCLE))
+    ttl = await redis.ttl(keys.cycle_usage(ONE, CYCLE))
     assert keys.CYCLE_TTL_S - 5 <= ttl <= keys.CYCLE_TTL_S
 
 
 async def test_model_names_with_colons_survive_the_round_trip(redis: Redis) -> None:
     await accounting.add_to_cycle(
-        redis, CYCLE, [Usage("llama3.1:8b", 12, 3)], service=SERVICE, prices=PRICES
+        redis, ONE, CYCLE, [Usage("llama3.1:8b", 12, 3)], service=SERVICE, prices=PRICES
     )
-    assert await accounting.read_cycle(redis, CYCLE) == [Usage("llama3.1:8b", 12, 3)]
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == [Usage("llama3.1:8b", 12, 3)]
 
 
 async def test_no_usage_writes_nothing(redis: Redis) -> None:
-    await accounting.add_to_cycle(redis, CYCLE, [], service=SERVICE, prices=PRICES)
-    assert not await redis.exists(keys.cycle_usage(CYCLE))
-    assert await accounting.read_cycle(redis, CYCLE) == []
+    await accounting.add_to_cycle(redis, ONE, CYCLE, [], service=SERVICE, prices=PRICES)
+    assert not await redis.exists(keys.cycle_usage(ONE, CYCLE))
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == []
 
 
 async def test_unknown_fields_are_ignored(redis: Redis) -> None:
-    await redis.hset(keys.cycle_usage(CYCLE), mapping={"big-model:in": 4, "big-model:cached": 9})
-    assert await accounting.read_cycle(redis, CYCLE) == [Usage("big-model", 4, 0)]
+    await redis.hset(
+        keys.cycle_usage(ONE, CYCLE), mapping={"big-model:in": 4, "big-model:cached": 9}
+    )
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == [Usage("big-model", 4, 0)]
 
 
 async def test_redis_failures_lose_the_count_not_the_step() -> None:
@@ -139,9 +146,9 @@ async def test_redis_failures_lose_the_count_not_the_step() -> None:
     )
     try:
         await accounting.add_to_cycle(
-            unreachable, CYCLE, [Usage("big-model", 1, 1)], service=SERVICE, prices=PRICES
+            unreachable, ONE, CYCLE, [Usage("big-model", 1, 1)], service=SERVICE, prices=PRICES
         )
-        assert await accounting.read_cycle(unreachable, CYCLE) == []
+        assert await accounting.read_cycle(unreachable, ONE, CYCLE) == []
     finally:
         await unreachable.aclose()
 
@@ -156,7 +163,7 @@ async def test_recorded_usage_is_counted_in_the_metrics(redis: Redis) -> None:
         cost_counted("big-model"),
     )
     await accounting.add_to_cycle(
-        redis, CYCLE, [Usage("big-model", 1000, 100)], service=SERVICE, prices=PRICES
+        redis, ONE, CYCLE, [Usage("big-model", 1000, 100)], service=SERVICE, prices=PRICES
     )
     assert tokens_counted("big-model", metrics.INPUT) - before[0] == 1000
     assert tokens_counted("big-model", metrics.OUTPUT) - before[1] == 100
@@ -171,20 +178,22 @@ async def test_a_block_and_the_tasks_it_starts_are_collected(redis: Redis) -> No
         await asyncio.sleep(0)
         usage.report(Usage(model, 10, 1))
 
-    async with accounting.charged_on_failure(redis, CYCLE, service=SERVICE, prices=PRICES) as used:
+    async with accounting.charged_on_failure(
+        redis, ONE, CYCLE, service=SERVICE, prices=PRICES
+    ) as used:
         usage.report(Usage("big-model", 5, 5))
         await asyncio.ensure_future(call("small-model"))  # like a worker running its action
     assert len(used) == 2
     assert accounting.by_model(used) == {"big-model": (5, 5), "small-model": (10, 1)}
-    assert await accounting.read_cycle(redis, CYCLE) == []  # the caller writes a success
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == []  # the caller writes a success
 
 
 async def test_a_failing_block_is_added_to_the_cycle_at_once(redis: Redis) -> None:
     async def failing_step() -> None:
-        async with accounting.charged_on_failure(redis, CYCLE, service=SERVICE, prices=PRICES):
+        async with accounting.charged_on_failure(redis, ONE, CYCLE, service=SERVICE, prices=PRICES):
             usage.report(Usage("big-model", 7, 0))
             raise RuntimeError("the step failed after calling the model")
 
     with pytest.raises(RuntimeError):
         await failing_step()
-    assert await accounting.read_cycle(redis, CYCLE) == [Usage("big-model", 7, 0)]
+    assert await accounting.read_cycle(redis, ONE, CYCLE) == [Usage("big-model", 7, 0)]

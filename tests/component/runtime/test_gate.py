@@ -9,13 +9,17 @@ from redis.asyncio import Redis
 from memoria_contracts.streams import READERS, Group, Stream
 from memoria_runtime import keys
 from memoria_runtime.gate import KeyWrite, ThreadGate
+from memoria_runtime.partitions import Partitions
+
+PARTITIONS = Partitions()
+ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 LOCK_TTL_S = 60
 MAXLEN = 1000
 
 
 def gate(redis: Redis) -> ThreadGate:
-    return ThreadGate(redis, lock_ttl_s=LOCK_TTL_S, stream_maxlen=MAXLEN)
+    return ThreadGate(redis, lock_ttl_s=LOCK_TTL_S, stream_maxlen=MAXLEN, partitions=PARTITIONS)
 
 
 async def chat_in(redis: Redis) -> list[bytes]:
@@ -33,7 +37,7 @@ async def test_free_thread_dispatches_and_busy_thread_queues(redis: Redis) -> No
     assert first.outcome == "dispatched"
     assert second.outcome == "queued"
     assert await chat_in(redis) == [b"frame-1"]
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m1"
 
 
 async def test_release_dispatches_queued_messages_in_order(redis: Redis) -> None:
@@ -45,7 +49,7 @@ async def test_release_dispatches_queued_messages_in_order(redis: Redis) -> None
     assert await g.release("ana", "t1", "m2") == "m3"
     assert await g.release("ana", "t1", "m3") is None
     assert await chat_in(redis) == [b"frame-1", b"frame-2", b"frame-3"]
-    assert await redis.exists(keys.thread_lock("ana", "t1")) == 0
+    assert await redis.exists(keys.thread_lock(ONE, "ana", "t1")) == 0
 
 
 async def test_release_twice_is_harmless(redis: Redis) -> None:
@@ -57,7 +61,7 @@ async def test_release_twice_is_harmless(redis: Redis) -> None:
     assert await g.release("ana", "t1", "m1") == "m2"
     assert await g.release("ana", "t1", "m1") is None  # a redelivered end of m1's cycle
     assert await chat_in(redis) == [b"frame-1", b"frame-2"]
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m2"
 
 
 async def test_threads_and_users_are_independent(redis: Redis) -> None:
@@ -83,13 +87,13 @@ async def test_expired_lock_serves_the_oldest_waiting_message_first(redis: Redis
     g = gate(redis)
     await g.admit("ana", "t1", "m1", b"frame-1")
     await g.admit("ana", "t1", "m2", b"frame-2")
-    await redis.delete(keys.thread_lock("ana", "t1"))  # m1's cycle died; its lock expired
+    await redis.delete(keys.thread_lock(ONE, "ana", "t1"))  # m1's cycle died; its lock expired
 
     result = await g.admit("ana", "t1", "m3", b"frame-3")
 
     assert result.outcome == "queued"
     assert await chat_in(redis) == [b"frame-1", b"frame-2"]
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m2"
     assert await g.release("ana", "t1", "m2") == "m3"
 
 
@@ -120,7 +124,7 @@ async def test_open_takes_over_a_free_thread_and_reads_once_owned(redis: Redis) 
     opening = await g.open("ana", "t1", "m1", started="state", then_read="pending")
 
     assert (opening.started, opening.owns, opening.read) == (None, True, b"asked")
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m1"
     missing = await g.open("ana", "t1", "m1", started="state", then_read="nothing")
     assert (missing.owns, missing.read) == (True, None)
 
@@ -128,13 +132,13 @@ async def test_open_takes_over_a_free_thread_and_reads_once_owned(redis: Redis) 
 async def test_open_refreshes_its_own_lock_and_leaves_anothers(redis: Redis) -> None:
     g = gate(redis)
     await g.admit("ana", "t1", "m1", b"frame-1")
-    await redis.expire(keys.thread_lock("ana", "t1"), 5)
+    await redis.expire(keys.thread_lock(ONE, "ana", "t1"), 5)
 
     assert (await g.open("ana", "t1", "m1", started="s", then_read="p")).owns is True
-    assert await redis.ttl(keys.thread_lock("ana", "t1")) > 5  # fresh: no refresh needed
+    assert await redis.ttl(keys.thread_lock(ONE, "ana", "t1")) > 5  # fresh: no refresh needed
     other = await g.open("ana", "t1", "m2", started="s2", then_read="p")
     assert (other.owns, other.read) == (False, None)
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m1"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m1"
 
 
 async def test_open_of_a_started_cycle_takes_nothing(redis: Redis) -> None:
@@ -144,7 +148,7 @@ async def test_open_of_a_started_cycle_takes_nothing(redis: Redis) -> None:
     opening = await g.open("ana", "t1", "m1", started="state", then_read="p")
 
     assert (opening.started, opening.owns) == (b"{}", False)
-    assert await redis.get(keys.thread_lock("ana", "t1")) is None
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) is None
 
 
 async def test_release_saves_its_write_whoever_owns_the_lock(redis: Redis) -> None:
@@ -156,22 +160,22 @@ async def test_release_saves_its_write_whoever_owns_the_lock(redis: Redis) -> No
     assert await g.release("ana", "t1", "m1", save=KeyWrite("end", "again", 60)) is None
     assert await redis.get("end") == b"again"  # a redelivered end saves, releases nothing
     assert 0 < await redis.ttl("end") <= 60
-    assert await redis.get(keys.thread_lock("ana", "t1")) == b"m2"
+    assert await redis.get(keys.thread_lock(ONE, "ana", "t1")) == b"m2"
 
 
 async def test_a_queued_refresh_survives_a_broker_that_forgot_the_script(redis: Redis) -> None:
     g = gate(redis)
     await g.admit("ana", "t1", "m1", b"frame-1")
-    await redis.expire(keys.thread_lock("ana", "t1"), 5)
+    await redis.expire(keys.thread_lock(ONE, "ana", "t1"), 5)
     await redis.script_flush()  # as after a broker restart
 
     async with redis.pipeline(transaction=False) as pipe:
         g.queue_refresh(pipe, "ana", "t1", "m1")
-        pipe.get(keys.thread_lock("ana", "t1"))
+        pipe.get(keys.thread_lock(ONE, "ana", "t1"))
         refresh, owner = await pipe.execute(raise_on_error=False)
     assert owner == b"m1"
     assert await g.refreshed(refresh, "ana", "t1", "m1") is True
-    assert await redis.ttl(keys.thread_lock("ana", "t1")) > 5
+    assert await redis.ttl(keys.thread_lock(ONE, "ana", "t1")) > 5
 
 
 async def unread_by(redis: Redis, group: Group) -> list[bytes]:

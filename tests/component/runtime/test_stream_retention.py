@@ -11,7 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus.retention import trim_all, trim_stream
+from memoria_runtime.bus.retention import EntryId, queue_inbox_trim, trim_all, trim_stream
 from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.settings import BusSettings
 
@@ -106,3 +106,30 @@ async def test_dead_letters_are_kept_for_days_and_missing_streams_are_skipped(
     removed = await trim_all(redis, settings, [Stream.DEAD_LETTER, Stream.CHAT_OUT], NOW_MS)
     assert removed == 1
     assert await remaining(redis, stream) == ids[1:]
+
+
+async def test_every_partition_of_a_stream_is_trimmed(redis: Redis) -> None:
+    settings = BusSettings(stream_retention_seconds=RETENTION_S, bus_partitions=3)
+    kept = []
+    for key in settings.partitions.keys(Stream.MEMORY_RPC.value):
+        await create_stream(redis, key)
+        ids = await fill(redis, key, [10, 0])
+        await redis.xack(key, Group.MEMORY.value, *await read(redis, key, Group.MEMORY.value, 2))
+        kept.append(ids[1:])
+    assert await trim_all(redis, settings, [Stream.MEMORY_RPC], NOW_MS) == 3
+    assert [
+        await remaining(redis, key) for key in settings.partitions.keys(Stream.MEMORY_RPC.value)
+    ] == kept
+
+
+async def test_an_inbox_is_trimmed_by_age_up_to_what_its_gateway_read(redis: Redis) -> None:
+    inbox = "memoria:{p0.0}:gateway:gw-a:inbox"
+    ids = await fill(redis, inbox, [10, 5, 2, 0])
+    async with redis.pipeline(transaction=False) as pipe:
+        queue_inbox_trim(pipe, inbox, RETENTION_S, NOW_MS, read_up_to=EntryId.parse(ids[1]))
+        queue_inbox_trim(
+            pipe, "memoria:{p0.0}:gateway:gone:inbox", RETENTION_S, NOW_MS, EntryId(0, 0)
+        )
+        await pipe.execute()
+    assert await remaining(redis, inbox) == ids[2:]  # 2 minutes old, but not read yet
+    assert not await redis.exists("memoria:{p0.0}:gateway:gone:inbox")  # nothing made

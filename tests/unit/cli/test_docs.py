@@ -8,7 +8,9 @@ from pathlib import Path
 import yaml
 
 from memoria_cli.docs import SETTINGS_PAGE, asyncapi_documents, render_settings_page
-from memoria_contracts.streams import READERS
+from memoria_cli.keda_partitions import CLUSTER_OVERLAY, CONFIG_ENV, PATCH_FILE, keda_patch
+from memoria_contracts.streams import READERS, Stream
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -59,3 +61,24 @@ def test_the_stream_topology_names_every_group_a_service_reads() -> None:
         (stream.value, group.value) for stream, groups in READERS.items() for group in groups
     }
     assert read == declared
+
+
+def test_the_cluster_overlays_keda_triggers_are_current() -> None:
+    overlay = ROOT / CLUSTER_OVERLAY
+    committed = (overlay / PATCH_FILE).read_text()
+    wanted = keda_patch((overlay / CONFIG_ENV).read_text())
+    assert committed == wanted, f"run `make docs` to refresh {CLUSTER_OVERLAY / PATCH_FILE}"
+
+
+def test_the_keda_triggers_follow_the_partition_count() -> None:
+    env = "MEMORIA_BUS_PARTITIONS=3\nMEMORIA_REDIS_URL=redis://a:6379,b:7000/0\n"
+    documents = list(yaml.safe_load_all(keda_patch(env)))
+    worker = next(d for d in documents if d["metadata"]["name"] == "action-worker")
+    streams = {t["metadata"]["stream"] for t in worker["spec"]["triggers"]}
+    assert streams == set(Partitions(3, tagged=True).keys(Stream.ACTIONS.value))
+    assert {t["metadata"]["addresses"] for t in worker["spec"]["triggers"]} == {"a:6379,b:7000"}
+    formula = worker["spec"]["advanced"]["scalingModifiers"]["formula"]
+    assert formula == (
+        "max(actions_0_lag + actions_1_lag + actions_2_lag, "
+        "(actions_0_pending + actions_1_pending + actions_2_pending) * 16 / 12)"
+    )

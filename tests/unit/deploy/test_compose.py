@@ -401,3 +401,44 @@ def test_collector_takes_otlp_http_and_sends_traces_to_jaeger() -> None:
     assert "jaeger:4317" in endpoints
     assert all(name in config["processors"] for name in pipeline["processors"])
     assert services["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+
+
+# -- the cluster profile ---------------------------------------------------------------------
+
+
+def _cluster_nodes() -> dict[str, dict[str, Any]]:
+    return {
+        name: service for name, service in _services().items() if name.startswith("valkey-node-")
+    }
+
+
+def test_the_cluster_profile_runs_three_primaries_and_three_replicas() -> None:
+    nodes = _cluster_nodes()
+    assert len(nodes) == 6
+    for name, node in nodes.items():
+        assert node["profiles"] == ["cluster"], name
+        assert node["hostname"] == name  # what it announces to the others
+        command = " ".join(node["command"])
+        for flag in ("--cluster-enabled yes", "--appendonly yes", "--maxmemory-policy noeviction"):
+            assert flag in command, (name, flag)
+        assert any(str(volume).endswith(":/data") for volume in node["volumes"]), name
+    init = _services()["valkey-cluster"]
+    assert init["profiles"] == ["cluster"]
+    assert set(_depends_on(init)) == set(nodes)
+    created = " ".join(init["command"])
+    assert "--cluster-replicas 1" in created
+    assert all(f"{name}:6379" in created for name in nodes)
+
+
+def test_memoria_waits_for_the_cluster_only_on_its_profile() -> None:
+    for name in MEMORIA_SERVICES:
+        wanted = _services()[name]["depends_on"]["valkey-cluster"]
+        assert wanted["condition"] == "service_completed_successfully", name
+        assert wanted["required"] is False, name  # the default profile has no cluster
+
+
+def test_the_example_cluster_url_names_every_node() -> None:
+    text = ENV_EXAMPLE.read_text()
+    (url,) = re.findall(r"MEMORIA_REDIS_URL=(redis://valkey-node-\S+)", text)
+    named = set(re.findall(r"(valkey-node-\d+):6379", url))
+    assert named == set(_cluster_nodes())

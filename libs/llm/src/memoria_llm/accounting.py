@@ -22,6 +22,7 @@ from memoria_contracts.events import CycleUsage, ModelUsage
 from memoria_llm import usage
 from memoria_llm.usage import Usage
 from memoria_runtime import keys, metrics
+from memoria_runtime.partitions import Partition
 
 log = logging.getLogger("memoria.llm.accounting")
 
@@ -88,13 +89,15 @@ def count_usage(
     return totals
 
 
-def queue_add(pipe: Any, cycle_id: str, totals: Mapping[str, tuple[int, int]]) -> None:
+def queue_add(
+    pipe: Any, part: Partition, cycle_id: str, totals: Mapping[str, tuple[int, int]]
+) -> None:
     """Queue on ``pipe`` the commands that add ``totals`` to the cycle's hash, so a caller
     can send them with its own writes in one round trip. No transaction is needed: the
     increments are independent, and a lost one is only a missing estimate."""
     if not totals:
         return
-    key = keys.cycle_usage(cycle_id)
+    key = keys.cycle_usage(part, cycle_id)
     for model, (input_tokens, output_tokens) in totals.items():
         pipe.hincrby(key, _field(model, INPUT_FIELD), input_tokens)
         pipe.hincrby(key, _field(model, OUTPUT_FIELD), output_tokens)
@@ -102,7 +105,13 @@ def queue_add(pipe: Any, cycle_id: str, totals: Mapping[str, tuple[int, int]]) -
 
 
 async def add_to_cycle(
-    redis: Any, cycle_id: str, used: Iterable[Usage], *, service: str, prices: Prices
+    redis: Any,
+    part: Partition,
+    cycle_id: str,
+    used: Iterable[Usage],
+    *,
+    service: str,
+    prices: Prices,
 ) -> None:
     """Count ``used`` in the process's metrics and add it to the cycle's hash.
 
@@ -116,18 +125,18 @@ async def add_to_cycle(
         return
     try:
         async with redis.pipeline(transaction=False) as pipe:
-            queue_add(pipe, cycle_id, totals)
+            queue_add(pipe, part, cycle_id, totals)
             await pipe.execute()
     except RedisError as exc:
         log.warning("cycle %s: token usage not recorded: %r", cycle_id, exc)
 
 
-async def read_cycle(redis: Any, cycle_id: str) -> list[Usage]:
+async def read_cycle(redis: Any, part: Partition, cycle_id: str) -> list[Usage]:
     """What the cycle's calls used so far, one entry per model (empty when nothing was
     recorded, or when Redis cannot say: the cycle ends without its usage rather than not
     at all)."""
     try:
-        raw: dict[bytes, bytes] = await redis.hgetall(keys.cycle_usage(cycle_id))
+        raw: dict[bytes, bytes] = await redis.hgetall(keys.cycle_usage(part, cycle_id))
     except RedisError as exc:
         log.warning("cycle %s: token usage unreadable: %r", cycle_id, exc)
         return []
@@ -149,7 +158,7 @@ def parse_cycle(raw: Mapping[bytes, bytes]) -> list[Usage]:
 
 @asynccontextmanager
 async def charged_on_failure(
-    redis: Any, cycle_id: str, *, service: str, prices: Prices
+    redis: Any, part: Partition, cycle_id: str, *, service: str, prices: Prices
 ) -> AsyncIterator[list[Usage]]:
     """Collect the usage of the LLM calls made in the block (and in tasks it starts). When the
     block fails, add it to the cycle at once: a failed call's tokens were spent as well. When
@@ -159,5 +168,5 @@ async def charged_on_failure(
         try:
             yield used
         except BaseException:  # cancelled (a shutdown) too: what was spent counts
-            await add_to_cycle(redis, cycle_id, used, service=service, prices=prices)
+            await add_to_cycle(redis, part, cycle_id, used, service=service, prices=prices)
             raise

@@ -14,6 +14,10 @@ atomic, so there is no moment where a message is neither queued nor on ``chat.in
 
 Queue entries are ``<message id>\\t<FastStream-framed entry>``; the framed bytes keep the
 message's own trace headers, so a queued message's cycle is still its own trace.
+
+On a partitioned bus every key of a call (the thread's lock, queue and seen id, the keys a
+caller passes, the ``chat.in`` the scripts append to) is in the user's partition, under its
+hash tag (partitions.py): each script runs on one cluster slot.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from redis.exceptions import NoScriptError
 from memoria_contracts.streams import Stream
 from memoria_runtime import keys
 from memoria_runtime.bus.topology import groups_of
+from memoria_runtime.partitions import Partitions
 
 # chat.in is created only with the groups that read it (ARGV: their names, space-separated),
 # as every stream is (bus/topology.py): a message admitted before decision ever started must
@@ -145,8 +150,14 @@ class AdmitResult:
 
 
 class ThreadGate:
-    def __init__(self, redis: Any, *, lock_ttl_s: int, stream_maxlen: int) -> None:
+    """The gate of every thread. Each call touches the keys of one thread and its
+    partition's ``chat.in``, all under the partition's hash tag (one cluster slot)."""
+
+    def __init__(
+        self, redis: Any, *, lock_ttl_s: int, stream_maxlen: int, partitions: Partitions
+    ) -> None:
         self._redis = redis
+        self.partitions = partitions
         self._lock_ttl_s = lock_ttl_s
         self._maxlen = stream_maxlen
         self._admit = redis.register_script(_ADMIT)
@@ -162,12 +173,13 @@ class ThreadGate:
         framed: bytes,
         client_message_id: str | None = None,
     ) -> AdmitResult:
+        part = self.partitions.of(user_id)
         outcome, known_id = await self._admit(
             keys=[
-                keys.thread_lock(user_id, thread_id),
-                keys.thread_queue(user_id, thread_id),
-                Stream.CHAT_IN.value,
-                keys.message_seen(user_id, client_message_id or "-"),
+                keys.thread_lock(part, user_id, thread_id),
+                keys.thread_queue(part, user_id, thread_id),
+                part.scoped(Stream.CHAT_IN.value),
+                keys.message_seen(part, user_id, client_message_id or "-"),
             ],
             args=[
                 message_id,
@@ -186,11 +198,13 @@ class ThreadGate:
     ) -> str | None:
         """Return the id of the message dispatched next, if any. ``save`` is written in the
         same atomic step, whoever owns the lock (the ending cycle's last state: a crash
-        cannot come between recording the end and releasing the thread)."""
+        cannot come between recording the end and releasing the thread); its key must be of
+        the thread's partition."""
+        part = self.partitions.of(user_id)
         lock_keys = [
-            keys.thread_lock(user_id, thread_id),
-            keys.thread_queue(user_id, thread_id),
-            Stream.CHAT_IN.value,
+            keys.thread_lock(part, user_id, thread_id),
+            keys.thread_queue(part, user_id, thread_id),
+            part.scoped(Stream.CHAT_IN.value),
         ]
         args: list[Any] = [message_id, self._lock_ttl_s, self._maxlen, _CHAT_IN_GROUPS]
         if save is not None:
@@ -208,7 +222,11 @@ class ThreadGate:
         by its hash alone (a pipeline would first ask whether it is loaded, one more round
         trip); :meth:`refreshed` runs it again should the broker have forgotten it."""
         call = self._refresh_call(user_id, thread_id, message_id)
-        pipe.evalsha(self._refresh.sha, len(call["keys"]), *call["keys"], *call["args"])
+        # As a raw command: a cluster pipeline refuses its evalsha() method, not the command
+        # (routed by its key, the lock's partition).
+        pipe.execute_command(
+            "EVALSHA", self._refresh.sha, len(call["keys"]), *call["keys"], *call["args"]
+        )
 
     async def refreshed(self, result: Any, user_id: str, thread_id: str, message_id: str) -> bool:
         """The outcome of a :meth:`queue_refresh` (its pipeline run with
@@ -221,7 +239,7 @@ class ThreadGate:
 
     def _refresh_call(self, user_id: str, thread_id: str, message_id: str) -> dict[str, Any]:
         return {
-            "keys": [keys.thread_lock(user_id, thread_id)],
+            "keys": [keys.thread_lock(self.partitions.of(user_id), user_id, thread_id)],
             "args": [message_id, self._lock_ttl_s],
         }
 
@@ -231,9 +249,10 @@ class ThreadGate:
         """Before a message's cycle runs, in one round trip: its stored state (key
         ``started``) if it started before; else whether the message owns the thread (free, or
         its own already; the lock is set or refreshed) and, if it does, ``then_read``'s
-        value."""
+        value. Both keys must be of the thread's partition."""
+        part = self.partitions.of(user_id)
         owns, state, read = await self._open(
-            keys=[keys.thread_lock(user_id, thread_id), started, then_read],
+            keys=[keys.thread_lock(part, user_id, thread_id), started, then_read],
             args=[message_id, self._lock_ttl_s],
         )
         return Opening(started=state or None, owns=bool(owns), read=read or None)
@@ -244,5 +263,6 @@ class ThreadGate:
         """Put a message back at the head of the queue (it arrived while another owned the
         thread, which only happens after a lock expired)."""
         await self._redis.lpush(
-            keys.thread_queue(user_id, thread_id), message_id.encode() + b"\t" + framed
+            keys.thread_queue(self.partitions.of(user_id), user_id, thread_id),
+            message_id.encode() + b"\t" + framed,
         )

@@ -2,9 +2,15 @@
 
 User and thread ids are validated by the contracts (no ':' allowed in thread ids), so keys
 built from them cannot collide across users.
+
+Keys of a user's threads and cycles take the user's :class:`Partition`
+(``settings.partitions.of(user_id)``): they carry its hash tag, so that the thread gate's
+scripts and a step's pipelines touch one cluster slot (partitions.py).
 """
 
 from __future__ import annotations
+
+from memoria_runtime.partitions import Partition
 
 PREFIX = "memoria"
 
@@ -12,55 +18,81 @@ CYCLE_TTL_S = 7 * 24 * 3600
 """How long a cycle's state and usage are kept: long enough to inspect a cycle afterwards."""
 
 
-def thread_lock(user_id: str, thread_id: str) -> str:
-    return f"{PREFIX}:thread:{user_id}:{thread_id}:lock"
+def thread_lock(part: Partition, user_id: str, thread_id: str) -> str:
+    return part.scoped(f"{PREFIX}:thread:{user_id}:{thread_id}:lock")
 
 
-def thread_queue(user_id: str, thread_id: str) -> str:
-    return f"{PREFIX}:thread:{user_id}:{thread_id}:queue"
+def thread_queue(part: Partition, user_id: str, thread_id: str) -> str:
+    return part.scoped(f"{PREFIX}:thread:{user_id}:{thread_id}:queue")
 
 
-def pending_action(user_id: str, thread_id: str) -> str:
+def pending_action(part: Partition, user_id: str, thread_id: str) -> str:
     """The action a thread waits to have confirmed (decision's ``pendingAction``)."""
-    return f"{PREFIX}:thread:{user_id}:{thread_id}:pending"
+    return part.scoped(f"{PREFIX}:thread:{user_id}:{thread_id}:pending")
 
 
-def message_seen(user_id: str, client_message_id: str) -> str:
-    return f"{PREFIX}:seen:{user_id}:{client_message_id}"
+def message_seen(part: Partition, user_id: str, client_message_id: str) -> str:
+    return part.scoped(f"{PREFIX}:seen:{user_id}:{client_message_id}")
 
 
-def cycle_state(cycle_id: str) -> str:
-    return f"{PREFIX}:cycle:{cycle_id}"
+def cycle_state(part: Partition, cycle_id: str) -> str:
+    return part.scoped(f"{PREFIX}:cycle:{cycle_id}")
 
 
-def cycle_usage(cycle_id: str) -> str:
+def cycle_usage(part: Partition, cycle_id: str) -> str:
     """Hash: ``<model>:in`` / ``<model>:out`` → tokens the cycle's LLM calls used so far."""
-    return f"{PREFIX}:cycle:{cycle_id}:usage"
+    return part.scoped(f"{PREFIX}:cycle:{cycle_id}:usage")
 
 
-def cycle_ended(cycle_id: str) -> str:
+def cycle_ended(part: Partition, cycle_id: str) -> str:
     """Set when a cycle ends, so workers stop steps that are no longer wanted."""
-    return f"{PREFIX}:cycle:{cycle_id}:ended"
+    return part.scoped(f"{PREFIX}:cycle:{cycle_id}:ended")
 
 
-def step_done(cycle_id: str, step: int) -> str:
-    return f"{PREFIX}:step:{cycle_id}:{step}:done"
+def step_done(part: Partition, cycle_id: str, step: int) -> str:
+    return part.scoped(f"{PREFIX}:step:{cycle_id}:{step}:done")
 
 
-def step_plan(cycle_id: str, step: int) -> str:
+def step_plan(part: Partition, cycle_id: str, step: int) -> str:
     """The structured plan an action made for the step (reused if the step runs again)."""
-    return f"{PREFIX}:step:{cycle_id}:{step}:plan"
+    return part.scoped(f"{PREFIX}:step:{cycle_id}:{step}:plan")
 
 
-def step_lease(cycle_id: str, step: int) -> str:
-    return f"{PREFIX}:step:{cycle_id}:{step}:lease"
+def step_lease(part: Partition, cycle_id: str, step: int) -> str:
+    return part.scoped(f"{PREFIX}:step:{cycle_id}:{step}:lease")
 
 
-STEP_DEADLINES = f"{PREFIX}:deadlines"
-"""Sorted set: member = ``cycle_id|step``, score = unix time the step must be done by."""
+def step_deadlines(part: Partition) -> str:
+    """Sorted set: member = ``cycle_id|step``, score = unix time the step must be done by;
+    one per partition, written in the pipelines of the partition's steps."""
+    return part.scoped(f"{PREFIX}:deadlines")
+
+
+def user_route(part: Partition, user_id: str) -> str:
+    """Set: the gateways holding a socket (or an HTTP request waiting for frames) of the
+    user, which chat.out appends of the partition copy each frame to (routed fan-out)."""
+    return part.scoped(f"{PREFIX}:route:{user_id}")
+
+
+def gateway_inbox(part: Partition, gateway: str) -> str:
+    """Stream: the frames of the partition's users that ``gateway`` delivers (routed
+    fan-out); it expires unless the gateway keeps it alive."""
+    return part.scoped(f"{PREFIX}:gateway:{gateway}:inbox")
+
 
 ACTION_CATALOG = f"{PREFIX}:actions:catalog"
 """Hash: field = worker id, value = JSON list of the actions it runs and when it expires."""
 
+
+def action_catalog(part: Partition) -> str:
+    """:data:`ACTION_CATALOG` of one partition: workers write every partition's copy, and a
+    cycle reads its own partition's with its step's other commands (one slot, and no single
+    key every cycle of a cluster reads)."""
+    return part.scoped(ACTION_CATALOG)
+
+
 SERVICES = f"{PREFIX}:services"
 """Hash: field = consumer name, value = JSON presence of a serving process (presence.py)."""
+
+BUS_LAYOUT = f"{PREFIX}:bus:layout"
+"""The partition layout the running services share (checked by each at start)."""

@@ -26,6 +26,7 @@ class RpcClient:
     def __init__(self, broker: MemoriaBroker, settings: BusSettings, stream: Stream) -> None:
         self._broker = broker
         self._stream = stream
+        self._partitions = settings.partitions
         self._timeout = settings.rpc_timeout_seconds
         self._maxlen = settings.stream_maxlen
         self._signer = signer_for(settings)
@@ -49,7 +50,8 @@ class RpcClient:
             ):
                 with attempt:
                     reply_body, reply_headers = await inbox.request(
-                        self._stream.value,
+                        # the user's partition; signed for the stream, as every entry is
+                        self._partitions.of(request.user_id).scoped(self._stream.value),
                         body,
                         correlation_id=request.event_id,
                         headers=headers,

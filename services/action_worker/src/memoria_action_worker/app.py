@@ -60,7 +60,11 @@ async def _advertise_forever(runner: StepRunner, settings: BusSettings) -> None:
     specs = [registered.spec for registered in runner.actions.values()]
     await keep_refreshed(
         lambda: catalog.advertise(
-            runner.redis, settings.consumer, specs, settings.catalog_ttl_seconds
+            runner.redis,
+            settings.consumer,
+            specs,
+            settings.catalog_ttl_seconds,
+            partitions=settings.partitions,
         ),
         ttl_s=settings.catalog_ttl_seconds,
         what="the action catalog advert",
@@ -77,7 +81,7 @@ def build_app(settings: ActionWorkerSettings, provider: TracerProvider | None = 
 
     async def withdraw_advert() -> None:
         with contextlib.suppress(Exception):  # it expires anyway
-            await catalog.withdraw(runner.redis, settings.consumer)
+            await catalog.withdraw(runner.redis, settings.consumer, partitions=settings.partitions)
 
     async def say_ready() -> None:
         log.info("action worker ready: %s (LLM: %s)", ", ".join(runner.actions), runner.llm.name)

@@ -27,6 +27,7 @@ from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partition
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import CycleSettings, SessionSettings
@@ -210,6 +211,8 @@ class ActionContext:
     settings: SessionSettings
     memory: MemoryClient
     redis: Any
+    partition: Partition
+    """The cycle's partition: where its keys are (partitions.py)."""
     stored_plan: StoredPlan | None = None  # None: not read yet, ask the broker
 
     @property
@@ -221,7 +224,7 @@ class ActionContext:
         """The step's plan (an LLM's structured answer), made once per step: a step that
         runs again after a crash reuses it, so it repeats the same writes (with the same
         idempotency keys) instead of asking the model again for possibly different ones."""
-        key = keys.step_plan(self.event.cycle_id or "", self.request.step)
+        key = keys.step_plan(self.partition, self.event.cycle_id or "", self.request.step)
         if self.stored_plan is not None:
             stored = self.stored_plan.raw
         else:

@@ -28,6 +28,7 @@ from memoria_runtime.bus.consumer import is_outage
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partition
 from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.action_worker")
@@ -57,9 +58,10 @@ class StepRunner:
         if not isinstance(request, ActionRequested) or event.cycle_id is None:
             log.error("unexpected %s on actions (%s)", event.type, event.event_id)
             return
-        done_key = keys.step_done(event.cycle_id, request.step)
+        part = self.publisher.partitions.of(event.user_id)
+        done_key = keys.step_done(part, event.cycle_id, request.step)
         stored, leased, plan, ended = await self._done_or_lease(
-            done_key, event.cycle_id, request.step, delivery.entry_id
+            part, done_key, event.cycle_id, request.step, delivery.entry_id
         )
         if stored is None and ended:
             log.info("%s step %d not run: its cycle has ended", event.cycle_id, request.step)
@@ -77,9 +79,9 @@ class StepRunner:
         # with the step's completion, in its round trip.
         chat = ChatSink(self.publisher, event, request.step)
         async with accounting.charged_on_failure(
-            self.redis, event.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
+            self.redis, part, event.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
         ) as used:
-            outcome = await self._run(event, request, chat, plan)
+            outcome = await self._run(part, event, request, chat, plan)
         completed = follow(
             event,
             ActionCompleted(
@@ -94,13 +96,13 @@ class StepRunner:
             # The step's closing message first: decision reads the thread after the outcome.
             for message in chat.take_closing():
                 await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
-            accounting.queue_add(pipe, event.cycle_id, totals)
+            accounting.queue_add(pipe, part, event.cycle_id, totals)
             pipe.set(done_key, completed.model_dump_json(), ex=step_record_ttl_s(self.settings))
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await self.publisher.execute(pipe)
 
     async def _until_cycle_ends(
-        self, cycle_id: str, work: Awaitable[ActionOutcome]
+        self, part: Partition, cycle_id: str, work: Awaitable[ActionOutcome]
     ) -> ActionOutcome:
         """Run the action, but stop it when its cycle ends (a step timeout): nobody waits
         for the result any more, and it may be spending LLM tokens."""
@@ -110,14 +112,14 @@ class StepRunner:
                 done, _ = await asyncio.wait({task}, timeout=CANCEL_POLL_S)
                 if done:
                     return task.result()
-                if await self.redis.exists(keys.cycle_ended(cycle_id)):
+                if await self.redis.exists(keys.cycle_ended(part, cycle_id)):
                     raise CycleEnded
         finally:
             if not task.done():
                 await stop_task(task)
 
     async def _done_or_lease(
-        self, done_key: str, cycle_id: str, step: int, entry_id: str
+        self, part: Partition, done_key: str, cycle_id: str, step: int, entry_id: str
     ) -> tuple[bytes | None, bool, StoredPlan, bool]:
         """The step's stored completion if it is done; else whether this entry holds the
         step's lease (taken now, or already: a reclaimed entry keeps its id); the step's
@@ -125,13 +127,13 @@ class StepRunner:
         not wanted: its completion is kept only while the cycle may run). All asked in one
         round trip: a done step may get a lease it never uses, which nothing reads, and a
         step that needs no plan reads an absent key."""
-        key = keys.step_lease(cycle_id, step)
+        key = keys.step_lease(part, cycle_id, step)
         ttl = int(self.settings.step_timeout_seconds) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(done_key)
             pipe.set(key, entry_id, nx=True, ex=ttl)
-            pipe.get(keys.step_plan(cycle_id, step))
-            pipe.exists(keys.cycle_ended(cycle_id))
+            pipe.get(keys.step_plan(part, cycle_id, step))
+            pipe.exists(keys.cycle_ended(part, cycle_id))
             stored, taken, plan, ended = await pipe.execute()
         if stored is not None or taken:
             return stored, True, StoredPlan(plan), bool(ended)
@@ -140,7 +142,12 @@ class StepRunner:
         return None, leased, StoredPlan(plan), bool(ended)
 
     async def _run(
-        self, event: Envelope, request: ActionRequested, chat: ChatSink, plan: StoredPlan
+        self,
+        part: Partition,
+        event: Envelope,
+        request: ActionRequested,
+        chat: ChatSink,
+        plan: StoredPlan,
     ) -> ActionOutcome:
         # Errors are shown to the user when the step ends the cycle ("The step 'X' failed:
         # ..."): in the conversation's language, like every notice.
@@ -161,10 +168,11 @@ class StepRunner:
             settings=self.settings,
             memory=self.memory,
             redis=self.redis,
+            partition=part,
             stored_plan=plan,
         )
         try:
-            return await self._until_cycle_ends(event.cycle_id or "", registered.run(context))
+            return await self._until_cycle_ends(part, event.cycle_id or "", registered.run(context))
         except CycleEnded:
             log.info("%s step %d stopped: its cycle ended", event.cycle_id, request.step)
             error = i18n.text("step_cycle_ended", language)

@@ -50,10 +50,13 @@ def build_broker(
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(
-            redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+            redis,
+            lock_ttl_s=settings.thread_lock_ttl_s,
+            stream_maxlen=settings.stream_maxlen,
+            partitions=settings.partitions,
         ),
-        store=CycleStore(redis),
-        deadlines=Deadlines(redis),
+        store=CycleStore(redis, settings.partitions),
+        deadlines=Deadlines(redis, settings.partitions),
         memory=MemoryClient(broker, settings),
         llm=language_model(settings),
     )

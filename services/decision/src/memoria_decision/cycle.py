@@ -108,6 +108,7 @@ from memoria_runtime.bus import EventPublisher
 from memoria_runtime.catalog import live_actions
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.partitions import Partition
 from memoria_runtime.personas import load_personas
 from memoria_runtime.rpc import RpcError
 from memoria_runtime.settings import SessionSettings
@@ -173,7 +174,7 @@ class CycleEngine:
     def __post_init__(self) -> None:
         self.fast_paths = FastPaths(
             memory=self.memory,
-            pending=PendingActions(self.redis),
+            pending=PendingActions(self.redis, self.gate.partitions),
             store=self.store,
             gate=self.gate,
             post=self._post_record,
@@ -186,12 +187,13 @@ class CycleEngine:
     ) -> None:
         """``framed`` is the stream entry as stored, to queue it again unchanged if needed."""
         cycle_id = cycle_id_for(payload.message_id)
+        part = self._part(event.user_id)
         opening = await self.gate.open(
             event.user_id,
             event.thread_id,
             payload.message_id,
-            started=keys.cycle_state(cycle_id),
-            then_read=keys.pending_action(event.user_id, event.thread_id),
+            started=keys.cycle_state(part, cycle_id),
+            then_read=keys.pending_action(part, event.user_id, event.thread_id),
         )
         if opening.started is not None:
             await self._apply(self.store.parse(opening.started), Redelivered())
@@ -211,7 +213,7 @@ class CycleEngine:
         if event.cycle_id is None:
             log.error("action.completed without cycle id: %s", event.event_id)
             return
-        state = await self.store.load(event.cycle_id)
+        state = await self.store.load(self._part(event.user_id), event.cycle_id)
         if state is None:
             log.error("no state for cycle %s (expired?)", event.cycle_id)
             return
@@ -220,17 +222,21 @@ class CycleEngine:
     async def sweep_deadlines(self) -> int:
         """End the cycles whose current step is overdue; returns how many."""
         ended = 0
-        for cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
-            if not await self.deadlines.claim(cycle_id, step):
+        for part, cycle_id, step in await self.deadlines.due(_SWEEP_BATCH):
+            if not await self.deadlines.claim(part, cycle_id, step):
                 continue  # another replica (or the completion) got there first
-            if await self._time_out(cycle_id, step):
+            if await self._time_out(part, cycle_id, step):
                 ended += 1
-            await self.deadlines.clear(cycle_id, step)
+            await self.deadlines.clear(part, cycle_id, step)
         return ended
 
-    async def _time_out(self, cycle_id: str, step: int) -> bool:
+    def _part(self, user_id: str) -> Partition:
+        """The partition of the user's threads: where their cycles' keys are."""
+        return self.gate.partitions.of(user_id)
+
+    async def _time_out(self, part: Partition, cycle_id: str, step: int) -> bool:
         """End the cycle if ``step`` is still the one it waits for; True if it did."""
-        state = await self.store.load(cycle_id)
+        state = await self.store.load(part, cycle_id)
         if state is None:
             return False
         moved = transition(state, StepOverdue(step), self._limits())
@@ -334,7 +340,7 @@ class CycleEngine:
         )
         async with self.redis.pipeline(transaction=False) as pipe:
             self.store.queue_create(pipe, state)
-            pipe.hgetall(keys.ACTION_CATALOG)
+            pipe.hgetall(keys.action_catalog(self._part(state.user_id)))
             await self._queue_post(pipe, state, ChatPosted(message=state.original))
             created, catalog, *_ = await self.publisher.execute(pipe)
         state = await self.store.created(state, created)
@@ -390,7 +396,9 @@ class CycleEngine:
         if not shown:
             await self._post(state, thinking)
         if not catalog:
-            catalog = await self._workers_within(self.settings.no_workers_wait_seconds)
+            catalog = await self._workers_within(
+                self._part(state.user_id), self.settings.no_workers_wait_seconds
+            )
         if not catalog:
             return NoWorkers()
         try:
@@ -413,17 +421,18 @@ class CycleEngine:
         refresh = not known.lock_fresh
         entries = known.catalog
         if not (recorded is not None or refresh or entries is None):
-            return await live_actions(self.redis, entries), False
+            return await live_actions(self.redis, entries, self._part(state.user_id)), False
         at: dict[str, int] = {}  # where each answer read below is among the results
         async with self.redis.pipeline(transaction=False) as pipe:
             if recorded is not None:
-                self.deadlines.queue_clear(pipe, state.cycle_id, recorded)
+                part = self._part(state.user_id)
+                self.deadlines.queue_clear(pipe, part, state.cycle_id, recorded)
                 self.store.queue_save(pipe, state)
             if refresh:
                 self.gate.queue_refresh(pipe, state.user_id, state.thread_id, state.message_id)
                 at["refresh"] = _slot(pipe)
             if entries is None:
-                pipe.hgetall(keys.ACTION_CATALOG)
+                pipe.hgetall(keys.action_catalog(self._part(state.user_id)))
                 at["catalog"] = _slot(pipe)
             await self._queue_post(pipe, state, status)
             results = await self.publisher.execute(pipe, raise_on_error=False)
@@ -436,7 +445,7 @@ class CycleEngine:
                 raise result
         if entries is None:
             entries = results[at["catalog"]]
-        return await live_actions(self.redis, entries), True
+        return await live_actions(self.redis, entries, self._part(state.user_id)), True
 
     async def _request(self, state: CycleState, spent: dict[str, tuple[int, int]]) -> None:
         """The decision's tokens, the state with its pending step, the step's deadline, its
@@ -448,11 +457,12 @@ class CycleEngine:
             ActionRequested(step=pending.step, action=pending.action, context=state.context()),
             event_id=pending.request_event_id,
         )
+        part = self._part(state.user_id)
         async with self.redis.pipeline(transaction=False) as pipe:
-            accounting.queue_add(pipe, state.cycle_id, spent)
+            accounting.queue_add(pipe, part, state.cycle_id, spent)
             self.store.queue_save(pipe, state)
             self.deadlines.queue_set(
-                pipe, state.cycle_id, pending.step, self.settings.step_timeout_seconds
+                pipe, part, state.cycle_id, pending.step, self.settings.step_timeout_seconds
             )
             if pending.tool_call:
                 call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
@@ -469,7 +479,12 @@ class CycleEngine:
             state,
             ActionRequested(step=pending.step, action=pending.action, context=state.context()),
         )
-        await self.deadlines.set(state.cycle_id, pending.step, self.settings.step_timeout_seconds)
+        await self.deadlines.set(
+            self._part(state.user_id),
+            state.cycle_id,
+            pending.step,
+            self.settings.step_timeout_seconds,
+        )
         if pending.tool_call:  # the same id: replaces the call if it was published already
             call = tool_history.call_record(state.cycle_id, pending.step, pending.action)
             await self._post_record(state, call)
@@ -478,12 +493,13 @@ class CycleEngine:
     async def _end(self, ended: CycleState, recorded: int | None) -> list[Usage]:
         """The end mark, the ended state and the cycle's usage (all its steps' tokens are in
         by now) in one batch; returns the usage."""
+        part = self._part(ended.user_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             if recorded is not None:
-                self.deadlines.queue_clear(pipe, ended.cycle_id, recorded)
-            pipe.set(keys.cycle_ended(ended.cycle_id), ended.end_reason, ex=_ENDED_MARK_TTL_S)
+                self.deadlines.queue_clear(pipe, part, ended.cycle_id, recorded)
+            pipe.set(keys.cycle_ended(part, ended.cycle_id), ended.end_reason, ex=_ENDED_MARK_TTL_S)
             self.store.queue_save(pipe, ended)
-            pipe.hgetall(keys.cycle_usage(ended.cycle_id))
+            pipe.hgetall(keys.cycle_usage(part, ended.cycle_id))
             *_, used = await pipe.execute()
         return accounting.parse_cycle(used)
 
@@ -521,7 +537,7 @@ class CycleEngine:
         if next_id:
             log.info("thread %s/%s: next message %s", state.user_id, state.thread_id, next_id)
 
-    async def _workers_within(self, seconds: float) -> list[ActionSpec]:
+    async def _workers_within(self, part: Partition, seconds: float) -> list[ActionSpec]:
         """The live actions once a worker advertises some, within ``seconds``; none after.
         No worker is most often a moment: services start in any order (a message taken
         before the workers were up reaches decision when it starts: ADR 0018), and a lone
@@ -530,7 +546,8 @@ class CycleEngine:
         deadline = loop.time() + seconds
         while loop.time() < deadline:
             await asyncio.sleep(_WORKERS_POLL_S)
-            specs = await live_actions(self.redis, await self.redis.hgetall(keys.ACTION_CATALOG))
+            entries = await self.redis.hgetall(keys.action_catalog(part))
+            specs = await live_actions(self.redis, entries, part)
             if specs:
                 return specs
         return []
@@ -543,7 +560,11 @@ class CycleEngine:
         at once (they were spent); one made again after a crash counts again (so were those)."""
         async with (
             accounting.charged_on_failure(
-                self.redis, state.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
+                self.redis,
+                self._part(state.user_id),
+                state.cycle_id,
+                service=SERVICE_NAME,
+                prices=self.llm_prices,
             ) as used,
             asyncio.timeout(self.settings.step_timeout_seconds),
         ):
@@ -557,7 +578,9 @@ class CycleEngine:
         (e.g. the offline planner), rather than a cost of 0 that nobody measured. Tokens a
         step spends after its cycle ended (a timeout) reach the metrics but not this sum."""
         if used is None:
-            used = await accounting.read_cycle(self.redis, state.cycle_id)
+            used = await accounting.read_cycle(
+                self.redis, self._part(state.user_id), state.cycle_id
+            )
         return accounting.priced(used, self.llm_prices) if used else None
 
     # -- output -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from memoria_runtime import keys
+from memoria_runtime.partitions import Partition, Partitions
 
 _SEPARATOR = "|"
 CLAIM_S = 30.0
@@ -30,45 +31,55 @@ def _entry(cycle_id: str, step: int, seconds: float) -> dict[str, float]:
 
 
 class Deadlines:
-    def __init__(self, redis: Any, *, claim_s: float = CLAIM_S) -> None:
+    """One sorted set per partition (keys.step_deadlines), written in the pipelines of the
+    partition's steps; the sweep reads them all."""
+
+    def __init__(self, redis: Any, partitions: Partitions, *, claim_s: float = CLAIM_S) -> None:
         self._redis = redis
+        self._partitions = partitions
         self._claim_s = claim_s
         self._claim = redis.register_script(_CLAIM)
 
-    async def set(self, cycle_id: str, step: int, seconds: float) -> None:
-        await self._redis.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
+    async def set(self, part: Partition, cycle_id: str, step: int, seconds: float) -> None:
+        await self._redis.zadd(keys.step_deadlines(part), _entry(cycle_id, step, seconds))
 
     @staticmethod
-    def queue_set(pipe: Any, cycle_id: str, step: int, seconds: float) -> None:
+    def queue_set(pipe: Any, part: Partition, cycle_id: str, step: int, seconds: float) -> None:
         """:meth:`set` queued on a pipeline, sent with the step's other writes."""
-        pipe.zadd(keys.STEP_DEADLINES, _entry(cycle_id, step, seconds))
+        pipe.zadd(keys.step_deadlines(part), _entry(cycle_id, step, seconds))
 
     @staticmethod
-    def queue_clear(pipe: Any, cycle_id: str, step: int) -> None:
+    def queue_clear(pipe: Any, part: Partition, cycle_id: str, step: int) -> None:
         """:meth:`clear` queued on a pipeline (its answer unused)."""
-        pipe.zrem(keys.STEP_DEADLINES, _member(cycle_id, step))
+        pipe.zrem(keys.step_deadlines(part), _member(cycle_id, step))
 
-    async def clear(self, cycle_id: str, step: int) -> bool:
+    async def clear(self, part: Partition, cycle_id: str, step: int) -> bool:
         """True when this caller removed it."""
-        return bool(await self._redis.zrem(keys.STEP_DEADLINES, _member(cycle_id, step)))
+        return bool(await self._redis.zrem(keys.step_deadlines(part), _member(cycle_id, step)))
 
-    async def claim(self, cycle_id: str, step: int) -> bool:
+    async def claim(self, part: Partition, cycle_id: str, step: int) -> bool:
         """Take an overdue deadline to act on it; True for one caller only. It is moved
         ``claim_s`` later rather than removed, so that a caller that dies before it has acted
         (and cleared it) leaves it to come due again instead of losing the timeout."""
         now = time.time()
         return bool(
             await self._claim(
-                keys=[keys.STEP_DEADLINES], args=[_member(cycle_id, step), now, now + self._claim_s]
+                keys=[keys.step_deadlines(part)],
+                args=[_member(cycle_id, step), now, now + self._claim_s],
             )
         )
 
-    async def due(self, limit: int) -> list[tuple[str, int]]:
-        members = await self._redis.zrangebyscore(
-            keys.STEP_DEADLINES, "-inf", time.time(), start=0, num=limit
-        )
-        due: list[tuple[str, int]] = []
-        for member in members:
-            cycle_id, _, step = member.decode().rpartition(_SEPARATOR)
-            due.append((cycle_id, int(step)))
+    async def due(self, limit: int) -> list[tuple[Partition, str, int]]:
+        """Up to ``limit`` overdue steps of each partition, read in one round trip (one per
+        primary on a cluster)."""
+        now = time.time()
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for part in self._partitions.all:
+                pipe.zrangebyscore(keys.step_deadlines(part), "-inf", now, start=0, num=limit)
+            answers = await pipe.execute()
+        due: list[tuple[Partition, str, int]] = []
+        for part, members in zip(self._partitions.all, answers, strict=True):
+            for member in members:
+                cycle_id, _, step = member.decode().rpartition(_SEPARATOR)
+                due.append((part, cycle_id, int(step)))
         return due

@@ -21,6 +21,7 @@ from memoria_contracts.chat import utcnow
 from memoria_contracts.events import Language
 from memoria_contracts.memory import ContentKind
 from memoria_runtime import keys
+from memoria_runtime.partitions import Partitions
 
 log = logging.getLogger("memoria.decision.pending")
 
@@ -69,12 +70,18 @@ class PendingActions:
     """The store. Cycles of one thread never overlap (the thread gate), so get-then-clear
     needs no transaction: nobody else can touch a thread's pending action meanwhile."""
 
-    def __init__(self, redis: Any, *, ttl_s: int = PENDING_ACTION_TTL_S) -> None:
+    def __init__(
+        self, redis: Any, partitions: Partitions, *, ttl_s: int = PENDING_ACTION_TTL_S
+    ) -> None:
         self._redis = redis
+        self._partitions = partitions
         self.ttl_s = ttl_s
 
+    def key(self, user_id: str, thread_id: str) -> str:
+        return keys.pending_action(self._partitions.of(user_id), user_id, thread_id)
+
     async def get(self, user_id: str, thread_id: str) -> PendingAction | None:
-        raw = await self._redis.get(keys.pending_action(user_id, thread_id))
+        raw = await self._redis.get(self.key(user_id, thread_id))
         return await self.parse(user_id, thread_id, raw)
 
     async def parse(self, user_id: str, thread_id: str, raw: bytes | None) -> PendingAction | None:
@@ -86,16 +93,14 @@ class PendingActions:
         except ValidationError:
             # Written by another version, or by hand: asking again is safer than guessing.
             log.warning("unreadable pending action for %s/%s dropped", user_id, thread_id)
-            await self._redis.delete(keys.pending_action(user_id, thread_id))
+            await self._redis.delete(self.key(user_id, thread_id))
             return None
 
     async def put(self, user_id: str, thread_id: str, action: PendingAction) -> None:
-        await self._redis.set(
-            keys.pending_action(user_id, thread_id), action.model_dump_json(), ex=self.ttl_s
-        )
+        await self._redis.set(self.key(user_id, thread_id), action.model_dump_json(), ex=self.ttl_s)
 
     async def clear(self, user_id: str, thread_id: str, action_id: str) -> None:
         """Remove the pending action ``action_id``; a newer one (asked since) stays."""
         current = await self.get(user_id, thread_id)
         if current is not None and current.id == action_id:
-            await self._redis.delete(keys.pending_action(user_id, thread_id))
+            await self._redis.delete(self.key(user_id, thread_id))

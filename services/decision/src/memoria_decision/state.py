@@ -20,6 +20,7 @@ from memoria_contracts.session import SessionConfig
 from memoria_decision.routes import Route
 from memoria_runtime import keys
 from memoria_runtime.gate import KeyWrite
+from memoria_runtime.partitions import Partition, Partitions
 
 _STATE_TTL_S = keys.CYCLE_TTL_S
 
@@ -86,11 +87,14 @@ class CycleState(BaseModel):
 
 
 class CycleStore:
-    def __init__(self, redis: Any) -> None:
-        self._redis = redis
+    """Each state is kept in its user's partition (partitions.py)."""
 
-    async def load(self, cycle_id: str) -> CycleState | None:
-        raw = await self._redis.get(keys.cycle_state(cycle_id))
+    def __init__(self, redis: Any, partitions: Partitions) -> None:
+        self._redis = redis
+        self.partitions = partitions
+
+    async def load(self, part: Partition, cycle_id: str) -> CycleState | None:
+        raw = await self._redis.get(keys.cycle_state(part, cycle_id))
         return self.parse(raw) if raw else None
 
     @staticmethod
@@ -98,19 +102,17 @@ class CycleStore:
         """A state as stored (read elsewhere, e.g. with the thread gate's ``open``)."""
         return CycleState.model_validate_json(raw)
 
-    @staticmethod
-    def queue_create(pipe: Any, state: CycleState) -> None:
+    def queue_create(self, pipe: Any, state: CycleState) -> None:
         """Store a new cycle, with the commands of the same pipeline; :meth:`created` reads
         the answer (another delivery of the message may have stored it first)."""
-        pipe.set(
-            keys.cycle_state(state.cycle_id), state.model_dump_json(), nx=True, ex=_STATE_TTL_S
-        )
+        key = keys.cycle_state(self.partitions.of(state.user_id), state.cycle_id)
+        pipe.set(key, state.model_dump_json(), nx=True, ex=_STATE_TTL_S)
 
     async def created(self, state: CycleState, created: bool | None) -> CycleState:
         """``state`` if its create stored it, else the one a concurrent delivery stored."""
         if created:
             return state
-        existing = await self.load(state.cycle_id)
+        existing = await self.load(self.partitions.of(state.user_id), state.cycle_id)
         return existing or state
 
     async def save(self, state: CycleState) -> None:
@@ -122,8 +124,8 @@ class CycleStore:
         write = self.write(state)
         pipe.set(write.key, write.value, ex=write.ttl_s)
 
-    @staticmethod
-    def write(state: CycleState) -> KeyWrite:
+    def write(self, state: CycleState) -> KeyWrite:
         """The SET that saves ``state`` (for a write made with another, atomically)."""
         state.updated_at = utcnow()
-        return KeyWrite(keys.cycle_state(state.cycle_id), state.model_dump_json(), _STATE_TTL_S)
+        key = keys.cycle_state(self.partitions.of(state.user_id), state.cycle_id)
+        return KeyWrite(key, state.model_dump_json(), _STATE_TTL_S)

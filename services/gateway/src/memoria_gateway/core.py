@@ -15,6 +15,7 @@ from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
 from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_gateway.replay import ChatOutLog
+from memoria_gateway.routing import UserRoutes
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
@@ -46,6 +47,7 @@ class Gateway:
     memory: MemoryClient
     chat_out: ChatOutLog
     signer: Signer
+    routes: UserRoutes
     hub: ConnectionHub
     quiet: QuietCycleNotices
     issuer: TokenIssuer | None = None
@@ -68,7 +70,10 @@ def build_broker(
         settings, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
     )
     gate = ThreadGate(
-        redis, lock_ttl_s=settings.thread_lock_ttl_s, stream_maxlen=settings.stream_maxlen
+        redis,
+        lock_ttl_s=settings.thread_lock_ttl_s,
+        stream_maxlen=settings.stream_maxlen,
+        partitions=settings.partitions,
     )
     signer = signer_for(settings)
     hub = ConnectionHub()
@@ -78,12 +83,15 @@ def build_broker(
         redis=redis,
         intake=Intake(settings, gate, signer),
         memory=MemoryClient(broker, settings),
-        chat_out=ChatOutLog(redis, broker.message_format, signer),
+        chat_out=ChatOutLog(redis, broker.message_format, signer, settings.partitions),
         signer=signer,
+        routes=UserRoutes(
+            redis, settings.partitions, settings.consumer, routed=settings.routed_fan_out
+        ),
         hub=hub,
         quiet=QuietCycleNotices(hub, redis, settings.cycle_quiet_status_seconds),
-        requests=_user_limit(redis, settings.http_requests_per_minute, HTTP_REQUESTS),
-        messages=_user_limit(redis, settings.ws_user_messages_per_minute, WS_MESSAGES),
+        requests=_user_limit(redis, settings, settings.http_requests_per_minute, HTTP_REQUESTS),
+        messages=_user_limit(redis, settings, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
     # The thread gate's script appends these, atomically with the thread's lock and queue.
     broker.declare(
@@ -95,9 +103,22 @@ def build_broker(
         )
     )
 
-    ChatOutFanOut(broker, signer, gateway.hub)  # starts and stops with the broker
+    # starts and stops with the broker
+    ChatOutFanOut(
+        broker,
+        signer,
+        gateway.hub,
+        gateway.routes,
+        cluster=settings.redis_cluster,
+        retention_s=settings.stream_retention_seconds,
+    )
     return broker, gateway
 
 
-def _user_limit(redis: Any, per_minute: int, counted: str) -> UserRateLimit | None:
-    return UserRateLimit(redis, per_minute, counted) if per_minute else None
+def _user_limit(
+    redis: Any, settings: GatewayProcessSettings, per_minute: int, counted: str
+) -> UserRateLimit | None:
+    if not per_minute:
+        return None
+    cluster_url = settings.effective_redis_url if settings.redis_cluster else None
+    return UserRateLimit(redis, per_minute, counted, cluster_url=cluster_url)

@@ -87,6 +87,10 @@ class Connection:
                 await self.send_in_turn(text)
         self._live.open()  # no await since the last release: no frame can be left behind
 
+    def give_up(self, why: str) -> None:
+        """Close the socket with "try again later": the client resumes where it left off."""
+        self._give_up(why)
+
     def _give_up(self, why: str) -> None:
         log.warning("closing a socket of %s: %s", self.user_id, why)
         self.closed = True
@@ -191,6 +195,11 @@ class ConnectionHub:
 
     def sockets_of(self, user_id: str) -> int:
         return len(self._by_user.get(user_id, ()))
+
+    def drop(self, user_id: str, why: str) -> None:
+        """Close the user's sockets here (they reconnect and resume with ``?since=``)."""
+        for connection in list(self._by_user.get(user_id, ())):
+            connection.give_up(why)
 
     @contextlib.contextmanager
     def listen(self, user_id: str) -> Iterator[FrameListener]:

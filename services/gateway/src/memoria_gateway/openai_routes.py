@@ -172,6 +172,18 @@ def newest_user_text(request: ChatCompletionRequest, max_chars: int) -> str:
     raise OpenAIError(400, "messages: a user message is required", param="messages")
 
 
+async def listen_here(gateway: Gateway, user_id: str, exits: contextlib.ExitStack) -> FrameListener:
+    """The user's frames this gateway delivers until ``exits`` closes (with routed fan-out,
+    the gateway is registered for them first)."""
+    listener = exits.enter_context(gateway.hub.listen(user_id))
+    try:
+        await gateway.routes.enter(user_id)
+    except (RedisError, OSError) as exc:
+        raise OpenAIError(503, "the broker is unavailable; nothing was sent") from exc
+    exits.callback(gateway.routes.leave, user_id)
+    return listener
+
+
 def openai_router(gateway: Gateway) -> APIRouter:
     settings = gateway.settings
     current_user = bearer_user(gateway.tokens)
@@ -253,8 +265,8 @@ def openai_router(gateway: Gateway) -> APIRouter:
         await take_message_allowance(user_id)
 
         exits = contextlib.ExitStack()
-        listener = exits.enter_context(gateway.hub.listen(user_id))  # before the cycle starts
         try:
+            listener = await listen_here(gateway, user_id, exits)  # before the cycle starts
             accepted = await gateway.intake.submit(user_id, message)
             if isinstance(accepted, ErrorFrame):
                 raise OpenAIError(503, accepted.message)

@@ -1,5 +1,6 @@
 """Replaying chat.out to a reconnecting socket: the user's frames after a given entry
-(XRANGE), and whether that entry is still a position the stream can resume from."""
+(XRANGE of the user's partition of chat.out, which holds all the user's frames in the order
+they were sent), and whether that entry is still a position the stream can resume from."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from memoria_gateway.resume import EntryId
 from memoria_runtime.bus.broker import MessageFormat
 from memoria_runtime.bus.entries import DATA_FIELD, opened, read_entry
 from memoria_runtime.bus.signing import Signer
+from memoria_runtime.partitions import Partitions
 
 log = logging.getLogger("memoria.gateway.replay")
 
@@ -57,13 +59,24 @@ class Position(Enum):
 
 
 class ChatOutLog:
-    """Reads ``memoria:chat.out`` the way the fan-out sees it, from an entry on."""
+    """Reads a user's partition of ``memoria:chat.out`` the way the fan-out sees it, from an
+    entry on."""
 
-    def __init__(self, redis: Any, message_format: type[MessageFormat], signer: Signer) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        message_format: type[MessageFormat],
+        signer: Signer,
+        partitions: Partitions,
+    ) -> None:
         self._redis = redis
         self._format = message_format
         self._signer = signer
+        self._partitions = partitions
         self._stream = Stream.CHAT_OUT.value
+
+    def _key(self, user_id: str) -> str:
+        return self._partitions.of(user_id).scoped(self._stream)
 
     async def frames_after(
         self, user_id: str, after: EntryId, scan: ReplayScan
@@ -72,12 +85,13 @@ class ChatOutLog:
         its entry id as ``event_id``, reading at most ``scan.cap`` entries (``scan.stopped``
         tells whether it stopped there)."""
         cursor = str(after)
+        key = self._key(user_id)
         while True:
             count = min(PAGE, scan.cap - scan.read)
             if count <= 0:
-                scan.stopped = await self._any_after(cursor)
+                scan.stopped = await self._any_after(key, cursor)
                 return
-            entries = await self._redis.xrange(self._stream, min=f"({cursor}", max="+", count=count)
+            entries = await self._redis.xrange(key, min=f"({cursor}", max="+", count=count)
             scan.read += len(entries)
             for raw_id, fields in entries:
                 entry_id = EntryId.parse(raw_id)
@@ -91,14 +105,15 @@ class ChatOutLog:
                 return
             cursor = entries[-1][0].decode()
 
-    async def _any_after(self, cursor: str) -> bool:
-        return bool(await self._redis.xrange(self._stream, min=f"({cursor}", max="+", count=1))
+    async def _any_after(self, key: str, cursor: str) -> bool:
+        return bool(await self._redis.xrange(key, min=f"({cursor}", max="+", count=1))
 
-    async def position(self, entry_id: EntryId) -> Position:
-        """Whether the stream still holds everything after ``entry_id``. Asked after the
-        replay was read: if nothing after it had been trimmed by then, the reads saw all."""
+    async def position(self, user_id: str, entry_id: EntryId) -> Position:
+        """Whether the user's partition still holds everything after ``entry_id``. Asked
+        after the replay was read: if nothing after it had been trimmed by then, the reads
+        saw all."""
         try:
-            info = await self._redis.xinfo_stream(self._stream)
+            info = await self._redis.xinfo_stream(self._key(user_id))
         except ResponseError:  # no such stream: not one this socket saw
             return Position.UNKNOWN
         last = EntryId.parse(info["last-generated-id"])
@@ -155,7 +170,7 @@ async def resume(
                         break
                     await connection.send_in_turn(frame.model_dump_json())
                     replayed, last = replayed + 1, entry_id
-            position = await chat_out.position(start)
+            position = await chat_out.position(connection.user_id, start)
         except (RedisError, OSError) as exc:
             log.error("could not replay chat.out to %s: %s", connection.user_id, exc)
         complete = position is Position.KEPT and not capped and not scan.stopped

@@ -20,7 +20,7 @@ from memoria_contracts.frames import (
     SessionConfigFrame,
 )
 from memoria_gateway.core import Gateway
-from memoria_gateway.hub import Connection, SocketGone
+from memoria_gateway.hub import SLOW_CLIENT_CLOSE_CODE, Connection, SocketGone
 from memoria_gateway.intake import ADMIT_TIMEOUT_S
 from memoria_gateway.origins import origin_allowed
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
@@ -60,6 +60,12 @@ def user_rate_limited(limit: UserRateLimit, wait: float) -> ErrorFrame:
     )
 
 
+ROUTES_AWAY = ErrorFrame(
+    code="broker_unavailable",
+    message="this server could not register the connection with the message broker; "
+    "connect again (with ?since= to get what you missed)",
+)
+
 BROKER_AWAY = ErrorFrame(
     code="broker_unavailable",
     message="the message could not be checked against your rate limit; nothing was "
@@ -82,6 +88,24 @@ async def user_allowance(gateway: Gateway, user_id: str, bucket: TokenBucket) ->
         bucket.give_back()  # refused all the same: it costs this socket nothing
         return user_rate_limited(gateway.messages, wait)
     return None
+
+
+async def joined(gateway: Gateway, connection: Connection) -> bool:
+    """The socket takes the user's frames from now on: added to the hub and, with routed
+    fan-out, registered in the broker (before a replay is read: a frame is then replayed, or
+    delivered live, or both and sent once). False when the broker could not be told: the
+    socket was closed, to connect again (also when the broker does not answer in time: a
+    partition would otherwise hold the socket without a word)."""
+    gateway.hub.add(connection)
+    try:
+        async with asyncio.timeout(ADMIT_TIMEOUT_S):
+            await gateway.routes.enter(connection.user_id)
+    except (RedisError, OSError, TimeoutError):
+        await gateway.hub.remove(connection)
+        await connection.websocket.send_text(ROUTES_AWAY.model_dump_json())
+        await connection.websocket.close(code=SLOW_CLIENT_CLOSE_CODE, reason="try again later")
+        return False
+    return True
 
 
 def ws_router(gateway: Gateway) -> APIRouter:
@@ -143,8 +167,9 @@ def ws_router(gateway: Gateway) -> APIRouter:
         connection = Connection(websocket, user_id)
         if since is not None:
             connection.hold_live()  # before it is registered: nothing may overtake the replay
-        gateway.hub.add(connection)
         bucket = TokenBucket(settings.ws_messages_per_minute, settings.ws_burst)
+        if not await joined(gateway, connection):
+            return
         try:
             if since is not None:
                 await resume(connection, gateway.chat_out, since)
@@ -158,6 +183,7 @@ def ws_router(gateway: Gateway) -> APIRouter:
         except (WebSocketDisconnect, SocketGone):
             pass
         finally:
+            gateway.routes.leave(user_id)
             await gateway.hub.remove(connection)
 
     return router

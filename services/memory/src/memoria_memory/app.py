@@ -97,7 +97,7 @@ def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None =
         storage = await MemoryStorage.open(settings)
         threads = ThreadRepository(storage.documents)
         await threads.setup()
-        handlers.attach(storage, threads, HistoryCatchUp(storage.broker))
+        handlers.attach(storage, threads, HistoryCatchUp(storage.broker, settings.partitions))
         cycles = CycleLog(storage.documents)
         await cycles.setup()
         handlers.attach_cycle_log(cycles)

@@ -221,7 +221,7 @@ class MemoryHandlers:
         messages are those it does not cover, newest ``limit``, once every message posted
         before this request is stored."""
         if self._catch_up is not None:
-            await self._catch_up.wait()
+            await self._catch_up.wait(user_id)
         before_seq = None
         continued = None  # the cycle of ``before_id``: it goes on in a newer page
         if query.before_id is not None:

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime import metrics
+from memoria_runtime.partitions import Partitions
 
 log = logging.getLogger("memoria.memory.history")
 
@@ -89,6 +90,7 @@ class HistoryCatchUp:
     def __init__(
         self,
         redis: Redis,
+        partitions: Partitions,
         *,
         stream: Stream = Stream.CHAT_OUT,
         group: Group = Group.MEMORY_HISTORY,
@@ -98,6 +100,7 @@ class HistoryCatchUp:
         """``given_up_after_s``: how long an entry may be pending before reads stop waiting
         for it; by default the wait's own bound, since a later read would wait that in vain."""
         self._script = redis.register_script(_CAUGHT_UP)
+        self._partitions = partitions
         self._stream = stream.value
         self._group = group.value
         self._wait_limit_s = wait_limit_s
@@ -106,15 +109,17 @@ class HistoryCatchUp:
         self._unreported = 0  # reads behind since the last warning
         self._warned_at = -WARN_EVERY_S
 
-    async def wait(self) -> bool:
-        """True once everything posted before the call is stored; False when the bound or a
-        broker error ended the wait first (the read goes on with what is stored)."""
+    async def wait(self, user_id: str) -> bool:
+        """True once everything posted for ``user_id`` (in the user's partition of the
+        stream) before the call is stored; False when the bound or a broker error ended the
+        wait first (the read goes on with what is stored)."""
         deadline = time.monotonic() + self._wait_limit_s
+        key = self._partitions.of(user_id).scoped(self._stream)
         mark = ""
         poll_s = FIRST_POLL_S
         try:
             while True:
-                mark, caught_up = await self._check(mark)
+                mark, caught_up = await self._check(key, mark)
                 if caught_up:
                     return True
                 left = deadline - time.monotonic()
@@ -141,9 +146,9 @@ class HistoryCatchUp:
         self._unreported = 0
         self._warned_at = now
 
-    async def _check(self, mark: str) -> tuple[str, bool]:
+    async def _check(self, key: str, mark: str) -> tuple[str, bool]:
         reply = await self._script(
-            keys=[self._stream],
+            keys=[key],
             args=[self._group, mark, PENDING_LOOKED_AT, self._given_up_after_ms],
         )
         found, caught_up = reply

@@ -4,7 +4,7 @@ readers, reply inbox and channel declarations."""
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Any, Protocol
 
 from faststream.redis.parser.binary import BinaryMessageFormatV1
 from faststream.redis.parser.message import MessageFormat
@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from memoria_runtime import redis_clients
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.replies import ReplyInbox
+from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import BusSettings
 
 __all__ = [
@@ -68,10 +69,28 @@ class MemoriaBroker:
         return self._redis
 
     @property
+    def partitions(self) -> Partitions:
+        """The partitions of every stream (the same in every service of a deployment)."""
+        return self._settings.partitions
+
+    @property
     def replies(self) -> ReplyInbox:
         if self._inbox is None:
-            self._inbox = ReplyInbox(self.redis, self.message_format, self._settings.consumer)
+            self._inbox = ReplyInbox(
+                self.redis,
+                self.message_format,
+                self._settings.consumer,
+                sharded=self._settings.redis_cluster,
+            )
         return self._inbox
+
+    def queue_reply(self, pipe: Any, channel: str, reply: bytes) -> None:
+        """Queue on ``pipe`` the publication of a reply to a request's inbox: on a cluster on
+        the shard of the inbox's channel alone (``SPUBLISH``), rather than on every node."""
+        if self._settings.redis_cluster:
+            pipe.spublish(channel, reply)
+        else:
+            pipe.publish(channel, reply)
 
     def declare(self, channel: Channel) -> None:
         self.channels.append(channel)

@@ -1,10 +1,12 @@
 """Consumer groups with at-least-once delivery, read with plain redis-py.
 
 For each (stream, group) a service reads, one :class:`GroupConsumer` runs three loops under
-the service's consumer name:
+the service's consumer name, over every partition of the stream (partitions.py):
 
 * the **reader** takes new entries (``XREADGROUP >``), no more than it has free handler
-  slots, so a busy replica leaves the backlog in the stream for the next one;
+  slots, so a busy replica leaves the backlog in the stream for the next one. One blocking
+  read waits on all the partitions at once; on a cluster, where one command may only name
+  keys of one slot, there is one reader per partition (docs/adr/0029-partitioned-bus.md);
 * the **reclaimer** takes entries that sat unacknowledged longer than ``reclaim_idle_ms``
   (``XAUTOCLAIM``) — left behind by a consumer that crashed or failed;
 * the **keep-alive** re-claims the entries this process holds (``XCLAIM JUSTID``, which does
@@ -40,7 +42,13 @@ from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
-from redis.exceptions import BusyLoadingError, RedisError, ResponseError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -87,13 +95,22 @@ EventHandler = Callable[[Envelope, Delivery], Awaitable[Envelope | None]]
 """Handles one event; a returned envelope is the reply to a request (request/reply)."""
 
 
+_OUTAGES = (
+    RedisConnectionError,  # a cluster's slot without a primary for now too (redis_clients)
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,  # a cluster failing over
+    TryAgainError,  # a cluster moving the slot
+)
+
+
 def is_outage(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) says the broker could not be reached, rather
     than that handling the entry went wrong."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, RedisConnectionError | RedisTimeoutError | BusyLoadingError):
+        if isinstance(current, _OUTAGES):
             return True
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -154,10 +171,16 @@ class GroupConsumer:
         self._maxlen = settings.stream_maxlen
         self._grace_s = settings.shutdown_grace_seconds
         self._slots = max(1, settings.consumer_concurrency or slots)
-        self._outages_key = _OUTAGES_KEY.format(stream=stream.value, group=group.value)
+        self._partitions = {part.scoped(stream.value): part for part in settings.partitions.all}
+        self._keys = tuple(self._partitions)
+        # A read may only name keys of one slot on a cluster: one reader per partition there.
+        self._reads = (
+            tuple((key,) for key in self._keys) if settings.redis_cluster else (self._keys,)
+        )
         self._metrics = metrics.group_consumer_metrics(broker.service, stream.value, group.value)
         self._metrics.slots.set(self._slots)
-        self._held: set[str] = set()  # entries read and not yet acknowledged or given up
+        # (partition key, entry id) read and not yet acknowledged or given up
+        self._held: set[tuple[str, str]] = set()
         self._running: set[asyncio.Task[None]] = set()
         self._slot_freed = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
@@ -165,17 +188,23 @@ class GroupConsumer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await create_stream(self._broker.redis, self.stream.value, self.group)
+        for key in self._keys:
+            await create_stream(self._broker.redis, key, self.group)
         self._loops = [
-            asyncio.create_task(self._read_forever(), name=f"read {self._name}"),
-            asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self._name}"),
-            asyncio.create_task(self._keep_alive_forever(), name=f"keepalive {self._name}"),
+            asyncio.create_task(self._read_forever(keys), name=f"read {self._name}")
+            for keys in self._reads
         ]
+        self._loops.append(
+            asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self._name}")
+        )
+        self._loops.append(
+            asyncio.create_task(self._keep_alive_forever(), name=f"keepalive {self._name}")
+        )
 
     async def stop(self) -> None:
         """Stop taking entries, let running handlers finish within the grace period, then
         cancel them (their entries stay pending for another consumer)."""
-        reading, keep_alive = self._loops[:2], self._loops[2:]
+        reading, keep_alive = self._loops[:-1], self._loops[-1:]
         for task in reading:
             await stop_task(task)
         if self._running:
@@ -203,59 +232,74 @@ class GroupConsumer:
 
     # -- the three loops -------------------------------------------------------------------
 
-    async def _read_forever(self) -> None:
+    async def _read_forever(self, keys: tuple[str, ...]) -> None:
         failures = 0
+        streams: dict[Any, Any] = dict.fromkeys(keys, ">")
         while True:
             free = await self._free_slots()
             try:
                 reply: Any = await self._broker.redis.xreadgroup(
                     self.group.value,
                     self._consumer,
-                    {self.stream.value: ">"},
-                    count=free,  # no more than it can work on: the rest is for other replicas
+                    streams,
+                    # No more than it can work on, the rest being for other replicas: COUNT
+                    # holds for each partition read, so the free slots are shared out.
+                    count=max(1, free // len(self._keys)),
                     block=_READ_BLOCK_MS,
                 )
             except RedisError as exc:
                 if isinstance(exc, ResponseError) and "NOGROUP" in str(exc):
-                    await self._start_group_again()
+                    await self._start_group_again(keys)
                 else:  # the broker is away or refuses for now: never stop reading
                     failures = await self._pause_after(exc, failures)
                 continue
+            except Exception as exc:  # a partition left unread is worse than any log line
+                log.exception("%s: read of %s failed", self._name, ", ".join(keys))
+                failures = await self._pause_after(exc, failures)
+                continue
             failures = 0
-            for _, entries in reply or ():
-                await self._take(entries, redelivered=False)
+            for key, entries in _by_stream(reply):
+                await self._take(key, entries, redelivered=False)
 
     async def _reclaim_forever(self) -> None:
         interval = min(self._idle_ms / 1000 / _RECLAIMS_PER_IDLE, _MAX_RECLAIM_INTERVAL_S)
         while True:
             await asyncio.sleep(interval)
-            try:
-                await self._reclaim_once()
-            except ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    log.exception("%s: reclaim failed", self._name)
-            except RedisError as exc:
-                log.warning("%s: reclaim failed (%s); trying again", self._name, exc)
-            except Exception:  # keep reclaiming: one bad entry must not stop the loop
+            for key in self._keys:
+                await self._reclaim_safely(key)
+
+    async def _reclaim_safely(self, key: str) -> None:
+        """One partition's failure does not keep the others from being reclaimed."""
+        try:
+            await self._reclaim_once(key)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
                 log.exception("%s: reclaim failed", self._name)
+        except RedisError as exc:
+            log.warning("%s: reclaim failed (%s); trying again", self._name, exc)
+        except Exception:  # keep reclaiming: one bad entry must not stop the loop
+            log.exception("%s: reclaim failed", self._name)
 
     async def _keep_alive_forever(self) -> None:
         interval = self._idle_ms / 1000 / _KEEPALIVES_PER_IDLE
         while True:
             await asyncio.sleep(interval)
-            held: list[Any] = list(self._held)
-            for start in range(0, len(held), _CLAIM_CHUNK):
-                try:
-                    await self._broker.redis.xclaim(
-                        self.stream.value,
-                        self.group.value,
-                        self._consumer,
-                        min_idle_time=0,
-                        message_ids=held[start : start + _CLAIM_CHUNK],
-                        justid=True,
-                    )
-                except RedisError as exc:
-                    log.warning("%s: keep-alive claim failed: %s", self._name, exc)
+            held: dict[str, list[Any]] = {}
+            for key, entry_id in list(self._held):
+                held.setdefault(key, []).append(entry_id)
+            for key, ids in held.items():
+                for start in range(0, len(ids), _CLAIM_CHUNK):
+                    try:
+                        await self._broker.redis.xclaim(
+                            key,
+                            self.group.value,
+                            self._consumer,
+                            min_idle_time=0,
+                            message_ids=ids[start : start + _CLAIM_CHUNK],
+                            justid=True,
+                        )
+                    except Exception as exc:  # the next round claims them again
+                        log.warning("%s: keep-alive claim failed: %s", self._name, exc)
 
     # -- taking entries --------------------------------------------------------------------
 
@@ -266,15 +310,19 @@ class GroupConsumer:
         return self._slots - len(self._running)
 
     async def _take(
-        self, entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]], *, redelivered: bool
+        self,
+        key: str,
+        entries: Iterable[tuple[bytes, dict[bytes, bytes] | None]],
+        *,
+        redelivered: bool,
     ) -> None:
         for raw_id, fields in entries:
             entry_id = raw_id.decode()
-            if entry_id in self._held:  # already in this process' hands (a reclaim race)
+            if (key, entry_id) in self._held:  # already in this process' hands (a reclaim race)
                 continue
-            self._held.add(entry_id)
+            self._held.add((key, entry_id))
             await self._free_slots()
-            task = asyncio.create_task(self._settle(entry_id, fields, redelivered=redelivered))
+            task = asyncio.create_task(self._settle(key, entry_id, fields, redelivered=redelivered))
             self._running.add(task)
             self._metrics.running.set(len(self._running))
             task.add_done_callback(self._finished)
@@ -284,66 +332,68 @@ class GroupConsumer:
         self._metrics.running.set(len(self._running))
         self._slot_freed.set()
 
-    async def _reclaim_once(self) -> None:
+    async def _reclaim_once(self, key: str) -> None:
         start = "0-0"
         while True:
             next_start, claimed, *_ = await self._broker.redis.xautoclaim(
-                self.stream.value,
+                key,
                 self.group.value,
                 self._consumer,
                 min_idle_time=self._idle_ms,
                 start_id=start,
                 count=self._slots,
             )
-            fresh = [(i, f) for i, f in claimed if i.decode() not in self._held]
+            fresh = [(i, f) for i, f in claimed if (key, i.decode()) not in self._held]
             if fresh:
-                await self._take(fresh, redelivered=True)
+                await self._take(key, fresh, redelivered=True)
             start = next_start.decode() if isinstance(next_start, bytes) else str(next_start)
             if start == "0-0":
                 return
 
-    async def _pause_after(self, exc: RedisError, failures: int) -> int:
+    async def _pause_after(self, exc: Exception, failures: int) -> int:
         delay = _RETRY_AFTER_S[min(failures, len(_RETRY_AFTER_S) - 1)]
         if failures == 0:
             log.warning("%s: read failed (%s); retrying", self._name, exc)
         await asyncio.sleep(delay)
         return failures + 1
 
-    async def _start_group_again(self) -> None:
+    async def _start_group_again(self, keys: tuple[str, ...]) -> None:
         """The stream or its group vanished (a flushed broker, a broker restarted without
         persistence): create it again, as at start."""
         log.warning("%s: consumer group missing; creating it again", self._name)
         try:
-            await create_stream(self._broker.redis, self.stream.value, self.group)
+            for key in keys:
+                await create_stream(self._broker.redis, key, self.group)
         except RedisError:
             await asyncio.sleep(_RETRY_AFTER_S[-1])
 
     # -- one entry -------------------------------------------------------------------------
 
     async def _settle(
-        self, entry_id: str, fields: dict[bytes, bytes] | None, *, redelivered: bool
+        self, key: str, entry_id: str, fields: dict[bytes, bytes] | None, *, redelivered: bool
     ) -> None:
         """Handle one entry and acknowledge it, or leave it pending, or dead-letter it."""
         try:
             if fields is None:  # trimmed away while pending: nothing left to handle
-                await self._ack(entry_id)
+                await self._ack(key, entry_id)
                 return
             entry = read_entry(entry_id, fields, self._broker.message_format)
-            await self._settle_entry(entry, redelivered=redelivered)
+            await self._settle_entry(key, entry, redelivered=redelivered)
         except Exception:
-            log.exception("%s: entry %s left pending", self._name, entry_id)
+            log.exception("%s: entry %s of %s left pending", self._name, entry_id, key)
         finally:
-            self._held.discard(entry_id)
+            self._held.discard((key, entry_id))
 
-    async def _settle_entry(self, entry: Entry, *, redelivered: bool) -> None:
+    async def _settle_entry(self, key: str, entry: Entry, *, redelivered: bool) -> None:
+        # Signed for the stream, whichever partition it is in (bus/framing.py).
         event = opened(self.stream.value, entry, self._signer)
         if isinstance(event, str):
-            await self._refuse(entry, event)
+            await self._refuse(key, entry, event)
             return
         if redelivered:
-            refusal = await self._refusal(entry.entry_id)
+            refusal = await self._refusal(key, entry.entry_id)
             if refusal is not None:
-                await self._refuse(entry, refusal)
+                await self._refuse(key, entry, refusal)
                 return
             log.warning("reclaimed %s %s", self.stream.value, event.event_id)
         delivery = Delivery(
@@ -361,6 +411,7 @@ class GroupConsumer:
             attributes={
                 "messaging.system": "redis",
                 "messaging.destination.name": self.stream.value,
+                "messaging.destination.partition.id": key,
                 "messaging.consumer.group.name": self.group.value,
                 "messaging.message.id": entry.entry_id,
                 "messaging.message.conversation_id": entry.correlation_id,
@@ -372,15 +423,15 @@ class GroupConsumer:
                 span.record_exception(exc)
                 span.set_status(trace.StatusCode.ERROR)
                 self._metrics.failed.inc()
-                await self._note_failure(entry, exc)
+                await self._note_failure(key, entry, exc)
                 return
             finally:
                 self._metrics.handling_seconds.observe(time.perf_counter() - started)
             framed = await self._framed_reply(event, entry, reply)
-            await self._ack(entry.entry_id, reply_to=entry.reply_to, reply=framed)
+            await self._ack(key, entry.entry_id, reply_to=entry.reply_to, reply=framed)
         self._metrics.handled.inc()
         if redelivered:
-            await self._forget_outages(entry.entry_id)
+            await self._forget_outages(key, entry.entry_id)
 
     async def _framed_reply(
         self, event: Envelope, entry: Entry, reply: Envelope | None
@@ -395,40 +446,45 @@ class GroupConsumer:
             correlation_id=entry.correlation_id,
         )
 
-    async def _ack(self, entry_id: str, *, reply_to: str = "", reply: bytes | None = None) -> None:
+    async def _ack(
+        self, key: str, entry_id: str, *, reply_to: str = "", reply: bytes | None = None
+    ) -> None:
         """Acknowledge, after publishing the reply to a request (one round trip for both)."""
         if reply is None:
-            await self._broker.redis.xack(self.stream.value, self.group.value, entry_id)
+            await self._broker.redis.xack(key, self.group.value, entry_id)
             return
         async with self._broker.redis.pipeline(transaction=False) as pipe:
-            pipe.publish(reply_to, reply)
-            pipe.xack(self.stream.value, self.group.value, entry_id)
+            self._broker.queue_reply(pipe, reply_to, reply)
+            pipe.xack(key, self.group.value, entry_id)
             await pipe.execute()
 
-    async def _refuse(self, entry: Entry, reason: str) -> None:
-        log.error("dead-lettered %s %s: %s", self.stream.value, entry.entry_id, reason)
+    async def _refuse(self, key: str, entry: Entry, reason: str) -> None:
+        log.error("dead-lettered %s %s: %s", key, entry.entry_id, reason)
         await dead_letter(
             self._broker.redis,
-            stream=self.stream.value,
+            stream=key,
             group=self.group.value,
             entry_id=entry.entry_id,
             data=entry.data,
             reason=reason,
             maxlen=self._maxlen,
         )
-        await self._broker.redis.xack(self.stream.value, self.group.value, entry.entry_id)
+        await self._broker.redis.xack(key, self.group.value, entry.entry_id)
         self._metrics.dead_lettered.inc()
-        await self._forget_outages(entry.entry_id)
+        await self._forget_outages(key, entry.entry_id)
 
     # -- delivery history ------------------------------------------------------------------
 
-    async def _refusal(self, entry_id: str) -> str | None:
+    def _outages_key(self, key: str) -> str:
+        """In the partition of the stream's key (with its hash tag)."""
+        name = _OUTAGES_KEY.format(stream=self.stream.value, group=self.group.value)
+        return self._partitions[key].scoped(name)
+
+    async def _refusal(self, key: str, entry_id: str) -> str | None:
         """Why a reclaimed entry must not run again, or None."""
         async with self._broker.redis.pipeline(transaction=False) as pipe:
-            pipe.xpending_range(
-                self.stream.value, self.group.value, min=entry_id, max=entry_id, count=1
-            )
-            pipe.hget(self._outages_key, entry_id)
+            pipe.xpending_range(key, self.group.value, min=entry_id, max=entry_id, count=1)
+            pipe.hget(self._outages_key(key), entry_id)
             pending, outages = await pipe.execute()
         deliveries = int(pending[0]["times_delivered"]) if pending else 1
         return Verdict(
@@ -437,7 +493,7 @@ class GroupConsumer:
             max_deliveries=self._max_deliveries,
         ).refusal
 
-    async def _note_failure(self, entry: Entry, exc: Exception) -> None:
+    async def _note_failure(self, key: str, entry: Entry, exc: Exception) -> None:
         if not is_outage(exc):
             log.error(
                 "%s: handler failed on %s; it stays pending for a retry",
@@ -449,16 +505,22 @@ class GroupConsumer:
         log.warning("%s: broker outage while handling %s: %s", self._name, entry.entry_id, exc)
         try:
             async with self._broker.redis.pipeline(transaction=False) as pipe:
-                pipe.hincrby(self._outages_key, entry.entry_id, 1)
-                pipe.expire(self._outages_key, _OUTAGES_TTL_S)
+                pipe.hincrby(self._outages_key(key), entry.entry_id, 1)
+                pipe.expire(self._outages_key(key), _OUTAGES_TTL_S)
                 await pipe.execute()
         except RedisError:
             # Still away: this delivery counts as a strike. Bounded by max_deliveries.
             log.warning("%s: could not record the outage of %s", self._name, entry.entry_id)
 
-    async def _forget_outages(self, entry_id: str) -> None:
+    async def _forget_outages(self, key: str, entry_id: str) -> None:
         with contextlib.suppress(RedisError):
-            await self._broker.redis.hdel(self._outages_key, entry_id)
+            await self._broker.redis.hdel(self._outages_key(key), entry_id)
+
+
+def _by_stream(reply: Any) -> list[tuple[str, Any]]:
+    """An XREADGROUP reply as (stream key, entries): a list of pairs, or with RESP3 a map."""
+    pairs = reply.items() if isinstance(reply, dict) else reply or ()
+    return [(k.decode() if isinstance(k, bytes) else k, entries) for k, entries in pairs]
 
 
 def subscribe_group(

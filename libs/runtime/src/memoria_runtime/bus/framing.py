@@ -3,7 +3,8 @@
 Every writer uses it: the publishers (publisher.py) and the thread gate's Lua script, which
 admits a message and appends it to ``chat.in`` in one step. The current trace context goes
 into the headers, so the consumer's span joins the same trace; so does the signature every
-consumer checks (signing.py).
+consumer checks (signing.py). The signature names the stream, not its partition: a framed
+entry is valid in whichever partition its user's work goes to.
 """
 
 from __future__ import annotations

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from faststream.redis.parser.message import MessageFormat
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from memoria_runtime.bus.topology import append
 from memoria_runtime.health import stop_task
@@ -39,9 +37,19 @@ Reply = tuple[bytes, Mapping[str, Any]]
 
 
 class ReplyInbox:
-    def __init__(self, redis: Redis, message_format: type[MessageFormat], consumer: str) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        message_format: type[MessageFormat],
+        consumer: str,
+        *,
+        sharded: bool = False,
+    ) -> None:
+        """``sharded``: listen with ``SSUBSCRIBE`` (a cluster: replies are published on the
+        channel's shard only, not broadcast to every node)."""
         self.channel = f"memoria:reply:{consumer}:{uuid.uuid4().hex[:12]}"
         self._redis = redis
+        self._sharded = sharded
         self._format = message_format
         self._waiting: dict[str, asyncio.Future[Reply]] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -100,21 +108,26 @@ class ReplyInbox:
             if self._listener is not None:
                 return
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-            await pubsub.subscribe(self.channel)  # before any request names the channel
+            # before any request names the channel
+            if self._sharded:
+                # the channel's shard is looked up in the slots the client learns at its
+                # first command: learn them now if none was sent yet
+                await self._redis.initialize()
+                await pubsub.ssubscribe(self.channel)
+            else:
+                await pubsub.subscribe(self.channel)
             self._listener = asyncio.create_task(self._listen(pubsub), name="reply inbox")
 
     async def _listen(self, pubsub: Any) -> None:
         try:
             while True:
                 try:
-                    message = await pubsub.get_message(
-                        ignore_subscribe_messages=True, timeout=_LISTEN_TIMEOUT_S
-                    )
-                except RedisError as exc:
-                    log.warning("reply inbox: %s; listening again", exc)
+                    message = await self._next(pubsub)
+                except Exception as exc:  # the broker away, a shard failing over
+                    log.warning("reply inbox: %r; listening again", exc)
                     await asyncio.sleep(_RETRY_AFTER_S)
                     continue
-                if message is None or message.get("type") != "message":
+                if message is None or message.get("type") not in ("message", "smessage"):
                     continue
                 try:
                     self._deliver(message["data"])
@@ -123,6 +136,13 @@ class ReplyInbox:
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()
+
+    async def _next(self, pubsub: Any) -> Any:
+        if self._sharded:
+            return await pubsub.get_sharded_message(
+                ignore_subscribe_messages=True, timeout=_LISTEN_TIMEOUT_S
+            )
+        return await pubsub.get_message(ignore_subscribe_messages=True, timeout=_LISTEN_TIMEOUT_S)
 
     def _deliver(self, data: bytes) -> None:
         body, headers = self._format.parse(data)

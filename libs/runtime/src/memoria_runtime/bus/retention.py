@@ -1,8 +1,9 @@
 """Streams hold what is in flight, not history: each is trimmed by age, never past an entry
-that a consumer group reading it has not read or not acknowledged (ADR 30).
+that a consumer group reading it has not read or not acknowledged (ADR 32).
 
 Every appended entry names no trim of its own beyond the ``MEMORIA_STREAM_MAXLEN`` backstop
-(publisher.py). Instead, every service trims every stream of the contract now and then:
+(publisher.py). Instead, every service trims every stream of the contract now and then,
+each partition of it on a partitioned bus (partitions.py):
 
 * the **age cut** is ``now − MEMORIA_STREAM_RETENTION_SECONDS`` (an entry id starts with its
   time in milliseconds, so ``XTRIM MINID`` cuts by age), ``MEMORIA_DEAD_LETTER_RETENTION_DAYS``
@@ -17,8 +18,11 @@ and never goes further than asked. Which service trims does not matter: trimming
 trimming once. A group that pins entries much older than the retention (its consumers down,
 or a group nobody reads any more) is logged, so an operator sees why the stream grows.
 
+A gateway's inboxes of routed fan-out (routed.py) are read without a group: the gateway
+trims its own by the same age, never past what it has not read yet (:func:`trim_inbox`).
+
 What this bounds (docs/operating.md, "What Valkey holds"): at a steady rate of ``c`` cycles
-a second, each stream holds about ``c × retention`` cycles' entries.
+a second, each stream holds about ``c × retention`` cycles' entries, over its partitions.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any, Final
 from redis.exceptions import RedisError, ResponseError
 
 from memoria_contracts.streams import READERS, Stream
+from memoria_runtime.partitions import logical_name
 from memoria_runtime.settings import BusSettings
 
 log = logging.getLogger("memoria.bus.retention")
@@ -109,16 +114,22 @@ async def group_positions(redis: Any, stream: str, groups: Iterable[str]) -> lis
     return positions
 
 
+def age_cut(retention_s: float, now_ms: int) -> EntryId:
+    """The first entry id young enough to stay."""
+    return EntryId(max(0, now_ms - int(retention_s * 1000)), 0)
+
+
 async def trim_stream(redis: Any, stream: str, retention_s: float, now_ms: int) -> int:
-    """Trim ``stream`` as the module says; how many entries went."""
+    """Trim ``stream`` (a contract stream's key, in any partition) as the module says; how
+    many entries went."""
     first: Any = await redis.xrange(stream, count=1)
     if not first:
         return 0  # no stream, or nothing in it
     oldest = EntryId.parse(first[0][0])
-    groups = [group.value for group in READERS.get(Stream(stream), ())]
+    groups = [group.value for group in READERS.get(Stream(logical_name(stream)), ())]
     positions = await group_positions(redis, stream, groups)
-    age_cut = EntryId(max(0, now_ms - int(retention_s * 1000)), 0)
-    if oldest >= age_cut:
+    cut = age_cut(retention_s, now_ms)
+    if oldest >= cut:
         return 0  # nothing old enough to go
     for held in pinning(positions, oldest, now_ms, retention_s):
         log.warning(
@@ -129,15 +140,34 @@ async def trim_stream(redis: Any, stream: str, retention_s: float, now_ms: int) 
             (now_ms - max(held.floor, oldest).millis) / 1000,
         )
     removed: int = await redis.xtrim(
-        stream, minid=str(trim_point(age_cut, positions)), approximate=True
+        stream, minid=str(trim_point(cut, positions)), approximate=True
     )
     return removed
+
+
+def queue_inbox_trim(
+    pipe: Any, inbox: str, retention_s: float, now_ms: int, read_up_to: EntryId
+) -> None:
+    """Queue the trim of a gateway's inbox on ``pipe``: entries older than the retention
+    go, never one after ``read_up_to`` (the last the gateway read: the inbox is its own).
+    A missing inbox stays missing (``XTRIM`` creates nothing)."""
+    reader = GroupPosition("gateway", read_up_to, None)
+    pipe.xtrim(
+        inbox, minid=str(trim_point(age_cut(retention_s, now_ms), [reader])), approximate=True
+    )
 
 
 def retention_of(stream: Stream, settings: BusSettings) -> float:
     if stream is Stream.DEAD_LETTER:
         return settings.dead_letter_retention_days * 24 * 3600
     return settings.stream_retention_seconds
+
+
+def stream_keys(stream: Stream, settings: BusSettings) -> list[str]:
+    """The keys of ``stream``: one per partition; the dead letters are global."""
+    if stream is Stream.DEAD_LETTER:
+        return [stream.value]
+    return settings.partitions.keys(stream.value)
 
 
 def trim_interval(settings: BusSettings) -> float:
@@ -151,19 +181,19 @@ async def trim_all(
     streams: Iterable[Stream] = Stream,
     now_ms: int | None = None,
 ) -> int:
-    """One round over ``streams``; how many entries went. A stream that fails (the broker
-    away) is skipped until the next round."""
+    """One round over ``streams``, every partition of each; how many entries went. A stream
+    that fails (the broker away) is skipped until the next round."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     removed = 0
     for stream in streams:
-        try:
-            removed += await trim_stream(
-                redis, stream.value, retention_of(stream, settings), now_ms
-            )
-        except ResponseError as exc:
-            log.error("%s: not trimmed: %s", stream.value, exc)
-        except RedisError as exc:
-            log.info("%s: not trimmed this round (%s)", stream.value, exc)
+        retention_s = retention_of(stream, settings)
+        for key in stream_keys(stream, settings):
+            try:
+                removed += await trim_stream(redis, key, retention_s, now_ms)
+            except ResponseError as exc:
+                log.error("%s: not trimmed: %s", key, exc)
+            except RedisError as exc:
+                log.info("%s: not trimmed this round (%s)", key, exc)
     return removed
 
 

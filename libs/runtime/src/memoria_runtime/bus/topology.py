@@ -28,6 +28,7 @@ from redis.typing import EncodableT, FieldT
 
 from memoria_contracts.streams import READERS, Group, Stream
 from memoria_runtime.bus.entries import DATA_FIELD
+from memoria_runtime.partitions import logical_name
 
 APPEND_ATTEMPTS = 3
 """How often an append is made again after creating its stream: more than once only if the
@@ -36,9 +37,10 @@ stream is deleted again in between (a broker flushed twice in a row)."""
 
 @cache  # asked at every append: the answer never changes in a process
 def groups_of(stream: str, *also: str) -> tuple[str, ...]:
-    """The groups that read ``stream`` (none for a name outside the contract), then ``also``."""
+    """The groups that read ``stream`` (any of its partitions; none for a name outside the
+    contract), then ``also``."""
     try:
-        known = READERS[Stream(stream)]
+        known = READERS[Stream(logical_name(stream))]
     except ValueError:
         known = ()
     names = [group.value for group in known]
@@ -47,8 +49,9 @@ def groups_of(stream: str, *also: str) -> tuple[str, ...]:
 
 
 async def create_stream(redis: Redis, stream: str, *also: Group) -> None:
-    """Create ``stream`` with every group that reads it, and ``also`` groups, atomically;
-    groups that exist already are left where they are."""
+    """Create ``stream`` (a stream of the contract, or one of its partitions) with every
+    group that reads it, and ``also`` groups, atomically; groups that exist already are left
+    where they are."""
     groups = groups_of(stream, *(group.value for group in also))
     if not groups:
         return
