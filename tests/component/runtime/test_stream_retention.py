@@ -102,7 +102,9 @@ async def test_dead_letters_are_kept_for_days_and_missing_streams_are_skipped(
 ) -> None:
     stream = Stream.DEAD_LETTER.value
     ids = await fill(redis, stream, [3 * 24 * 60, 24 * 60, 10])
-    settings = BusSettings(stream_retention_seconds=RETENTION_S, dead_letter_retention_days=2)
+    settings = BusSettings(
+        stream_retention_seconds=RETENTION_S, dead_letter_retention_days=2, bus_partitions=3
+    )  # the dead letters are one stream however many partitions the others have
     removed = await trim_all(redis, settings, [Stream.DEAD_LETTER, Stream.CHAT_OUT], NOW_MS)
     assert removed == 1
     assert await remaining(redis, stream) == ids[1:]
