@@ -20,9 +20,8 @@ from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan, s
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
-from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import i18n, keys
+from memoria_runtime import accounting, i18n, keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.bus.consumer import is_outage
 from memoria_runtime.envelopes import follow

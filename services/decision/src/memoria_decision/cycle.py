@@ -99,11 +99,10 @@ from memoria_decision.transitions import (
     Transition,
     transition,
 )
-from memoria_llm import accounting
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_llm.usage import Usage
-from memoria_runtime import i18n, keys, metrics
+from memoria_runtime import accounting, i18n, keys, metrics
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.catalog import live_actions
 from memoria_runtime.gate import ThreadGate
