@@ -260,7 +260,8 @@ class AuthSettings(DataSettings):
         default=7 * 24 * 3600,
         ge=60,
         description="Session token lifetime. A token is refused once this long has passed "
-        "since it was issued (its `iat`), whatever its `exp` says.",
+        "since it was issued (its `iat`), whatever its `exp` says. A token issued by a host "
+        "whose clock runs up to a minute ahead is taken.",
     )
 
     @field_validator("dev_login_hosts", mode="before")
