@@ -115,7 +115,7 @@ MEMORY = {
 }
 
 # -- the hops a cycle makes, read from the code ------------------------------------------
-# decision/cycle.py, action_worker/runner.py + actions, runtime/rpc.py, gateway/core.py.
+# decision/executor.py, action_worker/runner.py + actions, runtime/rpc.py, gateway/core.py.
 
 HopKind = Literal["group", "reply", "fanout"]
 

@@ -18,7 +18,7 @@ product's own code and measures every decision prompt on the way.
   each turn, as the memory service does in the background). Search and save steps leave a
   tool call and its result in the thread, as decision publishes them. Beside it, the older
   history: the newest ``MEMORIA_HISTORY_LIMIT`` messages and no summary,
-  its transcript is the cycle so far, and ``memoria_decision.prompt.decision_prompt`` makes
+  its transcript is the cycle so far, and ``memoria_decision.chooser.decision_prompt`` makes
   the prompt with the real action catalog. A search or save turn makes two decisions
   (before and after the step), the others one.
 * **Counted** as the product counts: the prompt goes to the scripted provider's
@@ -52,9 +52,9 @@ from memoria_action_worker.registry import load_actions
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec, StepRecord
 from memoria_contracts.history import HistorySummary
-from memoria_decision import tool_history
-from memoria_decision.prompt import decision_prompt
-from memoria_decision.state import CycleState
+from memoria_decision.chooser import decision_prompt
+from memoria_decision.core import outputs
+from memoria_decision.core.state import CycleState
 from memoria_llm import usage
 from memoria_llm.conversation import bounded_summary
 from memoria_llm.port import LLMRequest, Prompt
@@ -185,6 +185,23 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
             transcript.append(made)
         return made
 
+    def tool(step: int, action: str, arguments: dict[str, Any] | None, summary: str = "") -> None:
+        """A step's call (``summary`` empty) or result, as decision writes it."""
+        writer = CycleState(
+            cycle_id=cycle_id,
+            user_id=USER,
+            thread_id=THREAD,
+            message_id=cycle.original.id,
+            trace={},
+            language="en",
+            original=cycle.original,
+            started_at=at,
+        ).working(now=at)
+        if summary:
+            stored_only(outputs.result(writer, step, action, summary).record)
+        else:
+            stored_only(outputs.call(writer, step, action, arguments).record)
+
     def stored_only(made: ChatRecord) -> None:
         """A tool call or result: decision publishes it, the memory service stores it, but
         this cycle's decisions see the step in their list of steps instead."""
@@ -193,21 +210,21 @@ def make_cycle(rng: random.Random, turn: int) -> Cycle:
     if kind == "search":
         queries = [sentence(rng, 2, 5).rstrip(".") for _ in range(rng.randint(1, 2))]
         arguments = {"mode": "semantic", "queries": queries}  # as the step reports them
-        stored_only(tool_history.call_record(cycle_id, 1, "MemorySearch", arguments))
+        tool(1, "MemorySearch", arguments)
         cards = [memory_card(rng, turn, i, at) for i in range(rng.randint(1, 3))]
         for card in cards:
             add("system", card, history=True, modal="memory")
         add("assistant", text(rng, (1, 2), (8, 18)), history=True)
         found = ", ".join(f'{c["memory_id"]} ("{c["content"][:40]}")' for c in cards)
         summary = f"searched (semantic) for a topic: found {len(cards)} memories: {found}"
-        stored_only(tool_history.result_record(cycle_id, 1, "MemorySearch", "ok", summary))
+        tool(1, "MemorySearch", None, summary)
         steps.append(StepRecord(step=1, action="MemorySearch", status="ok", summary=summary))
         cycle.decisions.append((list(transcript), list(steps)))
     elif kind == "save":
         saved = {"memory_types": ["preference"]}
-        stored_only(tool_history.call_record(cycle_id, 1, "MemorySave", saved))
+        tool(1, "MemorySave", saved)
         add("assistant", text(rng, (1, 2), (8, 18)), history=True)
-        stored_only(tool_history.result_record(cycle_id, 1, "MemorySave", "ok", "saved 1 memory"))
+        tool(1, "MemorySave", None, "saved 1 memory")
         steps.append(StepRecord(step=1, action="MemorySave", status="ok", summary="saved 1 memory"))
         cycle.decisions.append((list(transcript), list(steps)))
     if kind == "question":
@@ -252,8 +269,9 @@ def state_for(
         trace={},
         language="en",
         original=cycle.original,
-        history=history,
-        transcript=transcript,
+        started_at=cycle.original.created_at,
+        history=tuple(history),
+        transcript=tuple(transcript),
     )
 
 
@@ -324,7 +342,7 @@ async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured
                         ([], None),
                     ):
                         state = state_for(cycle, earlier, transcript, summarized)
-                        state.steps = steps
+                        state = state.but(steps=tuple(steps))
                         counts.append(await counted(model, decision_prompt(state, catalog), names))
                     measured.append(Measured(turn, *counts))
                 for message in cycle.stored:  # as the memory service stores chat.out
@@ -391,7 +409,7 @@ def report(measured: list[Measured], turns: int, history_limit: int, actions: in
         [
             f"prompt tokens per decision: {turns}-turn synthetic conversation, "
             f"{len(measured)} decisions (turn mix: {mix})",
-            "prompt: memoria_decision.prompt.decision_prompt, the real catalog "
+            "prompt: memoria_decision.chooser.decision_prompt, the real catalog "
             f"({actions} actions); history: the thread's summaries (HistorySummarizer) and "
             f"the newest messages after them (HistoryRepository.recent on SQLite, at most "
             f"MEMORIA_HISTORY_LIMIT={history_limit})",

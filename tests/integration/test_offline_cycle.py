@@ -9,7 +9,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
+import redis.asyncio as redis
 from offline_chat import actions, answers, cards, offline_stack, say, written
 from stack import Stack
 from ws_client import Frame
@@ -17,6 +19,7 @@ from ws_client import Frame
 pytestmark = pytest.mark.integration
 
 OFFLINE_LABEL = "offline planner (no LLM)"
+HTTP_TIMEOUT_S = 30.0
 NO_MODEL = "No language model is answering"
 
 
@@ -163,3 +166,82 @@ async def test_the_portuguese_delete_all_question_dropped_in_portuguese(stack: S
     assert notices(other)[0].startswith("Não apaguei suas memórias")
     kept = await say(stack, "ines", "b", "O que você sabe sobre mim?")
     assert cards(kept) == ["Eu moro em Recife"]
+
+
+async def stored_memories(stack: Stack, user: str) -> list[str]:
+    headers = {"Authorization": f"Bearer {stack.token(user)}"}
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=HTTP_TIMEOUT_S) as http:
+        response = await http.get("/api/memories", headers=headers)
+    response.raise_for_status()
+    return sorted(m["content"] for m in response.json()["memories"])
+
+
+async def ask_back(stack: Stack, user: str, question: str) -> None:
+    asked = await say(stack, user, "q", question)
+    assert actions(asked) == ["MemorySearch", "Question"], asked
+
+
+@pytest.mark.parametrize(
+    ("user", "question", "reply", "fact"),
+    [
+        (
+            "ava",
+            "What is my address?",
+            "5 Elm Street, Springfield",
+            "My address is 5 Elm Street, Springfield",
+        ),
+        (
+            "rui",
+            "Qual é o meu endereço?",
+            "Rua das Flores 12, Lisboa",
+            "Meu endereço é Rua das Flores 12, Lisboa",
+        ),
+    ],
+)
+async def test_an_answer_to_its_question_is_saved_as_the_asked_fact(
+    stack: Stack, user: str, question: str, reply: str, fact: str
+) -> None:
+    await ask_back(stack, user, question)
+    answered = await say(stack, user, "q", reply)
+    assert actions(answered) == ["MemorySave", "Finalize"]
+    assert await stored_memories(stack, user) == [fact]
+
+
+@pytest.mark.parametrize(
+    ("user", "question", "reply"),
+    [
+        ("bea", "What is my address?", "I have no idea, sorry"),
+        ("cid", "What is my address?", "The weather is nice today"),
+        ("dan", "What is my address?", "What time is it?"),
+        ("edu", "Qual é o meu endereço?", "O meu gato chama-se Tareco"),
+        ("fia", "Qual é o meu endereço?", "deixa pra lá"),
+    ],
+)
+async def test_what_does_not_answer_its_question_is_not_saved_as_the_asked_fact(
+    stack: Stack, user: str, question: str, reply: str
+) -> None:
+    """Handled as a new message: nothing becomes "My address is …", and the question is
+    dropped (an answer to it later is an ordinary message)."""
+    await ask_back(stack, user, question)
+    await say(stack, user, "q", reply)
+    kept = await stored_memories(stack, user)
+    assert not any(m.lower().startswith(("my address", "meu endereço")) for m in kept), kept
+    late = await say(stack, user, "q", "5 Elm Street")
+    assert "MemorySave" not in actions(late)
+
+
+async def test_what_a_cycle_leaves_in_redis_once_it_ended(stack: Stack) -> None:
+    """Every key that names the cycle, by the server's count, once its end was announced."""
+    frames = await say(stack, "gus", "a", "Remember that my garden has roses and tulips")
+    cycle_id = next(f for f in frames if f["type"] == "cycle_end")["cycle_id"]
+    client = redis.Redis.from_url(stack.redis_url)
+    try:
+        left = {
+            key.decode(): (await client.memory_usage(key) or 0, await client.ttl(key))
+            async for key in client.scan_iter(match=f"*{cycle_id}*")
+        }
+    finally:
+        await client.aclose()
+    print(f"left by {cycle_id}: {left}")
+    ours = {key: size for key, (size, _) in left.items() if key.startswith("memoria:cycle:")}
+    assert sum(ours.values()) <= 1024, left

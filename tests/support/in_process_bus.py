@@ -17,9 +17,10 @@ from memoria_contracts.events import (
     Payload,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.chooser import Chooser
 from memoria_decision.deadlines import Deadlines
-from memoria_decision.state import CycleStore
+from memoria_decision.executor import CycleExecutor
+from memoria_decision.store import CycleStore, released_ttl_s
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import EventPublisher
 from memoria_runtime.gate import ThreadGate
@@ -89,20 +90,20 @@ def scripted_engine(
     rules: list[ScriptRule] | None = None,
     memory: MemoryClient | None = None,
     settings: Settings | None = None,
-) -> CycleEngine:
+) -> CycleExecutor:
     """Decision on ``redis`` whose scripted model follows ``rules`` (default: always
     Finalize), asking ``memory`` (default: threads without history)."""
     chosen = settings if settings is not None else Settings(_env_file=None)
-    return CycleEngine(
+    model = ScriptedModel(
+        Script(rules=rules if rules is not None else [ScriptRule(decide=["Finalize"])])
+    )
+    return CycleExecutor(
         settings=chosen,
-        llm_prices=chosen.llm_prices,
         redis=redis,
         publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000, partitions=PARTITIONS),
-        store=CycleStore(redis, PARTITIONS),
-        deadlines=Deadlines(redis, PARTITIONS),
+        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000, partitions=chosen.partitions),
+        store=CycleStore(redis, chosen.partitions, released_ttl_s=released_ttl_s(chosen)),
+        deadlines=Deadlines(redis, chosen.partitions),
         memory=memory if memory is not None else EmptyHistory(),
-        llm=ScriptedModel(
-            Script(rules=rules if rules is not None else [ScriptRule(decide=["Finalize"])])
-        ),
+        chooser=Chooser(chosen, redis, model),
     )

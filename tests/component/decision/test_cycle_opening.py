@@ -17,7 +17,8 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, SessionConfigState
-from memoria_decision.state import CycleState, CycleStore
+from memoria_decision.core.state import CycleState
+from memoria_decision.store import CycleStore
 from memoria_runtime import catalog, i18n
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partitions
@@ -72,8 +73,9 @@ async def start_cycle(redis: Redis, memory: OpeningMemory) -> tuple[CycleState, 
     await engine.on_user_message(
         Envelope(user_id="ana", thread_id="t1", payload=message), message, b"framed"
     )
-    state = await CycleStore(redis, PARTITIONS).load(ONE, cycle_id_for(message.message_id))
-    assert state is not None and state.session is not None
+    store = CycleStore(redis, PARTITIONS, released_ttl_s=60)
+    state = await store.load(ONE, cycle_id_for(message.message_id))
+    assert isinstance(state, CycleState) and state.session is not None
     return state, publisher
 
 

@@ -18,7 +18,7 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.executor import CycleExecutor
 from memoria_llm.scripted import ScriptRule
 from memoria_llm.usage import Usage
 from memoria_runtime import accounting, catalog, keys, metrics
@@ -36,7 +36,7 @@ MESSAGE_ID = "msg_usage1"
 
 def engine_for(
     redis: Redis, publisher: RecordingPublisher, decide: list[str | list[str]] | None = None
-) -> CycleEngine:
+) -> CycleExecutor:
     return scripted_engine(
         redis,
         publisher,
@@ -62,7 +62,7 @@ def decision_tokens(direction: str) -> float:
     return metrics.REGISTRY.get_sample_value(metrics.LLM_TOKENS_TOTAL, labels) or 0.0
 
 
-async def start_cycle(engine: CycleEngine) -> None:
+async def start_cycle(engine: CycleExecutor) -> None:
     message = UserMessageReceived(message_id=MESSAGE_ID, content="hi there")
     event = Envelope(user_id="ana", thread_id="t1", payload=message)
     await engine.on_user_message(event, message, b"framed")
@@ -86,7 +86,7 @@ async def test_the_cycle_end_carries_decisions_and_steps_usage(redis: Redis) -> 
         request.cycle_id,
         [Usage(WORKER_MODEL, 2000, 400)],
         service="action-worker",
-        prices=engine.llm_prices,
+        prices=engine.settings.llm_prices,
     )
     outcome = ActionOutcome(status="ok", ends_cycle=True, summary="answered the user")
     completed = follow(

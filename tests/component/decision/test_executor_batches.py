@@ -1,7 +1,7 @@
-"""The cycle's executor (``memoria_decision.cycle``) is the one part of decision that knows
-Redis: how many times it waits for it per event, its batches as its docstring lists them
-(see ``round_trips``). The state machine it carries out is tested without Redis
-(tests/unit/decision/test_transitions.py). On a real Redis, scripted LLM."""
+"""The cycle's executor (``memoria_decision.executor``, its writes held and sent together by
+``memoria_decision.batch``) is the one part of decision that knows Redis: how many times it
+waits for it per event (see ``round_trips``). The core it carries out is tested without
+Redis (tests/unit/decision/test_core.py). On a real Redis, scripted LLM."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.executor import CycleExecutor
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
@@ -30,10 +30,11 @@ PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
 DECISION_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS)
-# open (state, lock, pending) · create (new state, catalog, the echo) · "Thinking…" status ·
-# request (decision's writes, the action request)
+# open (state, lock, pending) · create (the new state) · the echo, "Thinking…" and the
+# catalog read · the decision's writes and the action request
 START_BATCHES = 4
-# the state · end (mark, state, usage) · the end announcement · announced state + release
+# the state · the end's writes and the usage read · the announcement · the release (with the
+# tombstone)
 END_BATCHES = 4
 
 
@@ -48,7 +49,7 @@ async def test_a_finalize_cycle_takes_four_batches_to_start_and_four_to_end(
 
 
 async def cycle(
-    engine: CycleEngine,
+    engine: CycleExecutor,
     publisher: WritingPublisher,
     redis: Redis,
     n: int,
@@ -82,12 +83,12 @@ async def cycle(
 
 
 SEARCH = ActionSpec(name="MemorySearch", description="Look in the memories.", ends_cycle=False)
-# the state · completion records (the step's call and result) · prepare (the step saved,
-# "Thinking…") · request (the next decision's writes, its request)
-NEXT_STEP_BATCHES = 4
+# the state · the step's call and result records, the step saved, "Thinking…" and the
+# catalog read · the next decision's writes and its request
+NEXT_STEP_BATCHES = 3
 
 
-async def test_a_step_leads_to_the_next_decision_in_four_batches(
+async def test_a_step_leads_to_the_next_decision_in_three_batches(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [SEARCH, FINALIZE], ttl_s=60)

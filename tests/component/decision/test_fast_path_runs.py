@@ -28,7 +28,7 @@ from memoria_contracts.memory import (
     MemoryPage,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.fast_paths import LIST_SHOWN
+from memoria_decision.core.fast_paths import LIST_SHOWN
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.memory_client import MemoryClient

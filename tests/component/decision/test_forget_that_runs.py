@@ -35,7 +35,8 @@ from memoria_contracts.memory import (
     MemoryPage,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision import tool_history
+from memoria_decision.core import outputs
+from memoria_decision.core.state import CycleState
 from memoria_runtime import catalog, keys
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partitions
@@ -57,6 +58,23 @@ def memory(memory_id: str, content: str) -> Memory:
         last_accessed=NOW,
         updated_at=NOW,
     )
+
+
+def earlier_cycle(cycle_id: str) -> CycleState:
+    """An earlier cycle of the thread, as far as the records it wrote need one."""
+    message = ChatRecord(
+        id=cycle_id, cycle_id=cycle_id, chat_history=True, modal="text", role="user", content=""
+    )
+    return CycleState(
+        cycle_id=cycle_id,
+        user_id="ana",
+        thread_id="t1",
+        message_id=cycle_id,
+        trace={},
+        language="en",
+        original=message,
+        started_at=NOW,
+    ).working(now=NOW)
 
 
 class ThreadMemories(MemoryClient):
@@ -123,8 +141,9 @@ class ThreadMemories(MemoryClient):
         )
 
     def step(self, turn: str, action: str, arguments: dict[str, object], result: str) -> None:
-        self.seeded.append(tool_history.call_record(turn, 1, action, arguments))
-        self.seeded.append(tool_history.result_record(turn, 1, action, "ok", result))
+        cycle = earlier_cycle(turn)
+        self.seeded.append(outputs.call(cycle, 1, action, arguments).record)
+        self.seeded.append(outputs.result(cycle, 1, action, result).record)
 
     def told(self, turn: str, text: str, *saved: Memory) -> None:
         """A turn where the user told something and the model saved it."""

@@ -11,7 +11,8 @@ from redis.asyncio import Redis
 from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import ActionRequested, Envelope, UserMessageReceived
 from memoria_contracts.streams import Stream
-from memoria_decision.state import CycleStore
+from memoria_decision.core.state import CycleState
+from memoria_decision.store import CycleStore
 from memoria_runtime import catalog
 from memoria_runtime.partitions import Partitions
 
@@ -34,5 +35,7 @@ async def test_the_action_request_carries_the_time_the_message_was_sent(redis: R
     assert isinstance(requested, ActionRequested)
     assert requested.context.original_message.created_at == SENT_AT
     # Kept in the cycle's stored state, so a later step (or another replica) sends it too.
-    state = await CycleStore(redis, PARTITIONS).load(ONE, cycle_id_for(message.message_id))
-    assert state is not None and state.context().original_message.created_at == SENT_AT
+    store = CycleStore(redis, PARTITIONS, released_ttl_s=60)
+    state = await store.load(ONE, cycle_id_for(message.message_id))
+    assert isinstance(state, CycleState)
+    assert state.context().original_message.created_at == SENT_AT

@@ -16,20 +16,20 @@ from memoria_contracts.events import (
     UserMessageReceived,
 )
 from memoria_contracts.streams import Stream
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.executor import CycleExecutor
 from memoria_runtime import catalog, i18n
 from memoria_runtime.settings import Settings
 
 WORKER_LATE_S = 0.6
 
 
-def engine_waiting(redis: Redis, publisher: RecordingPublisher, seconds: float) -> CycleEngine:
+def engine_waiting(redis: Redis, publisher: RecordingPublisher, seconds: float) -> CycleExecutor:
     return scripted_engine(
         redis, publisher, settings=Settings(_env_file=None, no_workers_wait_seconds=seconds)
     )
 
 
-async def start_cycle(engine: CycleEngine) -> None:
+async def start_cycle(engine: CycleExecutor) -> None:
     message = UserMessageReceived(message_id="msg_early1", content="hello, anyone there?")
     event = Envelope(user_id="ana", thread_id="t1", payload=message)
     await engine.on_user_message(event, message, b"framed")

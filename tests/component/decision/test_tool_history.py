@@ -21,10 +21,10 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.history import HistorySummary, SummaryTurn
 from memoria_contracts.streams import Stream
-from memoria_decision import tool_history
-from memoria_decision.cycle import CycleEngine
-from memoria_decision.prompt import decision_prompt
-from memoria_decision.state import CycleState
+from memoria_decision.chooser import decision_prompt
+from memoria_decision.core import outputs
+from memoria_decision.core.state import CycleState
+from memoria_decision.executor import CycleExecutor
 from memoria_llm.conversation import TURNS_HEADING
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog
@@ -56,7 +56,7 @@ class SummarizedHistory(MemoryClient):
         return HistoryPage(messages=[], summary=BIG_SUMMARY)
 
 
-def engine_for(redis: Redis, publisher: RecordingPublisher, memory: MemoryClient) -> CycleEngine:
+def engine_for(redis: Redis, publisher: RecordingPublisher, memory: MemoryClient) -> CycleExecutor:
     return scripted_engine(
         redis,
         publisher,
@@ -117,7 +117,7 @@ async def test_a_step_is_published_as_a_tool_call_then_its_result(redis: Redis) 
     # The decision asked for the summary and kept only what fits the prompt's bound.
     assert memory.queries[0].summary is True
     state = await engine.store.load(ONE, requests[0].cycle_id or "")
-    assert state is not None and state.history_summary is not None
+    assert isinstance(state, CycleState) and state.history_summary is not None
     assert state.history_summary.turns[-1].cycle_id == "c199"
     assert len(state.history_summary.turns) < len(BIG_SUMMARY.turns)
     prompt = decision_prompt(state, [SEARCH, FINALIZE])
@@ -146,17 +146,17 @@ def test_the_decision_prompt_without_a_summary_is_unchanged() -> None:
         trace={},
         language="en",
         original=original,
-        history=[],
-        transcript=[original],
+        started_at=original.created_at,
+        transcript=(original,),
     )
     assert TURNS_HEADING not in decision_prompt(state, [FINALIZE]).system
 
 
 def test_big_arguments_are_cut_to_one_line() -> None:
     small = {"memory_ids": ["mem_1", "mem_2"]}
-    assert tool_history.compact_arguments(small) == small
-    assert tool_history.compact_arguments(None) == {}
+    assert outputs.compact_arguments(small) == small
+    assert outputs.compact_arguments(None) == {}
     big = {"queries": ["x" * 100 for _ in range(10)]}
-    cut = tool_history.compact_arguments(big)
+    cut = outputs.compact_arguments(big)
     assert list(cut) == ["summary"]
-    assert len(cut["summary"]) == tool_history.ARGUMENTS_CHARS
+    assert len(cut["summary"]) == outputs.ARGUMENTS_CHARS

@@ -1,6 +1,6 @@
-"""Choosing which memory an ambiguous MemoryUpdate meant: the reader of the choice, the
-route it gives, and the pending ``choose_update`` resolved through the cycle engine with no
-LLM call (the scripted model has no rules: any model call would end the cycle "llm_error")."""
+"""Choosing which memory an ambiguous MemoryUpdate meant: the pending ``choose_update``
+resolved through the cycle's executor with no LLM call (the scripted model has no rules: any
+model call would end the cycle "llm_error"). Reading the pick: tests/unit/decision."""
 
 from __future__ import annotations
 
@@ -18,10 +18,8 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.memory import MemoryFailure, MemoryUpdate, MemoryUpdated
 from memoria_contracts.streams import Stream
-from memoria_decision.commands import Choice, read_choice
-from memoria_decision.fast_paths import route_for
-from memoria_decision.last_told import last_told
-from memoria_decision.pending import PendingAction, PendingActions, UpdateCandidate
+from memoria_decision.core.fast_paths import last_told
+from memoria_decision.core.state import PendingAction, UpdateCandidate
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
@@ -34,72 +32,16 @@ ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
 
 
-@pytest.mark.parametrize(
-    ("message", "index", "language"),
-    [
-        ("2", 1, None),
-        ("#1", 0, None),
-        ("number 2", 1, None),
-        ("the second", 1, "en"),
-        ("the second one", 1, "en"),
-        ("2nd", 1, "en"),
-        ("first", 0, "en"),
-        ("a segunda", 1, "pt"),
-        ("A primeira.", 0, "pt"),
-        ("2ª", 1, "pt"),
-        ("a nº 2", 1, None),
-        ("opção 2", 1, None),
-        ("mem_c2", 1, None),
-        ('the one that says "black, no sugar"', 1, None),
-        ("«todas as manhãs»", None, None),  # quoted, but in neither candidate
-        ('"coffee"', None, None),  # quoted, in both: not a pick
-    ],
-)
-def test_read_choice(message: str, index: int | None, language: str | None) -> None:
-    choice = read_choice(message, CANDIDATES)
-    assert (choice.index, choice.language) == (index, language)
-    assert not choice.out_of_range
-
-
-@pytest.mark.parametrize("message", ["3", "the third", "a terceira", "0"])
-def test_a_number_with_no_such_candidate_is_out_of_range(message: str) -> None:
-    assert read_choice(message, CANDIDATES).out_of_range
-
-
-@pytest.mark.parametrize(
-    "message", ["tea", "update my coffee preference to tea", "2 coffees please", "cancel", "yes"]
-)
-def test_anything_else_picks_nothing(message: str) -> None:
-    assert read_choice(message, CANDIDATES) == Choice(None)
-
-
 def pending(language: str = "en") -> PendingAction:
     return PendingAction(
         id="pa_1",
         kind="choose_update",
         language=language,
         asked_in_cycle="cyc_1",
-        candidates=[UpdateCandidate(memory_id=i, content=c) for i, c in CANDIDATES],
+        candidates=tuple(UpdateCandidate(memory_id=i, content=c) for i, c in CANDIDATES),
         content="I drink tea",
         content_kind="text",
     )
-
-
-def test_routes_of_a_pending_choice() -> None:
-    chosen = route_for("a segunda", pending(), "pt")
-    assert (chosen.kind, chosen.targets, chosen.resolves, chosen.language) == (
-        "update_chosen",
-        ["mem_c2"],
-        "pa_1",
-        "pt",
-    )
-    assert route_for("3", pending(), "en").kind == "ask_choice"
-    cancelled = route_for("cancelar", pending(), "pt")
-    assert (cancelled.kind, cancelled.declined, cancelled.language) == ("cancel", True, "pt")
-    other = route_for("what's the weather?", pending(), "en")
-    assert (other.kind, other.dropped, other.resolves) == ("model", "choose_update", "pa_1")
-    # "yes" is no pick: a pending choice is not a yes/no question
-    assert route_for("yes", pending(), "en").kind == "model"
 
 
 class UpdatingMemories(InProcessMemories):
@@ -132,8 +74,7 @@ async def asked(redis: Redis, owned: dict[str, list[str]]) -> tuple[Chat, Updati
     chat, _ = await a_chat(redis, {})
     memories = UpdatingMemories(owned)
     chat.engine.memory = memories
-    chat.engine.fast_paths.memory = memories
-    await PendingActions(redis, PARTITIONS).put("ana", "t1", pending())
+    await redis.set(keys.pending_action(ONE, "ana", "t1"), pending().model_dump_json(), ex=600)
     return chat, memories
 
 
@@ -161,18 +102,18 @@ async def test_a_redelivery_after_a_crash_before_the_reply_updates_the_same_memo
     redis: Redis,
 ) -> None:
     chat, memories = await asked(redis, {"ana": ["mem_c1", "mem_c2"]})
-    posted = chat.engine.fast_paths.post
-    calls = 0
+    queue = chat.publisher.queue
+    died = False
 
-    async def dies_once(state, record):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        if record.id.endswith(".reply") and calls < 10:
-            calls = 10
+    async def dies_once(pipe, stream, event):  # type: ignore[no-untyped-def]
+        nonlocal died
+        message = getattr(event.payload, "message", None)
+        if not died and message is not None and message.id.endswith(".reply"):
+            died = True
             raise RuntimeError("decision died")
-        await posted(state, record)
+        await queue(pipe, stream, event)
 
-    chat.engine.fast_paths.post = dies_once
+    chat.publisher.queue = dies_once  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         await chat.deliver("msg_pick", "the second")
     await chat.deliver("msg_pick", "the second")  # the route (and its choice) were saved
@@ -253,6 +194,8 @@ async def test_a_completion_with_a_choice_asks_and_stores_it_once_even_when_rede
         "1. I drink coffee every morning\n2. Coffee: black, no sugar\n"
         'Reply with its number (or "cancel"); I will wait 10 minutes.'
     )
-    stored = await PendingActions(redis, PARTITIONS).get("ana", "t1")
-    assert stored is not None and stored.kind == "choose_update"
+    raw = await redis.get(keys.pending_action(ONE, "ana", "t1"))
+    assert raw is not None
+    stored = PendingAction.model_validate_json(raw)
+    assert stored.kind == "choose_update"
     assert [c.memory_id for c in stored.candidates] == ["mem_c1", "mem_c2"]

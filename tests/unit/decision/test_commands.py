@@ -1,13 +1,21 @@
 """The commands recognized before any LLM call: in English and Portuguese, only when
-the message is clearly and only that command; and the answers to a pending confirmation."""
+the message is clearly and only that command; the answers to a pending confirmation, and
+the pick of a memory after "which one?"."""
 
 from __future__ import annotations
 
 import pytest
 
-from memoria_decision.commands import Command, Reply, read_reply, recognize
-from memoria_decision.fast_paths import route_for
-from memoria_decision.pending import PendingAction
+from memoria_decision.core.commands import (
+    Choice,
+    Command,
+    Reply,
+    read_choice,
+    read_reply,
+    recognize,
+)
+from memoria_decision.core.routes import route_for
+from memoria_decision.core.state import PendingAction, UpdateCandidate
 
 
 @pytest.mark.parametrize(
@@ -174,7 +182,7 @@ def test_a_reply_that_does_not_tell_its_language_takes_the_questions() -> None:
 
 def test_a_yes_after_the_question_expired_confirms_nothing() -> None:
     expired = route_for("sim", None, "pt", asked="delete_all")
-    assert (expired.kind, expired.language) == ("expired", "pt")
+    assert (expired.kind, expired.language, expired.expired) == ("expired", "pt", "delete_all")
     assert route_for("sim", None, "pt").kind == "model"  # a yes to anything else
     late_pick = route_for("2", None, "en", asked="choose_forget")
     assert (late_pick.kind, late_pick.expired, late_pick.dropped) == (
@@ -183,3 +191,102 @@ def test_a_yes_after_the_question_expired_confirms_nothing() -> None:
         None,
     )
     assert route_for("what is my name?", None, "en", asked="choose_update").kind == "model"
+
+
+# -- which memory did you mean? ------------------------------------------------------------
+
+CANDIDATES = [("mem_c1", "I drink coffee every morning"), ("mem_c2", "Coffee: black, no sugar")]
+
+
+@pytest.mark.parametrize(
+    ("message", "index", "language"),
+    [
+        ("2", 1, None),
+        ("#1", 0, None),
+        ("number 2", 1, None),
+        ("the second", 1, "en"),
+        ("the second one", 1, "en"),
+        ("2nd", 1, "en"),
+        ("first", 0, "en"),
+        ("a segunda", 1, "pt"),
+        ("A primeira.", 0, "pt"),
+        ("2ª", 1, "pt"),
+        ("a nº 2", 1, None),
+        ("opção 2", 1, None),
+        ("mem_c2", 1, None),
+        ('the one that says "black, no sugar"', 1, None),
+        ("«todas as manhãs»", None, None),  # quoted, but in neither candidate
+        ('"coffee"', None, None),  # quoted, in both: not a pick
+    ],
+)
+def test_read_choice(message: str, index: int | None, language: str | None) -> None:
+    choice = read_choice(message, CANDIDATES)
+    assert (choice.index, choice.language) == (index, language)
+    assert not choice.out_of_range
+
+
+@pytest.mark.parametrize(
+    ("message", "language"), [("3", None), ("the third", "en"), ("a terceira", "pt"), ("0", None)]
+)
+def test_a_number_with_no_such_candidate_is_out_of_range(
+    message: str, language: str | None
+) -> None:
+    choice = read_choice(message, CANDIDATES)
+    assert (choice.index, choice.out_of_range, choice.language) == (None, True, language)
+
+
+def test_a_pick_by_its_quoted_id_or_text() -> None:
+    assert read_choice('"mem_c2"', CANDIDATES) == Choice(1)
+    assert read_choice("'MEM_C1'", CANDIDATES) == Choice(0)
+
+
+@pytest.mark.parametrize(
+    "message", ["tea", "update my coffee preference to tea", "2 coffees please", "cancel", "yes"]
+)
+def test_anything_else_picks_nothing(message: str) -> None:
+    assert read_choice(message, CANDIDATES) == Choice(None)
+
+
+def test_routes_of_a_pending_choice() -> None:
+    chosen = route_for("a segunda", pending_choice(), "pt")
+    assert (chosen.kind, chosen.targets, chosen.resolves, chosen.language) == (
+        "update_chosen",
+        ("mem_c2",),
+        "pa_1",
+        "pt",
+    )
+    assert route_for("3", pending_choice(), "en").kind == "ask_choice"
+    cancelled = route_for("cancelar", pending_choice(), "pt")
+    assert (cancelled.kind, cancelled.declined, cancelled.language) == ("cancel", True, "pt")
+    other = route_for("what's the weather?", pending_choice(), "en")
+    assert (other.kind, other.dropped, other.resolves) == ("model", "choose_update", "pa_1")
+    # "yes" is no pick: a pending choice is not a yes/no question
+    assert route_for("yes", pending_choice(), "en").kind == "model"
+    quoted = route_for('the one that says "black, no sugar"', pending_choice(), "en")
+    assert (quoted.kind, quoted.targets) == ("update_chosen", ("mem_c2",))
+
+
+@pytest.mark.parametrize(
+    ("kind", "chosen"), [("choose_update", "update_chosen"), ("choose_forget", "forget_chosen")]
+)
+def test_a_pending_choice_travels_with_its_route(kind: str, chosen: str) -> None:
+    """The store's copy is cleared: the route keeps the question it answered."""
+    pending = pending_choice().model_copy(update={"kind": kind})
+    picked = route_for("2", pending, "en")
+    assert (picked.kind, picked.targets, picked.choice) == (chosen, ("mem_c2",), pending)
+    again = route_for("3", pending, "en")
+    assert (again.kind, again.choice) == ("ask_choice", pending)
+    cancelled = route_for("cancel", pending, "en")
+    assert (cancelled.kind, cancelled.declined, cancelled.choice) == ("cancel", True, pending)
+
+
+def pending_choice(language: str = "en") -> PendingAction:
+    return PendingAction(
+        id="pa_1",
+        kind="choose_update",
+        language=language,
+        asked_in_cycle="cyc_1",
+        candidates=tuple(UpdateCandidate(memory_id=i, content=c) for i, c in CANDIDATES),
+        content="I drink tea",
+        content_kind="text",
+    )

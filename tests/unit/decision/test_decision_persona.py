@@ -7,8 +7,8 @@ from __future__ import annotations
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionSpec
 from memoria_contracts.personas import ActivePersona, PersonaReset
-from memoria_decision.prompt import SYSTEM, decision_prompt
-from memoria_decision.state import CycleState
+from memoria_decision.chooser import SYSTEM, decision_prompt
+from memoria_decision.core.state import CycleState
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
@@ -30,8 +30,8 @@ def state(persona: ActivePersona | None) -> CycleState:
         trace={},
         language="en",
         original=message,
-        history=[],
-        transcript=[message],
+        started_at=message.created_at,
+        transcript=(message,),
         session=session_defaults(SETTINGS, "t1"),
         persona=persona,
     )

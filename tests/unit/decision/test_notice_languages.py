@@ -21,7 +21,9 @@ EMITTERS = (
 # Arguments that reach the user's screen: a record's content, a cycle's notice, a step's
 # error (shown when the step ends the cycle), and the text of the helpers that post them.
 SHOWN_KEYWORDS = frozenset({"content", "notice", "error", "text"})
-POSTING_CALLS = frozenset({"_reply", "_notice"})
+POSTING_CALLS = frozenset({"reply", "notice"})
+# Calls that name a catalogue entry, and where among their arguments.
+KEY_AT = {"text": 0, "status": -1, "_text": 1, "_say": 1}
 # The catalogue's own look-up, and messages for the model rather than for people.
 NOT_SHOWN_CALLS = frozenset({"text", "PromptMessage"})
 
@@ -79,12 +81,12 @@ def test_no_emitter_shows_a_literal_text() -> None:
 def test_the_walk_finds_literal_texts() -> None:
     """The walk above is no tautology: each way of showing a literal is caught."""
     shown = """
-await self._reply(state, "Done!")
-await self._notice(state, "end", f"Stopped after {n} steps")
+outputs.reply(state, "Done!")
+outputs.notice(state, "end", f"Stopped after {n} steps")
 ChatRecord(id="x", role="system", content="Hello")
 Ending(step=step, notice="Nothing to do")
 ActionOutcome(status="failed", error=f"boom: {exc}")
-await self._reply(state, i18n.text("forget_done", "en", content=c))
+outputs.reply(state, i18n.text("forget_done", "en", content=c))
 """
     assert sorted(_literal_texts(ast.parse(shown))) == [2, 3, 4, 5, 6]
 
@@ -95,8 +97,8 @@ def test_every_key_an_emitter_names_is_in_the_catalogue() -> None:
     used: set[str] = set()
     for _, tree in _sources():
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _name(node) in ("text", "status", "_status"):
-                first = node.args[0] if _name(node) == "text" else node.args[-1]
+            if isinstance(node, ast.Call) and _name(node) in KEY_AT:
+                first = node.args[KEY_AT[_name(node)]]
                 if isinstance(first, ast.Constant) and isinstance(first.value, str):
                     used.add(first.value)
     assert used, "the walk found no i18n.text call: the emitters moved?"

@@ -1,20 +1,16 @@
-"""The decision side of the session config: read once per cycle, with the defaults when
-the memory service cannot say; proactive retrieval's memory cards; the decision prompt."""
+"""The session config and the memories recalled with the message, in the decision prompt and
+for the steps (reading them is the core's: tests/unit/decision/test_core.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import ActionSpec, CycleContext, HistoryPage, Payload
-from memoria_contracts.memory import Memory, MemoryFailure, MemoryFound, MemorySearch
-from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, SessionConfigState
-from memoria_decision.prompt import decision_prompt
-from memoria_decision.session import read_session, recall, recalled
-from memoria_decision.state import CycleState
+from memoria_contracts.events import ActionSpec, CycleContext
+from memoria_contracts.memory import Memory
+from memoria_decision.chooser import decision_prompt
+from memoria_decision.core.state import CycleState
 from memoria_offline.cycle import view
-from memoria_runtime.memory_client import MemoryClient
-from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
@@ -33,75 +29,10 @@ PEANUTS = Memory(
 )
 
 
-class Memories(MemoryClient):
-    """Answers in process; keeps the requests."""
-
-    def __init__(self, reply: Payload | Exception) -> None:  # no broker
-        self.reply = reply
-        self.sent: list[tuple[str, str, str | None, Payload]] = []
-
-    async def _call(
-        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
-    ) -> Payload:
-        self.sent.append((user_id, thread_id, cycle_id, payload))
-        if isinstance(self.reply, Exception):
-            raise self.reply
-        return self.reply
-
-
 def original(text: str = "what can't I eat?") -> ChatRecord:
     return ChatRecord(
         id="msg_1", cycle_id=CYCLE, chat_history=True, modal="text", role="user", content=text
     )
-
-
-async def test_the_cycle_reads_the_threads_config_once_with_defaults_if_missing() -> None:
-    config = session_defaults(SETTINGS, "t1").model_copy(update={"memory_limit": 4})
-    memories = Memories(SessionConfigState(config=config, overrides=SessionConfigOverrides()))
-    assert (await read_session(memories, SETTINGS, "ana", "t1", CYCLE)).config == config
-    [(user, thread, cycle, request)] = memories.sent
-    assert (user, thread, cycle) == ("ana", "t1", CYCLE)
-    assert request == SessionConfigGet(thread_id="t1", defaults_if_missing=True)
-
-
-async def test_without_an_answer_the_cycle_runs_with_the_defaults() -> None:
-    for failing in (Memories(TimeoutError()), Memories(HistoryPage(messages=[]))):
-        got = (await read_session(failing, SETTINGS, "ana", "t1", CYCLE)).config
-        assert got == session_defaults(SETTINGS, "t1")
-
-
-async def test_recall_is_off_by_default() -> None:
-    memories = Memories(MemoryFound(memories=[PEANUTS]))
-    assert await recall(memories, session_defaults(SETTINGS, "t1"), "ana", original()) == []
-    assert memories.sent == []
-
-
-async def test_recall_searches_with_the_message_and_the_sessions_limits() -> None:
-    session = session_defaults(SETTINGS, "t1").model_copy(
-        update={"proactive_retrieval": True, "memory_limit": 2, "memory_min_relevance": 0.3}
-    )
-    memories = Memories(MemoryFound(memories=[PEANUTS]))
-    long_message = "what   can't\nI eat? " + "x" * 400
-    cards = await recall(memories, session, "ana", original(long_message))
-    [(user, thread, cycle, search)] = memories.sent
-    assert (user, thread, cycle) == ("ana", "t1", CYCLE)
-    assert isinstance(search, MemorySearch)
-    assert (search.mode, search.limit, search.min_relevance) == ("semantic", 2, 0.3)
-    assert search.queries[0].startswith("what can't I eat? x") and len(search.queries[0]) == 300
-    [card] = cards
-    assert card.id == f"{CYCLE}.0.1"
-    assert (card.modal, card.role, card.chat_history) == ("memory", "system", True)
-    assert card.content["memory_id"] == "mem_nuts1"
-    assert recalled([original(), *cards], CYCLE) == cards
-
-
-async def test_a_failed_recall_leaves_the_cycle_without_memories() -> None:
-    session = session_defaults(SETTINGS, "t1").model_copy(update={"proactive_retrieval": True})
-    for reply in (
-        RpcError("unexpected_reply", "x"),
-        MemoryFailure(code="unavailable", error_message="down"),
-    ):
-        assert await recall(Memories(reply), session, "ana", original()) == []
 
 
 def test_the_decision_prompt_carries_the_session_and_the_recalled_memories() -> None:
@@ -124,8 +55,8 @@ def test_the_decision_prompt_carries_the_session_and_the_recalled_memories() -> 
         trace={},
         language="en",
         original=original(),
-        history=[],
-        transcript=[original(), card],
+        started_at=WHEN,
+        transcript=(original(), card),
         session=session,
     )
     catalog = [ActionSpec(name="Finalize", description="Answer.", ends_cycle=True)]

@@ -11,17 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_cycles import AT, CONFIG, arrived
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from in_process_sessions import InProcessSessions, in_process_sessions
 
 from memoria_contracts.frames import ClientSessionConfig, ErrorFrame, SessionConfigFrame
 from memoria_contracts.session import (
+    SessionConfigGet,
     SessionConfigState,
     SessionConfigUpdate,
+    SessionPersonaApplied,
 )
-from memoria_decision.persona import persona_for_cycle, record_applied
-from memoria_decision.session import read_session
+from memoria_decision.core import events
+from memoria_decision.core.machine import decide
+from memoria_decision.core.state import CycleState
 from memoria_gateway import validation_errors
 from memoria_gateway.persona_routes import persona_router
 from memoria_gateway.session_frames import answer_session_config
@@ -141,12 +145,18 @@ async def test_the_frame_switches_and_refuses_an_unknown_persona(memory: InProce
 async def cycle_persona(
     memory: InProcessSessions, cycle_id: str, *, asks_model: bool = True
 ) -> Any:
-    """What a cycle's start detects; a cycle that asks a model records it (a fast path not)."""
-    stored = await read_session(memory, SETTINGS, "ana", "t1", cycle_id)  # type: ignore[arg-type]
-    persona, to_record = persona_for_cycle(PERSONAS, stored, cycle_id)
-    if asks_model and to_record is not None:
-        await record_applied(memory, "ana", "t1", to_record)  # type: ignore[arg-type]
-    return persona
+    """What a cycle's start detects (decision's core, on the thread's stored config); a
+    cycle that asks a model records it (a fast path not)."""
+    get = SessionConfigGet(thread_id="t1", defaults_if_missing=True)
+    stored = await memory.session_config("ana", get, cycle_id=cycle_id)
+    message = arrived().message.model_copy(update={"cycle_id": cycle_id})
+    opening = decide(None, events.Arrived(**{**arrived().__dict__, "message": message}), CONFIG)
+    begun = decide(opening.state, events.Answered(AT, "session", (stored,)), CONFIG).state
+    assert isinstance(begun, CycleState) and begun.persona is not None
+    if asks_model and begun.persona_record is not None:
+        applied = SessionPersonaApplied(thread_id="t1", applied=begun.persona_record)
+        await memory.persona_applied("ana", applied, cycle_id=cycle_id)
+    return begun.persona
 
 
 async def change(memory: InProcessSessions, persona: str) -> None:

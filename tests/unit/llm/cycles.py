@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import CycleContext, StepRecord
+from memoria_contracts.events import CycleContext, PendingQuestion, StepRecord
 from memoria_llm.port import LLMRequest, Prompt
 from memoria_offline import OfflineModel
 from memoria_runtime.i18n import detect_language
@@ -41,7 +41,9 @@ def context_for(
     history: Sequence[ChatRecord] = (),
     transcript: Sequence[ChatRecord] = (),
     steps: Sequence[StepRecord] = (),
+    question: PendingQuestion | None = None,
 ) -> CycleContext:
+    """``question``: the one the message came after, as decision hands it over."""
     original = user_message(text)
     return CycleContext(
         original_message=original,
@@ -49,6 +51,7 @@ def context_for(
         transcript=[original, *transcript],
         steps=list(steps),
         language=detect_language(text),
+        pending_question=question,
     )
 
 
@@ -68,6 +71,7 @@ async def run_cycle(
     found: Sequence[tuple[str, int]] | None = None,
     history: Sequence[ChatRecord] = (),
     choices: Sequence[str] = ACTIONS,
+    question: PendingQuestion | None = None,
 ) -> list[str]:
     """The actions the offline planner takes for ``text``; the k-th search finds
     ``found_per_search[k]`` memories (the last number repeats), each a fact matching ``text``
@@ -78,7 +82,9 @@ async def run_cycle(
     transcript: list[ChatRecord] = []
     searches = 0
     while len(steps) < MAX_STEPS:
-        context = context_for(text, history=history, transcript=transcript, steps=steps)
+        context = context_for(
+            text, history=history, transcript=transcript, steps=steps, question=question
+        )
         action = await model.reasoning_heavy(request("decide", context), choices)
         step = len(steps) + 1
         steps.append(StepRecord(step=step, action=action, status="ok", summary=action))

@@ -15,7 +15,7 @@ from memoria_action_worker.actions.memory_save import SavePlan
 from memoria_action_worker.actions.memory_search import SearchPlan
 from memoria_action_worker.actions.memory_update import UpdatePlan
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import CycleContext, StepRecord
+from memoria_contracts.events import CycleContext, PendingQuestion, StepRecord
 from memoria_llm.port import LLMOutputError, Mode
 from memoria_offline import LABEL, OfflineModel, replies
 from memoria_offline.facts import Relation, fact_of, introduces, relation
@@ -674,6 +674,12 @@ def asked_back(question: str) -> list[ChatRecord]:
     ]
 
 
+def pending(question: str, *, answered: bool) -> PendingQuestion:
+    """That ask as decision hands it over with the next message, and its reading of it."""
+    ask = replies.text("ask_missing", detect_language(question))
+    return PendingQuestion(user_question=question, assistant_question=ask, answered=answered)
+
+
 @pytest.mark.parametrize(
     ("question", "answer", "fact"),
     [
@@ -685,21 +691,49 @@ def asked_back(question: str) -> list[ChatRecord]:
         ("Qual é o nome da minha filha?", "Lena", "O nome da minha filha é Lena"),
         ("Como se chama meu cachorro?", "Thor", "Meu cachorro se chama Thor"),
         ("What is the name of my dog?", "Rex", "My dog's name is Rex"),
+        (
+            "What is my address?",
+            "5 Elm Street, Springfield",
+            "My address is 5 Elm Street, Springfield",
+        ),
+        (
+            "Qual é o meu endereço?",
+            "Rua das Flores 12, Lisboa",
+            "Meu endereço é Rua das Flores 12, Lisboa",
+        ),
     ],
 )
 async def test_a_short_reply_to_could_you_tell_me_is_saved_as_the_answer(
     question: str, answer: str, fact: str
 ) -> None:
-    history = asked_back(question)
-    assert await run_cycle(answer, history=history) == ["MemorySave", "Finalize"]
-    plan = await planned(SavePlan, context_for(answer, history=history))
+    history, asked = asked_back(question), pending(question, answered=True)
+    assert await run_cycle(answer, history=history, question=asked) == ["MemorySave", "Finalize"]
+    plan = await planned(SavePlan, context_for(answer, history=history, question=asked))
     assert [m.content for m in plan.memories] == [fact]
 
 
-@pytest.mark.parametrize("reply_text", ["I don't know", "não sei", "thanks!", "never mind"])
-async def test_a_reply_that_answers_nothing_saves_nothing(reply_text: str) -> None:
+@pytest.mark.parametrize(
+    "reply_text",
+    [
+        *("I don't know", "não sei", "thanks!", "never mind", "I have no idea, sorry"),
+        *("The weather is nice today", "O meu gato chama-se Tareco", "deixa pra lá"),
+    ],
+)
+async def test_a_reply_that_answers_nothing_is_not_saved_as_the_answer(reply_text: str) -> None:
+    """Decision reads these as no answer: none becomes "My address is …"."""
+    question = "What is my address?"
+    history, asked = asked_back(question), pending(question, answered=False)
+    context = context_for(reply_text, history=history, question=asked)
+    if "MemorySave" in await run_cycle(reply_text, history=history, question=asked):
+        plan = await planned(SavePlan, context)
+        assert all("address" not in str(m.content).lower() for m in plan.memories)
+
+
+async def test_the_planner_no_longer_guesses_a_question_from_the_history() -> None:
+    """Only decision's hand-over says a question is open: an ask in the history whose
+    question expired (nothing handed over) makes a word no answer."""
     history = asked_back("What's my daughter's name?")
-    assert "MemorySave" not in await run_cycle(reply_text, history=history)
+    assert await run_cycle("Lena", history=history) == ["Finalize"]
 
 
 @pytest.mark.parametrize(
@@ -777,18 +811,25 @@ async def test_thanks_and_goodbye_are_answered_in_kind(message: str, answer: str
     assert await run_cycle(message) == ["Finalize"]
     assert await spoken("Finalize", context_for(message, history=KNOWN)) == answer
     # Even right after the planner asked for something it lacked.
-    asked = context_for(message, history=asked_back("What's my daughter's name?"))
+    question = "What's my daughter's name?"
+    asked = context_for(
+        message, history=asked_back(question), question=pending(question, answered=False)
+    )
     assert await spoken("Finalize", asked) == answer
 
 
 @pytest.mark.parametrize("message", ["Nice to meet you", "Thanks for remembering"])
 async def test_courtesy_is_no_answer_to_a_question_asked_back(message: str) -> None:
-    history = asked_back("What's my daughter's name?")
-    assert await run_cycle(message, history=history) == ["Finalize"]
+    question = "What's my daughter's name?"
+    history, asked = asked_back(question), pending(question, answered=False)
+    assert await run_cycle(message, history=history, question=asked) == ["Finalize"]
 
 
 async def test_i_dont_know_to_its_question_gets_no_help_text() -> None:
-    context = context_for("I don't know", history=asked_back("What's my daughter's name?"))
+    question = "What's my daughter's name?"
+    context = context_for(
+        "I don't know", history=asked_back(question), question=pending(question, answered=False)
+    )
     closing = await spoken("Finalize", context)
     assert closing == "All right. Tell me whenever you like, and I will remember it."
 

@@ -86,6 +86,20 @@ class StepRecord(ContractModel):
     summary: str
 
 
+class PendingQuestion(ContractModel):
+    """A question the assistant ended the thread's previous cycle with, still open when the
+    user's next message came (decision keeps it as the thread's pending action, with the
+    same expiry as a confirmation)."""
+
+    user_question: str = Field(description="The user's message the assistant asked about.")
+    assistant_question: str = Field(description="What the assistant asked.")
+    answered: bool = Field(
+        description="Whether this message answers it, by decision's rules: a fragment that "
+        "fills what was asked, or a statement of it, does; a refusal, a new question or a "
+        "statement about something else does not, and is handled as a new message."
+    )
+
+
 class CycleContext(ContractModel):
     """Everything an action needs to do its work, carried with the request."""
 
@@ -112,6 +126,11 @@ class CycleContext(ContractModel):
         default=None,
         description="The persona the cycle answers as, with the reset due after a "
         "switch; null from a decision service older than this field.",
+    )
+    pending_question: PendingQuestion | None = Field(
+        default=None,
+        description="The question the assistant asked at the end of the thread's previous "
+        "cycle, when this message came while it was open; null otherwise.",
     )
 
 

@@ -147,15 +147,14 @@ def _last_answer(history: Sequence[ChatRecord]) -> int | None:
     return None
 
 
-def _question_asked_back(history: Sequence[ChatRecord], answer: int | None) -> str | None:
-    """The user's question when the last answer asked them for it ("I don't have that in
-    my memory yet. Could you tell me?")."""
-    if answer is None or not replies.is_ask_missing(str(history[answer].content)):
+def _question_asked_back(context: CycleContext) -> str | None:
+    """The user's question when the question this message came after, as decision hands it
+    over (it keeps the question pending, with an expiry), is the planner's own ask for what
+    memory lacked ("I don't have that in my memory yet. Could you tell me?")."""
+    question = context.pending_question
+    if question is None or not replies.is_ask_missing(question.assistant_question):
         return None
-    for record in reversed(history[:answer]):
-        if record.role == "user" and record.modal == "text" and not record.tool_record:
-            return str(record.content)
-    return None
+    return question.user_question
 
 
 def _last_told(history: Sequence[ChatRecord]) -> str | None:
@@ -170,8 +169,9 @@ def _last_told(history: Sequence[ChatRecord]) -> str | None:
 
 
 def _reading(context: CycleContext, asked_back: str | None, asked_delete_all: bool) -> Reading:
-    """The message's reading; a reply no rule understood, right after the planner asked the
-    user for what memory lacked (``asked_back``), is the answer: a fact to save. "Forget
+    """The message's reading; a reply no rule understood that answers the planner's ask for
+    what memory lacked (``asked_back``, when decision reads it as the answer) is a fact to
+    save, in the words of the question. "Forget
     that" forgets what the user told last; with nothing told, the user is asked what (the
     words "forget that" are nothing to search for)."""
     reading = read(str(context.original_message.content))
@@ -217,9 +217,12 @@ def view(context: CycleContext) -> CycleView:
     history = context.history
     answer = _last_answer(history)
     last_answer = None if answer is None else str(history[answer].content)
-    asked_back = _question_asked_back(history, answer)
+    asked_back = _question_asked_back(context)
+    # Decision's reading: the message answers it (a fragment filling it, or a statement of
+    # it), rather than refusing, asking something new or telling something else.
+    answers_back = context.pending_question is not None and context.pending_question.answered
     asked_delete_all = last_answer is not None and replies.is_delete_all_question(last_answer)
-    reading = _reading(context, asked_back, asked_delete_all)
+    reading = _reading(context, asked_back if answers_back else None, asked_delete_all)
     by_step = _found_by_step(context)
     found = list(dict.fromkeys(i for step in sorted(by_step) for i in by_step[step]))
     texts = _texts_of_found(context)

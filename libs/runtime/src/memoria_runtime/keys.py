@@ -14,8 +14,11 @@ from memoria_runtime.partitions import Partition
 
 PREFIX = "memoria"
 
-CYCLE_TTL_S = 7 * 24 * 3600
-"""How long a cycle's state and usage are kept: long enough to inspect a cycle afterwards."""
+CYCLE_TTL_S = 24 * 3600
+"""How long a running cycle's state and usage are kept after their last write: far longer
+than any cycle runs (its thread's lock expires first). An ended cycle leaves only a small
+tombstone, kept as long as its events can be redelivered; what it said is in the memory
+service's cycle traces."""
 
 
 def thread_lock(part: Partition, user_id: str, thread_id: str) -> str:

@@ -73,6 +73,14 @@ class MemoryClient:
         )
         return (await self._rpc.call(request)).payload
 
+    async def request(
+        self, user_id: str, thread_id: str, cycle_id: str | None, payload: Payload
+    ) -> Payload:
+        """Any request, answered with whatever payload the memory service replies (a failure
+        reply included); ``RpcError`` when the reply is an RPC failure, ``TimeoutError`` when
+        none came. The typed methods below check the reply's type."""
+        return await self._call(user_id, thread_id, cycle_id, payload)
+
     async def _memory_call(
         self,
         user_id: str,

@@ -9,10 +9,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_contracts.streams import Group, Stream
 from memoria_decision import SERVICE_NAME
-from memoria_decision.cycle import CycleEngine
+from memoria_decision.chooser import Chooser
 from memoria_decision.deadlines import Deadlines
-from memoria_decision.handlers import DecisionHandlers
-from memoria_decision.state import CycleStore
+from memoria_decision.executor import CycleExecutor
+from memoria_decision.store import CycleStore, released_ttl_s
 from memoria_llm.persona_prompt import strategy_files
 from memoria_offline.selection import language_model
 from memoria_runtime import redis_clients
@@ -20,7 +20,6 @@ from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, su
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.memory_client import MemoryClient
-from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import DecisionSettings
 
 log = logging.getLogger("memoria.decision")
@@ -35,18 +34,16 @@ DECISION_SLOTS = 64
 
 def build_broker(
     settings: DecisionSettings, provider: TracerProvider | None = None
-) -> tuple[MemoriaBroker, CycleEngine]:
-    load_personas(settings)  # a bad personas file stops the service here, saying why
-    strategy_files()  # so would a broken persona strategy file
+) -> tuple[MemoriaBroker, CycleExecutor]:
+    strategy_files()  # a broken persona strategy file stops the service here, saying why
     broker = create_broker(settings, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect(settings)
     publisher = EventPublisher(broker, settings)
     publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")
     publisher.declare(Stream.CHAT_OUT, "The user's message echo, status lines and cycle ends.")
     publisher.declare(Stream.CHAT_IN, "The next queued message of a thread (from release).")
-    engine = CycleEngine(
+    engine = CycleExecutor(
         settings=settings,
-        llm_prices=settings.llm_prices,
         redis=redis,
         publisher=publisher,
         gate=ThreadGate(
@@ -55,34 +52,28 @@ def build_broker(
             stream_maxlen=settings.stream_maxlen,
             partitions=settings.partitions,
         ),
-        store=CycleStore(redis, settings.partitions),
+        store=CycleStore(redis, settings.partitions, released_ttl_s=released_ttl_s(settings)),
         deadlines=Deadlines(redis, settings.partitions),
         memory=MemoryClient(broker, settings),
-        llm=language_model(settings),
+        chooser=Chooser(settings, redis, language_model(settings)),
     )
-    handlers = DecisionHandlers(engine)
-    subscribe_group(
-        broker,
-        settings,
-        stream=Stream.CHAT_IN,
-        group=Group.DECISION,
-        handler=handlers.on_chat_in,
-        description="Start a thought cycle for a user message.",
-        slots=DECISION_SLOTS,
-    )
-    subscribe_group(
-        broker,
-        settings,
-        stream=Stream.ACTIONS_DONE,
-        group=Group.DECISION,
-        handler=handlers.on_action_done,
-        description="Record a step's outcome, then decide the next step or end the cycle.",
-        slots=DECISION_SLOTS,
-    )
+    for stream, handler, description in (
+        (Stream.CHAT_IN, engine.on_chat_in, "Start a thought cycle for a user message."),
+        (Stream.ACTIONS_DONE, engine.on_action_done, "Record a step, then decide or end."),
+    ):
+        subscribe_group(
+            broker,
+            settings,
+            stream=stream,
+            group=Group.DECISION,
+            handler=handler,
+            description=description,
+            slots=DECISION_SLOTS,
+        )
     return broker, engine
 
 
-async def _sweep_forever(engine: CycleEngine) -> None:
+async def _sweep_forever(engine: CycleExecutor) -> None:
     while True:
         try:
             await engine.sweep_deadlines()
@@ -96,11 +87,11 @@ def build_app(settings: DecisionSettings, provider: TracerProvider | None = None
     lifecycle = Lifecycle()
 
     async def close_clients() -> None:
-        await engine.llm.aclose()
+        await engine.chooser.llm.aclose()
         await engine.redis.aclose()
 
     async def say_ready() -> None:
-        log.info("decision ready (LLM: %s)", engine.llm.name)
+        log.info("decision ready (LLM: %s)", engine.chooser.llm.name)
 
     lifecycle.add(stop=close_clients)
     lifecycle.add(broker.start, broker.stop)

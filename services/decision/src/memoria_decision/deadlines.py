@@ -1,4 +1,5 @@
-"""Per-step deadlines in a Redis sorted set, so any decision replica can time a step out."""
+"""Per-step deadlines in a Redis sorted set per partition (written in the pipelines of the
+partition's steps), so any decision replica can time a step out; the sweep reads them all."""
 
 from __future__ import annotations
 
@@ -26,31 +27,19 @@ def _member(cycle_id: str, step: int) -> str:
     return f"{cycle_id}{_SEPARATOR}{step}"
 
 
-def _entry(cycle_id: str, step: int, seconds: float) -> dict[str, float]:
-    return {_member(cycle_id, step): time.time() + seconds}
-
-
 class Deadlines:
-    """One sorted set per partition (keys.step_deadlines), written in the pipelines of the
-    partition's steps; the sweep reads them all."""
-
     def __init__(self, redis: Any, partitions: Partitions, *, claim_s: float = CLAIM_S) -> None:
         self._redis = redis
         self._partitions = partitions
         self._claim_s = claim_s
         self._claim = redis.register_script(_CLAIM)
 
-    async def set(self, part: Partition, cycle_id: str, step: int, seconds: float) -> None:
-        await self._redis.zadd(keys.step_deadlines(part), _entry(cycle_id, step, seconds))
-
     @staticmethod
     def queue_set(pipe: Any, part: Partition, cycle_id: str, step: int, seconds: float) -> None:
-        """:meth:`set` queued on a pipeline, sent with the step's other writes."""
-        pipe.zadd(keys.step_deadlines(part), _entry(cycle_id, step, seconds))
+        pipe.zadd(keys.step_deadlines(part), {_member(cycle_id, step): time.time() + seconds})
 
     @staticmethod
     def queue_clear(pipe: Any, part: Partition, cycle_id: str, step: int) -> None:
-        """:meth:`clear` queued on a pipeline (its answer unused)."""
         pipe.zrem(keys.step_deadlines(part), _member(cycle_id, step))
 
     async def clear(self, part: Partition, cycle_id: str, step: int) -> bool:
@@ -62,24 +51,16 @@ class Deadlines:
         ``claim_s`` later rather than removed, so that a caller that dies before it has acted
         (and cleared it) leaves it to come due again instead of losing the timeout."""
         now = time.time()
-        return bool(
-            await self._claim(
-                keys=[keys.step_deadlines(part)],
-                args=[_member(cycle_id, step), now, now + self._claim_s],
-            )
-        )
+        args = [_member(cycle_id, step), now, now + self._claim_s]
+        return bool(await self._claim(keys=[keys.step_deadlines(part)], args=args))
 
     async def due(self, limit: int) -> list[tuple[Partition, str, int]]:
-        """Up to ``limit`` overdue steps of each partition, read in one round trip (one per
-        primary on a cluster)."""
+        """Up to ``limit`` overdue steps of each partition, in one round trip per primary."""
         now = time.time()
         async with self._redis.pipeline(transaction=False) as pipe:
             for part in self._partitions.all:
                 pipe.zrangebyscore(keys.step_deadlines(part), "-inf", now, start=0, num=limit)
             answers = await pipe.execute()
-        due: list[tuple[Partition, str, int]] = []
-        for part, members in zip(self._partitions.all, answers, strict=True):
-            for member in members:
-                cycle_id, _, step = member.decode().rpartition(_SEPARATOR)
-                due.append((part, cycle_id, int(step)))
-        return due
+        due = zip(self._partitions.all, answers, strict=True)
+        parts = ((part, m.decode().rpartition(_SEPARATOR)) for part, ms in due for m in ms)
+        return [(part, cycle_id, int(step)) for part, (cycle_id, _, step) in parts]

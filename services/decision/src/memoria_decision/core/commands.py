@@ -1,18 +1,12 @@
-"""Commands recognized in code, before any LLM call (deterministic fast paths, ADR 9).
+"""Commands recognized in code, before any model call (ADR 9): *list all my memories*,
+*delete all my memories*, *forget that* (the last thing the user told) and *cancel*; and the
+replies to the runtime's own questions (a yes, a no, a pick among numbered memories).
 
-Four commands never reach the model: *list all my memories*, *delete all my memories*,
-*forget that* (the last thing the user told) and *cancel*; and while a confirmation is
-pending, the user's next message is read here as a yes, a no, or something else.
-
-The recognizers are deliberately conservative: a message is a command only when it is that
-command and nothing more (anchored at both ends, after courtesy words like "please" or "por
-favor"). "Don't delete all my memories", "how do I delete all my memories?" or "delete all my
-memories about work" are not the command; they go to the model like any other message. A
-missed command costs one ordinary cycle; a false one would list, or ask to delete,
-everything when the user meant something else.
-
-Matching runs on folded text (lower case, no accents, single spaces, no edge punctuation), so
-"Apague TODAS as minhas memórias!" and "apague todas as minhas memorias" are the same.
+Conservative: a message is a command only when it is that command and nothing more (anchored
+at both ends, after courtesy such as "please" or "por favor"); "don't delete all my
+memories" or "delete all my memories about work" go to the model. A missed command costs one
+ordinary cycle; a false one would list, or ask to delete, everything unasked. Matching runs
+on folded text: "Apague TODAS as minhas memórias!" is "apague todas as minhas memorias".
 """
 
 from __future__ import annotations
@@ -33,9 +27,7 @@ class Command(StrEnum):
     CANCEL = "cancel"
 
 
-class Reply(StrEnum):
-    """How a message answers a pending confirmation."""
-
+class Reply(StrEnum):  # how a message answers a pending confirmation
     CONFIRM = "confirm"
     DECLINE = "decline"
     OTHER = "other"
@@ -47,8 +39,7 @@ K = TypeVar("K", Command, Reply)
 @dataclass(frozen=True)
 class Recognized(Generic[K]):
     kind: K
-    language: Language
-    """The language of the words that matched: the reply is written in it."""
+    language: Language  # of the words that matched: the reply is written in it
 
 
 _SPACES: Final = re.compile(r"\s+")
@@ -203,35 +194,19 @@ def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
 
 # -- choosing among candidates (an ambiguous MemoryUpdate) ----------------------------------
 
+_ORDINAL_WORDS: Final[tuple[tuple[Language, str], ...]] = (
+    ("en", "1st first one|2nd second two|3rd third three|4th fourth four|5th fifth five"),
+    (
+        "pt",
+        "1o 1a primeiro primeira um uma|2o 2a segundo segunda dois duas|"
+        "3o 3a terceiro terceira tres|4o 4a quarto quarta quatro|5o 5a quinto quinta cinco",
+    ),
+)
 _ORDINALS: Final[dict[str, tuple[int, Language]]] = {
-    **{
-        word: (n, "en")
-        for n, words in enumerate(
-            (
-                ("1st", "first", "one"),
-                ("2nd", "second", "two"),
-                ("3rd", "third", "three"),
-                ("4th", "fourth", "four"),
-                ("5th", "fifth", "five"),
-            ),
-            start=1,
-        )
-        for word in words
-    },
-    **{
-        word: (n, "pt")
-        for n, words in enumerate(
-            (
-                ("1o", "1a", "primeiro", "primeira", "um", "uma"),
-                ("2o", "2a", "segundo", "segunda", "dois", "duas"),
-                ("3o", "3a", "terceiro", "terceira", "tres"),
-                ("4o", "4a", "quarto", "quarta", "quatro"),
-                ("5o", "5a", "quinto", "quinta", "cinco"),
-            ),
-            start=1,
-        )
-        for word in words
-    },
+    word: (n, language)
+    for language, table in _ORDINAL_WORDS
+    for n, words in enumerate(table.split("|"), start=1)
+    for word in words.split()
 }
 _EN_PICK: Final = re.compile(
     r"^(?:(?:number|option|memory|the|it'?s|its|i meant|i mean|choose|pick)\s?)*"
@@ -246,14 +221,13 @@ _QUOTED: Final = re.compile(r"[\"“”'‘’«»](.+?)[\"“”'‘’«»]")
 
 @dataclass(frozen=True)
 class Choice:
-    """How a message answers "which memory did you mean?"."""
+    """How a message answers "which memory did you mean?": the 0-based ``index`` picked (None:
+    no pick), the ``language`` of the words that picked (when they tell), or a number with no
+    such candidate (``out_of_range``)."""
 
     index: int | None
-    """0-based index of the candidate picked; None: no pick (see ``out_of_range``)."""
     language: Language | None = None
-    """The language of the words that picked, when they tell."""
     out_of_range: bool = False
-    """A number was given but there is no such candidate."""
 
 
 def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
@@ -273,7 +247,7 @@ def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
         ]
         return Choice(hits[0]) if len(hits) == 1 else Choice(None)
     text = fold(raw)
-    for pattern, _language in ((_EN_PICK, "en"), (_PT_PICK, "pt")):
+    for pattern in (_EN_PICK, _PT_PICK):
         match = pattern.match(text)
         if match is None:
             continue
