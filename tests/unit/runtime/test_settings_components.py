@@ -146,7 +146,7 @@ def test_a_process_settings_field_must_be_a_component() -> None:
         bus: BusSettings
         port: int
 
-    with pytest.raises(TypeError, match="Odd.port is not a settings component"):
+    with pytest.raises(TypeError, match=r"Odd\.port is not a settings component"):
         Odd.components()
 
 
@@ -242,8 +242,10 @@ ENVIRONMENT_VARIABLES = {
     "MEMORIA_CONSUMER_CONCURRENCY",
     "MEMORIA_CONSUMER_NAME",
     "MEMORIA_CYCLE_MAX_STEPS",
+    "MEMORIA_CYCLE_QUIET_STATUS_SECONDS",
     "MEMORIA_CYCLE_TRACE_RETENTION_DAYS",
     "MEMORIA_DATA_DIR",
+    "MEMORIA_DEAD_LETTER_RETENTION_DAYS",
     "MEMORIA_DECISION_RETRIES",
     "MEMORIA_DEFAULT_PERSONA",
     "MEMORIA_DEV_LOGIN",
@@ -317,6 +319,7 @@ ENVIRONMENT_VARIABLES = {
     "MEMORIA_SHUTDOWN_GRACE_SECONDS",
     "MEMORIA_STEP_TIMEOUT_SECONDS",
     "MEMORIA_STREAM_MAXLEN",
+    "MEMORIA_STREAM_RETENTION_SECONDS",
     "MEMORIA_SYSTEM_PROMPT",
     "MEMORIA_TOKEN_TTL_SECONDS",
     "MEMORIA_VECTOR_CACHE_MB",

@@ -113,6 +113,8 @@ def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None =
     # closes.
     lifecycle.add(broker.start, broker.stop)
     lifecycle.add_task(lambda: _reconcile_forever(handlers.storage.reconciler, settings.memory))
+    lifecycle.add_task(lambda: handlers.health.probe_forever(handlers.storage.documents))
+    lifecycle.add_readiness_check(handlers.health.readiness)
     lifecycle.add_task(
         lambda: purge_forever(handlers.cycles, settings.memory.cycle_trace_retention_days)
     )
