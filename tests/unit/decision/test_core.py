@@ -49,8 +49,8 @@ from memoria_decision.core import effects, events, outputs
 from memoria_decision.core.machine import decide
 from memoria_decision.core.routes import asked_in
 from memoria_decision.core.state import CycleState, PendingAction, PendingStep, Route, Stored
-from memoria_runtime import i18n
 from memoria_runtime.session_defaults import session_defaults
+from memoria_text import i18n
 
 E = effects
 END = [E.MarkEnded, E.Save, E.Announce, E.Release]

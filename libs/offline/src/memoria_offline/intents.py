@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
-from memoria_llm.relative_dates import find_relative_dates
 from memoria_offline import lexicon
 from memoria_offline.facts import introduces
 from memoria_offline.person import first_person_verb
-from memoria_offline.text import Folded, fold, is_question, strip_edges, tidy
+from memoria_text.folding import Folded, fold, is_question, strip_edges, tidy
+from memoria_text.relative_dates import find_relative_dates
 
 
 class Intent(StrEnum):

@@ -13,8 +13,8 @@ from typing import Any, Final, Literal
 
 from memoria_contracts.text import one_line
 from memoria_offline import telling
-from memoria_offline.text import fold
-from memoria_runtime import i18n
+from memoria_text import i18n
+from memoria_text.folding import fold
 
 Language = Literal["en", "pt"]
 
@@ -27,7 +27,7 @@ MAX_LISTED: Final = 10
 _DELETE_ALL_MARKS: Final = ("delete all your memories", "apague todas as suas memorias")
 """What marks the planner's own delete-everything question (folded), in either language."""
 _PREFIX: Final = "offline_"
-"""The planner's texts are in the one catalogue, ``memoria_runtime.i18n.TEXTS``, under this
+"""The planner's texts are in the one catalogue, ``memoria_text.i18n.TEXTS``, under this
 prefix."""
 
 

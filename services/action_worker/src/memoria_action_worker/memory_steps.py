@@ -41,8 +41,8 @@ from memoria_contracts.memory import (
 )
 from memoria_contracts.text import as_text, one_line
 from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Prompt
-from memoria_runtime import i18n
 from memoria_runtime.rpc import RpcError
+from memoria_text import i18n
 
 log = logging.getLogger("memoria.action_worker.memory")
 

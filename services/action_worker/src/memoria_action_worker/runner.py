@@ -22,13 +22,14 @@ from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionReque
 from memoria_contracts.streams import Stream
 from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import i18n, keys
+from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partition
 from memoria_runtime.settings import SessionSettings
+from memoria_text import i18n
 
 log = logging.getLogger("memoria.action_worker")
 

@@ -42,7 +42,7 @@ from memoria_contracts.memory import (
     MemoryType,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
+from memoria_text.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemorySave"
 MAX_SAVES: Final = 10  # one message rarely holds more facts; more is likely a runaway plan

@@ -46,7 +46,7 @@ from memoria_contracts.memory import (
     check_window,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import said_on
+from memoria_text.relative_dates import said_on
 
 TASK: Final = "MemorySearch"
 

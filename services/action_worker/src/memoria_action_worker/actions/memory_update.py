@@ -41,7 +41,7 @@ from memoria_contracts.memory import (
     MemoryUpdated,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
+from memoria_text.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemoryUpdate"
 MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan

@@ -36,7 +36,7 @@ from memoria_decision.core.state import (
     Work,
 )
 from memoria_llm.conversation import bounded_summary
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 Transition = effects.Transition
 QUESTION_ACTION: Final = "Question"  # ends a cycle asking the user: its question stays pending

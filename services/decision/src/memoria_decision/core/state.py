@@ -22,7 +22,7 @@ from memoria_contracts.history import HistorySummary
 from memoria_contracts.memory import ContentKind
 from memoria_contracts.personas import ActivePersona, Persona, PersonaApplied
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigState
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 
 class Frozen(BaseModel):

@@ -12,12 +12,12 @@ on folded text: "Apague TODAS as minhas memórias!" is "apague todas as minhas m
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Generic, TypeVar
 
 from memoria_contracts.events import Language
+from memoria_text.folding import fold
 
 
 class Command(StrEnum):
@@ -42,16 +42,15 @@ class Recognized(Generic[K]):
     language: Language  # of the words that matched: the reply is written in it
 
 
-_SPACES: Final = re.compile(r"\s+")
+# Beyond folding, a command's words are read with hyphens as spaces ("never-mind") and no
+# punctuation at the ends ("Delete all my memories!").
 _EDGES: Final = re.compile(r"^[\s.!?,;:…]+|[\s.!?,;:…]+$")
-_APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "-": " "})
 
 
-def fold(message: str) -> str:
-    """Lower case, accents removed, hyphens as spaces, single spaces, no edge punctuation."""
-    decomposed = unicodedata.normalize("NFKD", message.translate(_APOSTROPHES))
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-    return _EDGES.sub("", _SPACES.sub(" ", bare).strip())
+def command_text(message: str) -> str:
+    """``message`` as the command patterns read it: folded, hyphens as spaces, no edge
+    punctuation."""
+    return _EDGES.sub("", fold(message.replace("-", " ")))
 
 
 def _whole(lead: str, core: str, tail: str) -> re.Pattern[str]:
@@ -176,7 +175,7 @@ _REPLIES: Final[tuple[tuple[Reply, Language, re.Pattern[str]], ...]] = (
 
 def recognize(message: str) -> Recognized[Command] | None:
     """The command this message is, if it is clearly and only one."""
-    text = fold(message)
+    text = command_text(message)
     for command, language, pattern in _COMMANDS:
         if pattern.match(text):
             return Recognized(command, language)
@@ -185,7 +184,7 @@ def recognize(message: str) -> Recognized[Command] | None:
 
 def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
     """How ``message`` answers a pending confirmation asked in ``asked_in``."""
-    text = fold(message)
+    text = command_text(message)
     for reply, language, pattern in _REPLIES:
         if pattern.match(text):
             return Recognized(reply, language)
@@ -237,16 +236,18 @@ def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
     picks nothing."""
     raw = message.strip()
     for index, (memory_id, _) in enumerate(candidates):
-        if fold(raw).strip("\"'") == memory_id.lower():
+        if command_text(raw).strip("\"'") == memory_id.lower():
             return Choice(index)
     quoted = _QUOTED.search(raw)
     if quoted:
-        needle = fold(quoted.group(1))
+        needle = command_text(quoted.group(1))
         hits = [
-            i for i, (_, excerpt) in enumerate(candidates) if needle and needle in fold(excerpt)
+            i
+            for i, (_, excerpt) in enumerate(candidates)
+            if needle and needle in command_text(excerpt)
         ]
         return Choice(hits[0]) if len(hits) == 1 else Choice(None)
-    text = fold(raw)
+    text = command_text(raw)
     for pattern in (_EN_PICK, _PT_PICK):
         match = pattern.match(text)
         if match is None:
