@@ -79,8 +79,8 @@ from bench.live_stack import (
     timed_client,
 )
 from memoria_contracts.memory import MemoryEmbed, MemoryFailure, MemorySearch
-from memoria_runtime.bus import create_broker
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus import create_bus
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
@@ -115,7 +115,8 @@ MEMORY = {
 }
 
 # -- the hops a cycle makes, read from the code ------------------------------------------
-# decision/executor.py, action_worker/runner.py + actions, runtime/rpc.py, gateway/core.py.
+# decision/executor.py, action_worker/runner.py + actions, runtime/bus/request_reply.py,
+# gateway/core.py.
 
 HopKind = Literal["group", "reply", "fanout"]
 
@@ -460,7 +461,7 @@ async def measure(
         bus_secret=BUS_SECRET,
     )
     setup_tracing("bench", settings)  # spans made, not recorded: as the services run
-    broker = create_broker(settings)
+    broker = create_bus(settings)
     parts = MemoryParts(MemoryClient(broker, settings), settings.memory_min_relevance, [], "")
     samples: dict[str, list[int]] = {}
     url = stack.ws_url(USER)

@@ -15,7 +15,7 @@ import yaml
 from pydantic.fields import FieldInfo
 
 from memoria_cli.keda_partitions import write_keda_patch
-from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.asyncapi import asyncapi_document
 from memoria_runtime.settings import COMPONENTS, Settings, env_names
 
@@ -25,7 +25,7 @@ SETTINGS_START = "<!-- settings:start -->"
 SETTINGS_END = "<!-- settings:end -->"
 SETTINGS_PAGE = Path("docs") / "configuration.md"
 
-BrokerFactory = Callable[[Settings], tuple[MemoriaBroker, Any]]
+BrokerFactory = Callable[[Settings], tuple[ServiceBus, Any]]
 
 
 def _factories() -> dict[str, BrokerFactory]:

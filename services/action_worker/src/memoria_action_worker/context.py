@@ -25,8 +25,8 @@ from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel
 from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.envelopes import follow
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partition
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults

@@ -41,7 +41,7 @@ from memoria_contracts.memory import (
 )
 from memoria_contracts.text import as_text, one_line
 from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Prompt
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_text import i18n
 
 log = logging.getLogger("memoria.action_worker.memory")

@@ -24,9 +24,9 @@ from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, EventPublisher
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partition
 from memoria_runtime.settings import SessionSettings
 from memoria_text import i18n

@@ -35,10 +35,10 @@ from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore
 from memoria_llm import accounting
 from memoria_runtime import keys, metrics
 from memoria_runtime.bus import Delivery, EventPublisher
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
-from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import DecisionSettings
 from memoria_runtime.telemetry import attached_trace, current_trace_carrier

@@ -31,7 +31,7 @@ from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.resume import EntryId
 from memoria_gateway.routing import UserRoutes
 from memoria_runtime import keys, metrics
-from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
 from memoria_runtime.bus.routed import ENTRY_FIELD, INBOX_LEASE_S, ROUTE_TTL_S
@@ -54,7 +54,7 @@ INBOX_LOST_WHY = "this server lost its frame inbox"
 class ChatOutFanOut:
     def __init__(
         self,
-        broker: MemoriaBroker,
+        broker: ServiceBus,
         signer: Signer,
         hub: ConnectionHub,
         routes: UserRoutes,

@@ -25,8 +25,8 @@ from memoria_gateway.security_headers import PAGE_HEADERS
 from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_runtime.instance import instance_of
-from memoria_runtime.rpc import RpcError
 
 STATIC = files("memoria_gateway") / "static"
 # The page is plain ES modules: browsers must revalidate them (a cheap 304) rather than

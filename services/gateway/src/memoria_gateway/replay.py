@@ -19,8 +19,8 @@ from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
 from memoria_gateway.resume import EntryId
-from memoria_runtime.bus.broker import MessageFormat
 from memoria_runtime.bus.entries import DATA_FIELD, opened, read_entry
+from memoria_runtime.bus.service_bus import MessageFormat
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions
 
