@@ -28,12 +28,12 @@ from typing import Any
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
-from memoria_gateway.resume import EntryId
 from memoria_gateway.routing import UserRoutes
 from memoria_runtime import keys, metrics
 from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
+from memoria_runtime.bus.replay import EntryId
 from memoria_runtime.bus.routed import ENTRY_FIELD, INBOX_LEASE_S, ROUTE_TTL_S
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.health import stop_task
