@@ -16,7 +16,7 @@ from memoria_contracts.streams import Group, Stream
 from memoria_runtime import keys
 from memoria_runtime.bus import Delivery, ServiceBus
 from memoria_runtime.bus.layout import LayoutMismatch, ensure_same_layout
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.partitions import Partitions
 from tests.component.runtime.test_bus import eventually, settings_for, start
 

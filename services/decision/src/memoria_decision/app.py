@@ -18,7 +18,7 @@ from memoria_offline.selection import language_model
 from memoria_runtime import redis_clients
 from memoria_runtime.bus import EventPublisher, ServiceBus, create_bus, subscribe_group
 from memoria_runtime.bus.memory_requests import MemoryClient
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.settings import DecisionSettings
 

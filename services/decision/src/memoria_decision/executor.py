@@ -37,7 +37,7 @@ from memoria_runtime import keys, metrics
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.bus.request_reply import RpcError
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import DecisionSettings

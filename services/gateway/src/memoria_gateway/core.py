@@ -22,7 +22,7 @@ from memoria_runtime.bus import ServiceBus, create_bus
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.bus.signing import Signer, signer_for
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
