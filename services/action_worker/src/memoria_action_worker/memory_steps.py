@@ -379,7 +379,8 @@ async def explain(
     results: object,
     bindings: dict[str, list[str]] | None = None,
 ) -> ChatRecord | None:
-    """Stream the step's short explanation (chat-history true, role assistant).
+    """Stream the step's short explanation (chat-history true, role assistant); ``system``
+    names the user's language as ``{language}``.
     ``results`` go into the prompt and, as JSON, into ``metadata["results"]`` for rule-based
     providers; ``bindings`` (each memory's search keys, by id) only into
     ``metadata["bindings"]``: rules read a memory's subject from its keys, a model from its
@@ -392,7 +393,7 @@ async def explain(
     request = agent_request(
         ctx,
         task,
-        system,
+        system.format(language=language_name(ctx)),
         f"{ask}\n\nResults (JSON):\n{results_json}",
         metadata=metadata,
     )

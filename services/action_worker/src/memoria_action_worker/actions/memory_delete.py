@@ -14,7 +14,6 @@ from memoria_action_worker.memory_steps import (
     describe,
     explain,
     guarded,
-    language_name,
     make_plan,
     memories_block,
     memories_in,
@@ -95,7 +94,7 @@ async def _delete(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just deleted.",
         results=results,
     )

@@ -207,7 +207,7 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just saved.",
         results=results,
     )

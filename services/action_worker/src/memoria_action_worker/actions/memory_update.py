@@ -206,7 +206,7 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just updated.",
         results=results,
     )
