@@ -16,7 +16,13 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from memoria_contracts.base import ContractModel
-from memoria_contracts.text import CONTROL_FREE, NO_CONTROLS, NOT_BLANK, code_point, control_in
+from memoria_contracts.text import (
+    CONTROL_FREE,
+    NO_CONTROLS,
+    TrimmedText,
+    code_point,
+    control_in,
+)
 from memoria_contracts.times import (
     EARLIEST_STORABLE,
     LATEST_STORABLE,
@@ -67,18 +73,8 @@ MAX_PAGE: Final = 500
 MAX_EXCLUDED: Final = 500
 
 MemoryId = Annotated[str, StringConstraints(pattern=r"^mem_[A-Za-z0-9]{1,60}$")]
-Binding = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
-QueryText = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
+Binding = Annotated[str, TrimmedText(MAX_BINDING_CHARS)]
+QueryText = Annotated[str, TrimmedText(MAX_BINDING_CHARS)]
 IdempotencyKey = Annotated[
     str, StringConstraints(min_length=1, max_length=200), NO_CONTROLS, CONTROL_FREE
 ]
