@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from memoria_contracts.base import ContractModel
+from memoria_contracts.base import ContractModel, SuccessReply
 from memoria_contracts.memory import MAX_SEARCH_LIMIT, MEMORY_TYPES, MemoryType
 from memoria_contracts.personas import (
     DEFAULT_PERSONA_ID,
@@ -180,9 +180,8 @@ class SessionPersonaApplied(ContractModel):
 # -- replies --------------------------------------------------------------------------------
 
 
-class SessionConfigState(ContractModel):
+class SessionConfigState(SuccessReply):
     type: Literal["session.config"] = "session.config"
-    success: Literal[True] = True
     config: SessionConfig
     overrides: SessionConfigOverrides = Field(
         description="What the thread sets itself; null fields follow the defaults."

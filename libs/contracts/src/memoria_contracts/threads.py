@@ -13,7 +13,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, StringConstraints
 
-from memoria_contracts.base import ContractModel
+from memoria_contracts.base import ContractModel, FailureReply, SuccessReply
 from memoria_contracts.text import TrimmedText
 
 ThreadId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
@@ -78,26 +78,22 @@ class ThreadRename(ContractModel):
 # -- replies --------------------------------------------------------------------------------
 
 
-class ThreadPage(ContractModel):
+class ThreadPage(SuccessReply):
     type: Literal["thread.page"] = "thread.page"
-    success: Literal[True] = True
     threads: list[Thread]
 
 
-class ThreadSaved(ContractModel):
+class ThreadSaved(SuccessReply):
     type: Literal["thread.saved"] = "thread.saved"
-    success: Literal[True] = True
     created: bool = Field(description="False for a rename, or a create that had happened.")
     thread: Thread
 
 
-class ThreadFailure(ContractModel):
+class ThreadFailure(FailureReply):
     """``not_found`` is also the answer for another user's thread of the same id."""
 
     type: Literal["thread.failure"] = "thread.failure"
-    success: Literal[False] = False
     code: ThreadFailureCode
-    error_message: str
     thread_id: str | None = None
 
 
