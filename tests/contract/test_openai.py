@@ -476,6 +476,17 @@ async def test_an_embedding_server_error_is_retried(
     assert len(fake.requests) == 2
 
 
+async def test_an_unreadable_embedding_body_is_retried_then_unavailable(
+    llm: OpenAICompatibleModel, fake: FakeOpenAI
+) -> None:
+    fake.enqueue(Raw("<html>proxy hiccup</html>", 200, "text/html"), Raw('{"data": 3}', 200))
+    assert len(await llm.embedding(["hello"], "passage")) == 1
+    fake.enqueue(*[Raw("{}", 200)] * 3)
+    with pytest.raises(LLMUnavailable, match="3 attempts"):
+        await llm.embedding(["hello"], "passage")
+    assert len(fake.requests) == 6
+
+
 async def test_a_missing_model_says_what_to_check(
     llm: OpenAICompatibleModel, fake: FakeOpenAI
 ) -> None:

@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from mcp import Client
@@ -256,3 +257,18 @@ async def test_http_without_a_bearer_is_refused(http_server: str) -> None:
         refused = await client.call_tool("list_memories", {})
     assert refused.is_error
     assert "Authorization: Bearer" in text(refused)
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(http_server: str) -> None:
+    """The MCP SDK bounds a Streamable HTTP body (4 MiB by default) before parsing it; the
+    server stays up for the next request."""
+    too_big = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "'
+        + (b"x" * (5 * 1024 * 1024))
+        + b'"}}'
+    )
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    refused = httpx.post(http_server, content=too_big, headers=headers, timeout=60)
+    assert refused.status_code == 413
+    again = httpx.post(http_server, content=b"{}", headers=headers, timeout=60)
+    assert again.status_code != 413

@@ -72,6 +72,9 @@ class Stack:
     """Further replicas of a service (:meth:`add_gateway`): process name -> service."""
     python: str = sys.executable
     """The interpreter the services run on (another virtual environment, e.g. the image's)."""
+    log_dir: Path | None = None
+    """Where the services' logs go; the data directory when None (not on a disk a test
+    fills: a service cannot write its log there)."""
 
     @property
     def base_url(self) -> str:
@@ -99,7 +102,7 @@ class Stack:
         raise TimeoutError(f"{name} did not start:\n{self.logs(name)}")
 
     def log_path(self, name: str) -> Path:
-        return self.data_dir / f"{name}.log"
+        return (self.log_dir or self.data_dir) / f"{name}.log"
 
     def logs(self, name: str) -> str:
         path = self.log_path(name)
@@ -243,6 +246,7 @@ def running_stack(
     script: Mapping[str, Any],
     service_settings: Mapping[str, Mapping[str, str]] | None = None,
     python: str = sys.executable,
+    log_dir: str | Path | None = None,
     **settings: str,
 ) -> Iterator[Stack]:
     """``settings`` apply to every service, ``service_settings[name]`` to one (same names,
@@ -254,7 +258,8 @@ def running_stack(
         name: {f"MEMORIA_{key.upper()}": value for key, value in values.items()}
         for name, values in (service_settings or {}).items()
     }
-    stack = Stack(redis_url, data_dir, port, env, service_env, python=python)
+    logs = None if log_dir is None else Path(log_dir)
+    stack = Stack(redis_url, data_dir, port, env, service_env, python=python, log_dir=logs)
     try:
         for name in SERVICES:
             stack.start(name)

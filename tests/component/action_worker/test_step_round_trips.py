@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 from round_trips import WritingPublisher, round_trips
 
+from memoria_action_worker.context import REDELIVERY_SLACK_S
 from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.events import (
@@ -138,3 +139,22 @@ async def test_a_re_run_step_uses_the_plan_read_with_its_lease(
     [search] = memories.requests(MemorySearch)
     assert search.queries == ["where the user lives"]  # the first run's, not the script's
     assert [m.content["memory_id"] for m in publisher.chat() if m.modal == "memory"] == ["mem_b"]
+
+
+async def test_a_step_of_an_ended_cycle_is_not_run_and_its_records_expire_with_the_cycle(
+    redis: Redis, redis_url: str
+) -> None:
+    """A request redelivered after its cycle ended (a step timeout, say) runs nothing and
+    says nothing; a step that runs keeps its completion only while its cycle may still run
+    or its request come again."""
+    worker, publisher = await ready_worker(redis, redis_url, FakeMemoryService())
+    await redis.set(keys.cycle_ended(ONE, CYCLE_ID), "step_timeout")
+    await worker.on_action_requested(step_requested("Finalize", 1), step_delivery(1))
+    assert publisher.sent == []
+
+    await redis.delete(keys.cycle_ended(ONE, CYCLE_ID))
+    await worker.on_action_requested(step_requested("MemorySearch", 2), step_delivery(2))
+    settings = Settings(_env_file=None)
+    kept_for = settings.cycle_max_steps * settings.step_timeout_seconds + 60 + REDELIVERY_SLACK_S
+    for key in (keys.step_done(ONE, CYCLE_ID, 2), keys.step_plan(ONE, CYCLE_ID, 2)):
+        assert 0 < await redis.ttl(key) <= kept_for

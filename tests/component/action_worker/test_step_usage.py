@@ -16,11 +16,10 @@ from memoria_contracts.events import (
     Envelope,
 )
 from memoria_contracts.streams import Stream
-from memoria_llm import accounting
 from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_llm.usage import Usage
-from memoria_runtime import metrics
+from memoria_runtime import accounting, metrics
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
 

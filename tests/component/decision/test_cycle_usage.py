@@ -19,10 +19,9 @@ from memoria_contracts.events import (
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
 from memoria_decision.executor import CycleExecutor
-from memoria_llm import accounting
 from memoria_llm.scripted import ScriptRule
 from memoria_llm.usage import Usage
-from memoria_runtime import catalog, keys, metrics
+from memoria_runtime import accounting, catalog, keys, metrics
 from memoria_runtime.envelopes import follow
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings

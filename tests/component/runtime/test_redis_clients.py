@@ -54,3 +54,34 @@ async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
         assert {opt: sock.getsockopt(socket.IPPROTO_TCP, opt) for opt in probing} == probing
         kwargs = client.connection_pool.connection_kwargs
         assert kwargs["socket_connect_timeout"] == redis_clients.CONNECT_TIMEOUT_S
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_command_after_its_connection_was_reset_is_sent_again_on_any_event_loop(
+    valkey_server: Any, loop: str
+) -> None:
+    """uvloop, which the gateway runs on, raises RuntimeError (not ConnectionError) for a
+    write to a connection the peer reset: the HTTP API answered 500 in the reset chaos run."""
+    import asyncio
+    import sys
+    from pathlib import Path
+
+    import uvloop
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "support"))
+    from fault_proxy import FaultProxy
+
+    async def reset_then_ping() -> bool:
+        async with FaultProxy(("127.0.0.1", valkey_server.port)) as proxy:
+            settings = Settings(redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+            client = redis_clients.connect(settings)
+            try:
+                await client.ping()
+                assert proxy.reset_all() == 1
+                await asyncio.sleep(0.2)  # the reset has arrived: the transport is closed
+                return bool(await client.ping())
+            finally:
+                await client.aclose()
+
+    run = uvloop.run if loop == "uvloop" else asyncio.run
+    assert run(reset_then_ping())

@@ -59,12 +59,34 @@ def test_a_config_never_shows_its_key() -> None:
     assert "secret-key" not in str(config.model_dump())
 
 
-def test_the_llm_package_reads_no_service_settings() -> None:
-    for module in LLM_SOURCE.rglob("*.py"):
-        for node in ast.walk(ast.parse(module.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                assert node.module != "memoria_runtime.settings", module
-                assert not (node.module or "").startswith("memoria_offline"), module
+def imported(module: Path) -> set[str]:
+    """The top-level packages ``module`` imports (absolute imports)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def test_the_llm_package_depends_on_no_runtime_nor_planner() -> None:
+    """The model port is no infrastructure: no settings, Redis keys or metrics of the runtime
+    (cost accounting lives there, beside the metrics), and the planner depends on it, not
+    the other way."""
+    modules = sorted(LLM_SOURCE.rglob("*.py"))
+    assert modules
+    for module in modules:
+        assert not imported(module) & {"memoria_runtime", "memoria_offline"}, module
+    declared = (LLM_SOURCE.parents[1] / "pyproject.toml").read_text()
+    assert "memoria-chat-runtime" not in declared
+    assert "memoria-chat-offline" not in declared
+
+
+def test_the_import_check_sees_an_import_of_the_runtime(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import json\nfrom memoria_runtime.metrics import count_llm_usage\n")
+    assert imported(probe) == {"json", "memoria_runtime"}
 
 
 def test_the_port_knows_no_cycle() -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from memoria_runtime.health import Health, heartbeat, stop_task
+from memoria_runtime.health import Health, Verdict, heartbeat, stop_task
 
 
 class Clock:
@@ -164,3 +164,21 @@ async def test_stopping_is_itself_cancellable() -> None:
     with pytest.raises(asyncio.CancelledError):
         await stopping
     await asyncio.wait({loop_task}, timeout=2)
+
+
+def test_a_part_that_says_it_cannot_work_costs_readiness_until_it_can(health: Health) -> None:
+    problem: list[Verdict] = []
+    health.add_check(lambda: problem[0] if problem else None)
+    health.serving()
+    health.broker_ok()
+    assert health.ready().ok
+    problem.append(Verdict(False, "storage full", {"since_seconds": 3.0}))
+    verdict = health.ready()
+    assert (verdict.ok, verdict.status, verdict.detail) == (
+        False,
+        "storage full",
+        {"since_seconds": 3.0},
+    )
+    assert health.live().ok  # a full disk is not cured by a restart
+    problem.clear()
+    assert health.ready().ok

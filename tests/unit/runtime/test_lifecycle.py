@@ -88,3 +88,14 @@ async def test_a_second_start_is_refused() -> None:
     with pytest.raises(RuntimeError, match="already started"):
         await lifecycle.start()
     await lifecycle.stop()
+
+
+def test_an_included_parts_readiness_checks_come_along() -> None:
+    def check() -> None:
+        return None
+
+    own = Lifecycle()
+    own.add_readiness_check(check)
+    outer = Lifecycle()
+    outer.include(own)
+    assert outer.readiness_checks == [check]

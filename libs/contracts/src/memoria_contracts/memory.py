@@ -58,7 +58,8 @@ ChangeKind = Literal["created", "updated", "deleted"]
 ChangeSource = Literal["chat", "api", "import", "reconciler"]
 SearchMode = Literal["semantic", "chronological"]
 EmbedPurpose = Literal["passage", "query"]
-FailureCode = Literal["not_found", "invalid", "unavailable"]
+FailureCode = Literal["not_found", "invalid", "unavailable", "storage_full"]
+"""``storage_full``: the disk under the memory store is full; nothing was changed."""
 
 MAX_BINDINGS: Final = 16
 MAX_BINDING_CHARS: Final = 300

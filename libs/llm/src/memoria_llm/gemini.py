@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Unpack
 
-import httpx
+import httpx2
 from google import genai
 from google.genai import errors, types
 from pydantic_ai import exceptions as ai
@@ -22,17 +22,10 @@ from memoria_llm.config import GeminiConfig
 from memoria_llm.port import EmbedPurpose, LLMRequest, Mode
 from memoria_llm.remote import Options, RemoteModel, Retried
 
-try:
-    import httpx2
-except ImportError:  # google-genai before 3.0 sends through httpx
-    httpx2 = None  # type: ignore[assignment]
-
 EMBED_BATCH_MAX = 100  # batchEmbedContents takes at most 100 requests
 TASK_TYPES: dict[EmbedPurpose, str] = {"passage": "RETRIEVAL_DOCUMENT", "query": "RETRIEVAL_QUERY"}
 # One system prompt, at the start: no need for pydantic-ai's note on mid-conversation ones.
 PROFILE = ModelProfile(supports_inline_system_prompts=True)
-_TRANSPORT = (httpx.TransportError,) + ((httpx2.TransportError,) if httpx2 else ())
-_TIMEOUT = (httpx.TimeoutException,) + ((httpx2.TimeoutException,) if httpx2 else ())
 
 
 def _server_delay(exc: BaseException | None) -> float:
@@ -51,15 +44,12 @@ def _server_delay(exc: BaseException | None) -> float:
 
 
 class GeminiModel(RemoteModel):
-    system = "gemini"
+    name = system = "gemini"
+    transient = (errors.UnknownApiResponseError,)
+    server_delay = staticmethod(_server_delay)
 
     def __init__(self, settings: GeminiConfig, **options: Unpack[Options]) -> None:
-        super().__init__(
-            settings,
-            server_delay=_server_delay,
-            transient=(errors.UnknownApiResponseError,),
-            **options,
-        )
+        super().__init__(settings, **options)
         self._settings = settings
         self._client = genai.Client(
             vertexai=False,
@@ -69,11 +59,6 @@ class GeminiModel(RemoteModel):
             ),
         )
         self._provider = GoogleProvider(client=self._client)
-        self._models: dict[str, Model] = {}
-
-    @property
-    def name(self) -> str:
-        return "gemini"
 
     def label(self, mode: Mode) -> str:
         return {
@@ -90,10 +75,8 @@ class GeminiModel(RemoteModel):
         await self._client.aio.aclose()
 
     def _model(self, name: str, request: LLMRequest | None = None) -> Model:
-        if name not in self._models:
-            google = GoogleModel(name, provider=self._provider, profile=PROFILE)
-            self._models[name] = Retried(google, lambda send: self._call(name, send))
-        return self._models[name]
+        google = GoogleModel(name, provider=self._provider, profile=PROFILE)
+        return Retried(google, lambda send: self._call(name, send))
 
     async def embedding(self, texts: Sequence[str], purpose: EmbedPurpose) -> list[list[float]]:
         model = self._settings.model_embedding
@@ -109,9 +92,9 @@ class GeminiModel(RemoteModel):
                 )
             except errors.APIError as exc:
                 raise ai.ModelHTTPError(exc.code, model, exc.details) from exc
-            except _TIMEOUT as exc:
+            except httpx2.TimeoutException as exc:
                 raise ai.ModelTimeoutError(model, repr(exc)) from exc
-            except _TRANSPORT as exc:
+            except httpx2.TransportError as exc:
                 raise ai.ModelConnectionError(model, repr(exc)) from exc
             metadata = response.usage_metadata
             vectors = [e.values or [] for e in response.embeddings or []]

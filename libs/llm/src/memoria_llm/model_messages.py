@@ -27,12 +27,15 @@ from memoria_llm.port import Prompt, PromptMessage
 ACTION_SCHEMA_NAME = "next_action"
 
 
-def model_messages(prompt: Prompt, instruction: str = "") -> list[ModelMessage]:
-    """``prompt`` as pydantic-ai messages, ``instruction`` after its system prompt."""
+def model_messages(
+    prompt: Prompt, instruction: str = "", tool_roles: bool = True
+) -> list[ModelMessage]:
+    """``prompt`` as pydantic-ai messages, ``instruction`` after its system prompt; without
+    ``tool_roles``, tool calls and results as text (:func:`as_text`)."""
     result: list[ModelMessage] = []
     if system := "\n\n".join(part for part in (prompt.system, instruction) if part):
         result.append(ModelRequest(parts=[SystemPromptPart(content=system)]))
-    for message in prompt.messages:
+    for message in prompt.messages if tool_roles else map(as_text, prompt.messages):
         if message.role == "assistant":
             answer: list[ModelResponsePart] = [
                 ToolCallPart(tool_name=call.name, args=call.arguments, tool_call_id=call.id)
@@ -43,7 +46,13 @@ def model_messages(prompt: Prompt, instruction: str = "") -> list[ModelMessage]:
             else:
                 result.append(ModelResponse(parts=answer))
             continue
-        asked: ModelRequestPart = _request_part(message)
+        asked: ModelRequestPart = UserPromptPart(content=message.content)
+        if message.role == "tool":
+            asked = ToolReturnPart(
+                tool_name=message.name or "action",
+                content=message.content,
+                tool_call_id=message.tool_call_id or "",
+            )
         if result and isinstance(result[-1], ModelRequest):
             result[-1] = ModelRequest(parts=[*result[-1].parts, asked])
         else:
@@ -51,14 +60,13 @@ def model_messages(prompt: Prompt, instruction: str = "") -> list[ModelMessage]:
     return result
 
 
-def _request_part(message: PromptMessage) -> ModelRequestPart:
-    if message.role == "tool":
-        return ToolReturnPart(
-            tool_name=message.name or "action",
-            content=message.content,
-            tool_call_id=message.tool_call_id or "",
-        )
-    return UserPromptPart(content=message.content)
+def as_text(message: PromptMessage) -> PromptMessage:
+    """A tool call or result as assistant text (``[MemorySearch] …``), for servers whose chat
+    template has no tool roles."""
+    if message.plain:
+        return message
+    text = f"[{message.name}] {message.content}" if message.role == "tool" else message.content
+    return PromptMessage(role="assistant", content=text)
 
 
 def action_output(choices: Sequence[str]) -> ModelRequestParameters:
@@ -78,9 +86,10 @@ def action_output(choices: Sequence[str]) -> ModelRequestParameters:
     )
 
 
-def action_name(text: str) -> str:
+def action_name(response: ModelResponse) -> str:
     """The name in ``{"action": ...}``; a model that ignored the format answers in plain
     text, which is returned stripped (callers validate the name either way)."""
+    text = response.text or ""
     try:
         value = json.loads(text)
     except ValueError:
@@ -88,25 +97,3 @@ def action_name(text: str) -> str:
     if isinstance(value, dict) and isinstance(value.get("action"), str):
         return str(value["action"]).strip()
     return text.strip()
-
-
-def response_text(response: ModelResponse) -> str:
-    """The answer's text, without the model's thinking."""
-    return "".join(part.content for part in response.parts if isinstance(part, TextPart))
-
-
-def text_turns(prompt: Prompt) -> Prompt:
-    """``prompt`` with tool calls and results as assistant text (``[MemorySearch] …``), for
-    servers whose chat template has no tool roles."""
-    turns = [
-        message
-        if message.plain
-        else PromptMessage(
-            role="assistant",
-            content=f"[{message.name}] {message.content}"
-            if message.role == "tool"
-            else message.content,
-        )
-        for message in prompt.messages
-    ]
-    return Prompt(system=prompt.system, messages=turns)

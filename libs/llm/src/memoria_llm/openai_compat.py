@@ -6,16 +6,18 @@ json_schema gets json_object with the schema in the system prompt (pydantic-ai's
 output), one that refuses that too the prompt alone, and ``reasoningHeavy`` the bare action
 names; a refused ``stream_options`` is left out (``omit`` in ``extra_body``). Each is
 remembered per model. ``Retry-After`` in fractional seconds is read here. Embeddings go
-through the SDK as floats: not every compatible server encodes base64.
+through the SDK as floats: not every compatible server encodes base64, and pydantic-ai's
+embedder lets an unreadable body through as an ``AttributeError``.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from enum import IntEnum
-from typing import Any, Unpack
+from functools import partial
+from typing import Any, TypeVar, Unpack
 
 import openai
 from openai import omit
@@ -24,21 +26,16 @@ from pydantic_ai import exceptions as ai
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
-from pydantic_ai.output import NativeOutput, PromptedOutput
+from pydantic_ai.output import PromptedOutput
 from pydantic_ai.profiles.openai import OpenAIModelProfile
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from memoria_llm import port
 from memoria_llm.config import OpenAIConfig
-from memoria_llm.model_messages import model_messages, response_text, text_turns
-from memoria_llm.remote import (
-    Options,
-    RemoteModel,
-    Retried,
-    TextStream,
-    server_message,
-)
+from memoria_llm.model_messages import model_messages
+from memoria_llm.remote import Options, RemoteModel, Retried, TextStream, server_message
 
+R = TypeVar("R")
 Mode = port.Mode
 # Texts per /embeddings request: OpenAI takes 2048, but local servers embed a request in one
 # batch of their context, so small requests keep long memories from overflowing it.
@@ -108,21 +105,18 @@ def _server_delay(exc: BaseException | None) -> float:
 
 
 class OpenAICompatibleModel(RemoteModel):
+    name = "openai"
     system = "openai_compatible"
+    transient = (openai.APIError,)  # an error event in the middle of a stream
+    server_delay = staticmethod(_server_delay)
 
     def __init__(self, settings: OpenAIConfig, **options: Unpack[Options]) -> None:
-        super().__init__(
-            settings,
-            server_delay=_server_delay,
-            transient=(openai.APIError,),  # an error event in the middle of a stream
-            **options,
-        )
+        super().__init__(settings, **options)
         self._models = _text_models(settings)
         self._embedding_model = settings.openai_embedding_model
         self._tool_messages = settings.openai_tool_messages
         self._formats: dict[str, StructuredFormat] = {}  # what each model's server refused
         self._without_stream_options: set[str] = set()
-        self._chat_models: dict[tuple[str, bool], Model] = {}
         key = settings.openai_api_key
         self._client = openai.AsyncOpenAI(
             base_url=settings.openai_base_url,
@@ -131,10 +125,6 @@ class OpenAICompatibleModel(RemoteModel):
             max_retries=0,  # retried by the policy every provider shares
         )
         self._provider = OpenAIProvider(openai_client=self._client)
-
-    @property
-    def name(self) -> str:
-        return "openai"
 
     def label(self, mode: port.Mode) -> str:
         if mode is Mode.EMBEDDING:
@@ -150,83 +140,74 @@ class OpenAICompatibleModel(RemoteModel):
     def _model(self, name: str, request: port.LLMRequest | None = None, json: bool = True) -> Model:
         """``json``: the server takes json_object. Every system text goes in one system
         message: many local chat templates take only one."""
-        if (name, json) not in self._chat_models:
-            profile = OpenAIModelProfile(
-                supports_json_object_output=json,
-                openai_chat_supports_multiple_system_messages=False,
-            )
-            chat = OpenAIChatModel(name, provider=self._provider, profile=profile)
-            self._chat_models[name, json] = Retried(chat, lambda send: self._call(name, send))
-        return self._chat_models[name, json]
+        profile = OpenAIModelProfile(
+            supports_json_object_output=json, openai_chat_supports_multiple_system_messages=False
+        )
+        chat = OpenAIChatModel(name, provider=self._provider, profile=profile)
+        return Retried(chat, lambda send: self._call(name, send))
 
     def _messages(self, request: port.LLMRequest, instruction: str = "") -> list[ModelMessage]:
-        prompt = request.prompt if self._tool_messages else text_turns(request.prompt)
-        return model_messages(prompt, instruction)
+        return model_messages(request.prompt, instruction, self._tool_messages)
 
     async def _decide(
         self, span: Span, model: str, request: port.LLMRequest, choices: Sequence[str]
     ) -> str:
-        if self._format(model) is StructuredFormat.JSON_SCHEMA:
-            span.set_attribute("memoria.llm.response_format", "json_schema")
+        async def ask(level: StructuredFormat) -> str:
+            if level is StructuredFormat.JSON_SCHEMA:
+                return await RemoteModel._decide(self, span, model, request, choices)
+            # No constrained output: ask for the bare name (callers validate it anyway).
+            span.set_attribute("memoria.llm.response_format", "none")
+            messages = self._messages(request, ACTION_INSTRUCTION.format(names=", ".join(choices)))
+            free = ModelRequestParameters()
+            response = await self._request(span, self._model(model), messages, free)
+            return (response.text or "").strip()
+
+        return await self._in_strongest_format(span, model, ask)
+
+    async def _structured(
+        self, span: Span, model: str, request: port.LLMRequest, schema: type[port.T]
+    ) -> port.T:
+        async def ask(level: StructuredFormat) -> port.T:
+            if level is StructuredFormat.JSON_SCHEMA:
+                return await RemoteModel._structured(self, span, model, request, schema)
+            chat_model = self._model(model, json=level < StructuredFormat.NONE)
+            output = PromptedOutput(schema)
+            result: port.T = await self._validated(
+                span, chat_model, self._messages(request), output, schema
+            )
+            return result
+
+        return await self._in_strongest_format(span, model, ask)
+
+    async def _in_strongest_format(
+        self, span: Span, model: str, ask: Callable[[StructuredFormat], Awaitable[R]]
+    ) -> R:
+        """``ask`` in the strongest JSON format the model's server takes. A refused format is
+        dropped for good, and at most one request is made per format, whatever concurrent
+        calls learnt meanwhile."""
+        while True:
+            level = self._formats.get(model, StructuredFormat.JSON_SCHEMA)
+            span.set_attribute("memoria.llm.response_format", level.name.lower())
             try:
-                return await super()._decide(span, model, request, choices)
+                return await ask(level)
             except Refused as exc:
-                if not exc.format:
+                if not exc.format or level is StructuredFormat.NONE:
                     raise
-                self._downgrade(model, StructuredFormat.JSON_SCHEMA, exc)
-        # No constrained output: ask for the bare name (callers validate it anyway).
-        span.set_attribute("memoria.llm.response_format", "none")
-        messages = self._messages(request, ACTION_INSTRUCTION.format(names=", ".join(choices)))
-        chat_model = self._model(model, request)
-        response = await self._request(span, chat_model, messages, ModelRequestParameters())
-        return response_text(response).strip()
-
-    async def reasoning(self, request: port.LLMRequest, schema: type[port.T]) -> port.T:
-        """In the strongest JSON format the model's server takes."""
-        model = self.label(Mode.REASONING)
-        level = self._format(model)
-        with self._span("llm.reasoning", model, request) as span:
-            while True:
-                span.set_attribute("memoria.llm.response_format", level.name.lower())
-                output: Any = PromptedOutput(schema)
-                if level is StructuredFormat.JSON_SCHEMA:
-                    output = NativeOutput(schema, strict=False)
-                chat_model = self._model(model, request, json=level < StructuredFormat.NONE)
-                messages = self._messages(request)
-                try:
-                    result: port.T = await self._validated(
-                        span, chat_model, messages, output, schema
-                    )
-                    return result
-                except Refused as exc:
-                    if not exc.format or level is StructuredFormat.NONE:
-                        raise
-                    self._downgrade(model, level, exc)
-                    # At most one request per format, whatever concurrent calls learnt meanwhile.
-                    level = max(StructuredFormat(level + 1), self._format(model))
-
-    def _format(self, model: str) -> StructuredFormat:
-        return self._formats.get(model, StructuredFormat.JSON_SCHEMA)
-
-    def _downgrade(self, model: str, refused: StructuredFormat, exc: Exception) -> None:
-        weaker = StructuredFormat(refused + 1)
-        if self._format(model) < weaker:
-            log.warning("%s; asking with %s from now on", exc, weaker.name.lower())
-            self._formats[model] = weaker
+                weaker = StructuredFormat(level + 1)
+                if self._formats.get(model, StructuredFormat.JSON_SCHEMA) < weaker:
+                    log.warning("%s; asking with %s from now on", exc, weaker.name.lower())
+                    self._formats[model] = weaker
 
     async def _open_chat(self, model: str, request: port.LLMRequest, stream: TextStream) -> str:
         chat_model, messages = self._model(model, request), self._messages(request)
+        without = partial(stream.open, chat_model, messages, WITHOUT_STREAM_USAGE)
         if model in self._without_stream_options:
-            return await self._call(
-                model, lambda: stream.open(chat_model, messages, WITHOUT_STREAM_USAGE)
-            )
+            return await self._call(model, without)
         try:
-            return await self._call(model, lambda: stream.open(chat_model, messages))
+            return await self._call(model, partial(stream.open, chat_model, messages))
         except Refused as exc:
             # Servers word this refusal in many ways: try once without, remember if it helped.
-            first = await self._call(
-                model, lambda: stream.open(chat_model, messages, WITHOUT_STREAM_USAGE)
-            )
+            first = await self._call(model, without)
             log.warning("%s; streaming without usage from now on", exc)
             self._without_stream_options.add(model)
             return first

@@ -9,7 +9,9 @@ spans with the task and the call's usage, usage to the collector, unit-length em
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import math
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -17,6 +19,7 @@ from contextlib import AsyncExitStack, contextmanager
 from functools import partial
 from typing import Any, TypedDict, TypeVar
 
+import tenacity
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic_ai import Agent, InstrumentationSettings, RetryFeedbackPart, RetryInfo
@@ -33,8 +36,7 @@ from pydantic_ai.usage import RequestUsage
 
 from memoria_llm import port, usage
 from memoria_llm.config import RemoteConfig
-from memoria_llm.model_messages import action_name, action_output, model_messages, response_text
-from memoria_llm.retrying import CallPolicy
+from memoria_llm.model_messages import action_name, action_output, model_messages
 
 R = TypeVar("R")
 Embed = Callable[[list[str]], Awaitable[tuple[list[Any], int | None]]]
@@ -47,6 +49,8 @@ SERVER_MESSAGE_CHARS = 500
 NO_CONTENT = "ended without content"  # pydantic-ai's word for a stream that carried no answer
 REASK = RetryFeedbackPart(content=[], retry=RetryInfo("validation_error")).model_response()
 """What a re-ask tells the model before the validation errors (pydantic-ai's words)."""
+
+log = logging.getLogger("memoria.llm")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -150,11 +154,15 @@ class Options(TypedDict, total=False):
 
 
 class RemoteModel(port.LanguageModel):
-    """``llm_retries`` attempts per request, ``llm_timeout_seconds`` per attempt (and per
-    streamed piece). Subclasses build the model answering a request (``_model``)."""
+    """Each request is tried ``llm_retries`` times, each attempt (and each streamed piece)
+    within ``llm_timeout_seconds``: a transient failure is retried after an exponential
+    backoff with jitter that never waits less than the server asked (``server_delay``).
+    Subclasses build the model answering a request (``_model``)."""
 
     system: str
     """``gen_ai.system`` on our spans."""
+    transient: tuple[type[BaseException], ...] = ()
+    """The provider SDK's own errors that are worth retrying, beside :func:`is_transient`."""
 
     def __init__(
         self,
@@ -163,25 +171,24 @@ class RemoteModel(port.LanguageModel):
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         tracer_provider: trace.TracerProvider | None = None,
-        server_delay: Callable[[BaseException | None], float] = lambda _: 0.0,
-        transient: tuple[type[BaseException], ...] = (),
     ) -> None:
         self._timeout_s = config.llm_timeout_seconds
         self._attempts = max(1, config.llm_retries)
         self._dim = config.embedding_dim
-        self._policy = CallPolicy(
-            attempts=self._attempts,
-            timeout_s=self._timeout_s,
-            backoff_base_s=backoff_base_s,
-            backoff_max_s=backoff_max_s,
-            is_transient=lambda exc: is_transient(exc) or isinstance(exc, transient),
-            server_delay=server_delay,
+        self._backoff = tenacity.wait_exponential_jitter(
+            initial=backoff_base_s, max=backoff_max_s, jitter=backoff_base_s
         )
+        self._backoff_max_s = backoff_max_s
         self._tracer = trace.get_tracer("memoria.llm", tracer_provider=tracer_provider)
         # pydantic-ai's spans of each request and run, under ours; no prompt text in them.
         self._instrument = InstrumentationSettings(
             tracer_provider=tracer_provider, include_content=False
         )
+
+    @staticmethod
+    def server_delay(exc: BaseException | None) -> float:
+        """The seconds the server asked to wait before asking again (in ``exc``), else 0."""
+        return 0.0
 
     @abstractmethod
     def _model(self, name: str, request: port.LLMRequest) -> Model:
@@ -201,24 +208,29 @@ class RemoteModel(port.LanguageModel):
         """The answer as it comes (callers validate the name and re-ask themselves)."""
         chat_model, messages = self._model(model, request), self._messages(request)
         response = await self._request(span, chat_model, messages, action_output(choices))
-        return action_name(response_text(response))
+        return action_name(response)
 
     async def reasoning(self, request: port.LLMRequest, schema: type[port.T]) -> port.T:
         model = self.label(port.Mode.REASONING)
         with self._span("llm.reasoning", model, request) as span:
-            # ``strict`` stays off: OpenAI's strict mode rejects optional fields and defaults.
-            output = NativeOutput(schema, strict=False)
-            chat_model, messages = self._model(model, request), self._messages(request)
-            result: port.T = await self._validated(span, chat_model, messages, output, schema)
-            return result
+            return await self._structured(span, model, request, schema)
+
+    async def _structured(
+        self, span: Span, model: str, request: port.LLMRequest, schema: type[port.T]
+    ) -> port.T:
+        # ``strict`` stays off: OpenAI's strict mode rejects optional fields and defaults.
+        output = NativeOutput(schema, strict=False)
+        chat_model, messages = self._model(model, request), self._messages(request)
+        result: port.T = await self._validated(span, chat_model, messages, output, schema)
+        return result
 
     async def chat(self, request: port.LLMRequest) -> AsyncIterator[str]:
         model = self.chat_model(request)
         span = self._tracer.start_span("llm.chat", attributes=self._attributes(model, request))
-        stream, translate = TextStream(), self._translator(model)
+        stream = TextStream()
         try:
             yield await self._open_chat(model, request, stream)
-            while (piece := await self._policy.piece(stream.next_piece, translate)) is not None:
+            while (piece := await self._piece(model, stream)) is not None:
                 yield piece
         except Exception as exc:
             span.record_exception(exc)
@@ -233,6 +245,17 @@ class RemoteModel(port.LanguageModel):
     async def _open_chat(self, model: str, request: port.LLMRequest, stream: TextStream) -> str:
         chat_model, messages = self._model(model, request), self._messages(request)
         return await self._call(model, lambda: stream.open(chat_model, messages))
+
+    async def _piece(self, model: str, stream: TextStream) -> str | None:
+        """The next piece of an open stream within the per-attempt timeout. Not retried: the
+        pieces already yielded cannot be taken back."""
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await stream.next_piece()
+        except Exception as exc:
+            if (error := self._translate(exc, model, 1)) is None:
+                raise
+            raise error from exc
 
     async def _request(
         self,
@@ -297,10 +320,33 @@ class RemoteModel(port.LanguageModel):
 
     async def _call(self, model: str, send: Callable[[], Awaitable[R]]) -> R:
         """One API request under the retry policy, its failures in the port's errors."""
-        return await self._policy.call(send, self._translator(model))
+        attempts = 0
+        try:
+            async for attempt in tenacity.AsyncRetrying(
+                stop=tenacity.stop_after_attempt(self._attempts),
+                wait=self._wait,
+                retry=tenacity.retry_if_exception(self._transient),
+                before_sleep=tenacity.before_sleep_log(log, logging.WARNING),
+                reraise=True,
+            ):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    async with asyncio.timeout(self._timeout_s):
+                        return await send()
+        except port.LLMError:
+            raise
+        except Exception as exc:
+            if (error := self._translate(exc, model, attempts)) is None:
+                raise
+            raise error from exc
+        raise AssertionError("tenacity re-raises the last failure")
 
-    def _translator(self, model: str) -> Callable[[BaseException, int], port.LLMError | None]:
-        return lambda exc, attempts: self._translate(exc, model, attempts)
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        failure = state.outcome.exception() if state.outcome else None
+        return min(self._backoff_max_s, max(self._backoff(state), self.server_delay(failure)))
+
+    def _transient(self, exc: BaseException) -> bool:
+        return is_transient(exc) or isinstance(exc, self.transient)
 
     def _translate(self, exc: BaseException, model: str, attempts: int) -> port.LLMError | None:
         """The port's error for a failure, or None to let it propagate."""
@@ -318,7 +364,7 @@ class RemoteModel(port.LanguageModel):
             )
         if isinstance(exc, ai.UnexpectedModelBehavior) and NO_CONTENT in exc.message:
             return port.LLMOutputError(f"{model} streamed no text")
-        if self._policy.is_transient(exc):
+        if self._transient(exc):
             return port.LLMUnavailable(f"{model} failed while answering ({tries}): {exc}")
         return None
 

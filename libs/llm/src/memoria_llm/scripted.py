@@ -17,7 +17,6 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -34,17 +33,12 @@ from memoria_llm.remote import RemoteModel, Retried
 
 LABEL = "scripted"
 _WORDS = re.compile(r"\S+\s*|\s+")
-_GROUP = re.compile(r"^\$([1-9])$")
-_FOUND_ONE = re.compile(r"^\$found\[(\d+)\]$")
-
-
-def _finalize_only() -> list[str | list[str]]:
-    return ["Finalize"]
+_BINDING = re.compile(r"^\$(?:([1-9])|found(?:\[(\d+)\])?)$")
 
 
 class ScriptRule(BaseModel):
     match: str = ""
-    decide: list[str | list[str]] = Field(default_factory=_finalize_only)
+    decide: list[str | list[str]] = ["Finalize"]  # pydantic copies it for each rule
     chat: dict[str, str] = Field(default_factory=dict)
     reasoning: dict[str, object] = Field(default_factory=dict)
 
@@ -70,15 +64,11 @@ def _prompt_words(prompt: Prompt) -> int:
 
 
 class ScriptedModel(RemoteModel):
-    system = LABEL
+    name = system = LABEL
 
     def __init__(self, script: Script) -> None:
         super().__init__(RemoteConfig(embedding_dim=script.embedding_dim))
         self._script = script
-
-    @property
-    def name(self) -> str:
-        return LABEL
 
     def label(self, mode: Mode) -> str:
         return LABEL
@@ -96,21 +86,20 @@ class ScriptedModel(RemoteModel):
     ) -> ModelResponse:
         """The next action (``decide``) or a JSON plan (``reasoning``), by what is asked."""
         asked = info.model_request_parameters.output_object
-        mode = (
-            Mode.REASONING_HEAVY if asked and asked.name == ACTION_SCHEMA_NAME else Mode.REASONING
-        )
-        await self._start(mode, request)
+        deciding = asked is not None and asked.name == ACTION_SCHEMA_NAME
+        await self._start(Mode.REASONING_HEAVY if deciding else Mode.REASONING, request)
         rule = self._rule(request)
-        if mode is Mode.REASONING_HEAVY:
+        if deciding:
             cycle = cycle_input(request, "the scripted model")
-            entries = rule.decide
-            entry = entries[min(len(cycle.steps) if cycle else 0, len(entries) - 1)]
+            entry = rule.decide[min(len(cycle.steps) if cycle else 0, len(rule.decide) - 1)]
             # An entry that is a list answers each re-ask in turn, its last one repeating.
             answer = (
                 entry[min(request.attempt, len(entry) - 1)] if isinstance(entry, list) else entry
             )
         elif request.task in rule.reasoning:
-            answer = json.dumps(_substitute(rule.reasoning[request.task], _bindings(rule, request)))
+            answer = json.dumps(
+                _substitute(rule.reasoning[request.task], *_bindings(rule, request))
+            )
         else:
             raise LLMOutputError(f"the script has no reasoning output for {request.task}")
         counts = RequestUsage(
@@ -173,35 +162,30 @@ class ScriptedModel(RemoteModel):
         return [v / norm for v in raw]
 
 
-def _bindings(rule: ScriptRule, request: LLMRequest) -> dict[str, Any]:
+def _bindings(rule: ScriptRule, request: LLMRequest) -> tuple[Sequence[str], list[str]]:
     """``$1``…``$9``: the groups of the rule's ``match``; ``$found``: the memory ids shown
-    earlier in the cycle (memory messages)."""
+    earlier in the cycle (memory messages), in order."""
     cycle = cycle_input(request, "the scripted model")
     match = re.search(rule.match, str(cycle.original_message.content) if cycle else "", re.I)
-    found: list[str] = []
-    for record in [*cycle.history, *cycle.transcript] if cycle else []:
-        memory_id = record.content.get("memory_id") if isinstance(record.content, dict) else None
-        if record.modal == "memory" and isinstance(memory_id, str) and memory_id not in found:
-            found.append(memory_id)
-    return {"groups": match.groups() if match else (), "found": found}
+    records = [*cycle.history, *cycle.transcript] if cycle else []
+    shown = [r.content for r in records if r.modal == "memory" and isinstance(r.content, dict)]
+    ids = [memory_id for c in shown if isinstance(memory_id := c.get("memory_id"), str)]
+    return match.groups() if match else (), list(dict.fromkeys(ids))
 
 
-def _substitute(value: object, bindings: dict[str, Any]) -> object:
-    """Replace ``$1``, ``$found`` and ``$found[i]`` strings anywhere in a JSON value."""
+def _substitute(value: object, groups: Sequence[str], found: list[str]) -> object:
+    """Replace ``$1``, ``$found`` and ``$found[i]`` strings anywhere in a JSON value (one
+    out of range stays as it is)."""
     if isinstance(value, list):
-        return [_substitute(item, bindings) for item in value]
+        return [_substitute(item, groups, found) for item in value]
     if isinstance(value, dict):
-        return {key: _substitute(item, bindings) for key, item in value.items()}
-    if not isinstance(value, str):
+        return {key: _substitute(item, groups, found) for key, item in value.items()}
+    binding = _BINDING.match(value) if isinstance(value, str) else None
+    if binding is None:
         return value
-    if value == "$found":
-        return list(bindings["found"])
-    if group := _GROUP.match(value):
-        index = int(group.group(1)) - 1
-        groups = bindings["groups"]
-        return groups[index] if index < len(groups) else value
-    if one := _FOUND_ONE.match(value):
-        found = bindings["found"]
-        index = int(one.group(1))
-        return found[index] if index < len(found) else value
-    return value
+    group, index = binding.groups()
+    if group:
+        return groups[int(group) - 1] if int(group) <= len(groups) else value
+    if index is None:
+        return list(found)
+    return found[int(index)] if int(index) < len(found) else value

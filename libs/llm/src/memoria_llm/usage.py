@@ -1,42 +1,7 @@
-"""Token usage reported by providers, collected by whoever makes the calls.
+"""Token usage: every provider reports each response's tokens here, and callers collect them
+(the record and its collector are shared vocabulary, in ``memoria_contracts.usage``, so the
+cycle's accounting in ``memoria_runtime`` reads them without depending on the providers)."""
 
-A provider calls :func:`report` after every API response that says how many tokens it used;
-the caller (a decision step, an action) wraps its LLM calls in :func:`collecting` and gets the
-list. A context variable carries the collector, so the provider needs no reference to the
-caller, concurrent tasks never mix their counts, and a call made outside any collection is
-simply not counted.
-"""
+from memoria_contracts.usage import Usage, collecting, report
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Usage:
-    model: str
-    input_tokens: int
-    output_tokens: int
-
-
-_collector: ContextVar[list[Usage] | None] = ContextVar("memoria_llm_usage", default=None)
-
-
-def report(usage: Usage) -> None:
-    collected = _collector.get()
-    if collected is not None:
-        collected.append(usage)
-
-
-@contextmanager
-def collecting() -> Iterator[list[Usage]]:
-    """Usage reported by LLM calls made inside the block (including tasks it starts)."""
-    collected: list[Usage] = []
-    token = _collector.set(collected)
-    try:
-        yield collected
-    finally:
-        _collector.reset(token)
+__all__ = ["Usage", "collecting", "report"]

@@ -17,7 +17,8 @@ from memoria_runtime.settings import AuthSettings
 _ALGORITHM = "HS256"
 _ISSUER = "memoria"
 CLOCK_SKEW_S = 60
-"""How far in the future a token's issue time may be (another host's clock runs ahead)."""
+"""How far another host's clock may run ahead of ours: a token issued up to this far in the
+future is taken."""
 SECRET_FILE = "auth_secret"
 _USER_IDS = TypeAdapter(UserId)
 
@@ -100,7 +101,9 @@ class TokenIssuer:
                     key,
                     algorithms=[_ALGORITHM],
                     issuer=_ISSUER,
-                    options={"require": ["sub", "exp", "iss", "iat"]},
+                    # The issue time is checked below, with the clock skew allowed; PyJWT
+                    # would refuse one a second ahead. The expiry gets no such leeway.
+                    options={"require": ["sub", "exp", "iss", "iat"], "verify_iat": False},
                 )
             except jwt.InvalidSignatureError:
                 continue

@@ -39,6 +39,9 @@ class Verdict:
     detail: dict[str, float | str | None]
 
 
+ReadinessCheck = Callable[[], "Verdict | None"]
+
+
 class Health:
     def __init__(
         self,
@@ -55,6 +58,13 @@ class Health:
         self._last_tick: float | None = None
         self._last_broker_ok: float | None = None
         self._broker_error: str | None = None
+        self._checks: list[ReadinessCheck] = []
+
+    def add_check(self, check: ReadinessCheck) -> None:
+        """A part of the service that can make it unready (a full disk under its stores):
+        ``check()`` returns the verdict to answer, or None when the part is fine. Called
+        from the ops server's thread: it must only read state."""
+        self._checks.append(check)
 
     # -- what the event loop reports ---------------------------------------------------------
 
@@ -101,6 +111,10 @@ class Health:
                 "broker unreachable",
                 {"last_ok_seconds_ago": since, "error": self._broker_error},
             )
+        for check in self._checks:
+            verdict = check()
+            if verdict is not None and not verdict.ok:
+                return verdict
         return Verdict(True, "ok", {})
 
 

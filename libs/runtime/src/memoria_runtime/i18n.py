@@ -35,6 +35,22 @@ _SENTENCE_END = re.compile(r"[.!?:\n]\s*$")
 
 TEXTS: Final[dict[str, dict[Language, str]]] = {
     "thinking": {"en": "Thinking...", "pt": "Pensando..."},
+    "quiet_broker": {
+        "en": "The connection to the message broker is lost; reconnecting. Your message is "
+        "kept and will be answered once it is back.",
+        "pt": "A conexão com o broker de mensagens caiu; reconectando. Sua mensagem está "
+        "guardada e será respondida assim que ela voltar.",
+    },
+    "quiet_service": {
+        "en": "Still waiting: {services} is not answering right now. Your message is kept and "
+        "will be answered once it is back.",
+        "pt": "Ainda aguardando: {services} não está respondendo agora. Sua mensagem está "
+        "guardada e será respondida assim que voltar.",
+    },
+    "quiet_slow": {
+        "en": "Still working; this is taking longer than usual.",
+        "pt": "Ainda trabalhando; está demorando mais do que o normal.",
+    },
     "max_steps": {
         "en": "I stopped after {steps} steps without finishing. Please rephrase or try again.",
         "pt": "Parei depois de {steps} passos sem concluir. Reformule ou tente de novo.",
@@ -119,6 +135,12 @@ TEXTS: Final[dict[str, dict[Language, str]]] = {
         "Please try again in a moment.",
         "pt": "O serviço de memória não está respondendo agora, então parei este passo. "
         "Tente de novo em instantes.",
+    },
+    "memory_storage_full": {
+        "en": "I could not change your memories: the disk where they are kept is full, so "
+        "nothing was saved. It works again as soon as space is freed.",
+        "pt": "Não consegui alterar suas memórias: o disco onde elas ficam está cheio, então "
+        "nada foi salvo. Volta a funcionar assim que houver espaço livre.",
     },
     "memory_rejected": {
         "en": "The memory service refused the request ({detail}), so I stopped this step.",

@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from memoria_runtime.health import stop_task
+from memoria_runtime.health import ReadinessCheck, stop_task
 
 Step = Callable[[], Awaitable[None]]
 
@@ -20,13 +20,19 @@ class Lifecycle:
     def __init__(self) -> None:
         self._steps: list[tuple[Step | None, Step | None]] = []
         self._started: contextlib.AsyncExitStack | None = None
+        self.readiness_checks: list[ReadinessCheck] = []
+
+    def add_readiness_check(self, check: ReadinessCheck) -> None:
+        """Something of this part that can make the service unready (health.Health)."""
+        self.readiness_checks.append(check)
 
     def add(self, start: Step | None = None, stop: Step | None = None) -> None:
         self._steps.append((start, stop))
 
     def include(self, other: Lifecycle) -> None:
-        """``other``'s steps as one step of this one."""
+        """``other``'s steps as one step of this one (and its readiness checks)."""
         self.add(other.start, other.stop)
+        self.readiness_checks.extend(other.readiness_checks)
 
     def add_task(self, loop: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """A background loop, started at this step and stopped with the bounded stop

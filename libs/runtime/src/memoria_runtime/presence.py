@@ -44,3 +44,10 @@ async def serving(redis: Any, service: str, *, since: float = 0.0) -> list[Prese
         if presence.service == service and fresh:
             found.append(presence)
     return found
+
+
+async def serving_services(redis: Any) -> set[str]:
+    """The services with at least one live announcement (one read of the hash)."""
+    now = time.time()
+    raws = (await redis.hgetall(keys.SERVICES)).values()
+    return {p.service for p in map(Presence.model_validate_json, raws) if p.expires_at >= now}

@@ -11,6 +11,12 @@ Retrying a command whose connection broke can run it twice when the broker recei
 before the break; the bus tolerates that (consumers are idempotent by event id and the
 thread gate's admission is keyed by the client's message id).
 
+A connection reset under a command is a ``ConnectionError`` on asyncio's own event loop, but
+uvloop (the gateway's, through uvicorn) raises a plain ``RuntimeError`` ("unable to perform
+operation on <TCPTransport closed=True>; the handler is closed") when a command is written to
+a transport the peer reset; redis-py drops that connection all the same, so it is retried
+too, on a fresh one (docs/chaos.md, bug 12).
+
 A broker that vanishes without closing its connections (its node lost, a network cut: no
 reset ever arrives) is the other danger: a blocked read (``XREADGROUP BLOCK``, the reply
 inbox) would wait on a silent socket for good. TCP keepalive makes the kernel notice within
@@ -39,7 +45,7 @@ from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode, ClusterPipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ConnectionError, SlotNotCoveredError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, SlotNotCoveredError, TimeoutError
 
 from memoria_runtime.settings import BusSettings
 
@@ -81,7 +87,10 @@ def reconnecting() -> Retry:
     return Retry(
         ExponentialWithJitterBackoff(base=BACKOFF_BASE_S, cap=BACKOFF_CAP_S),
         RETRIES,
-        supported_errors=(ConnectionError, TimeoutError),
+        # Typed for RedisError only; redis-py catches whatever it is given.
+        supported_errors=cast(
+            "tuple[type[RedisError], ...]", (ConnectionError, TimeoutError, RuntimeError)
+        ),
     )
 
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 from opentelemetry.sdk.trace import TracerProvider
 
 from memoria_runtime import ops, presence, redis_clients
+from memoria_runtime.bus import retention
 from memoria_runtime.bus.layout import ensure_same_layout
 from memoria_runtime.bus.signing import ensure_shared_key, signer_for
 from memoria_runtime.files import keep_files_private
@@ -89,6 +90,17 @@ def _presence_steps(lifecycle: Lifecycle, settings: BusSettings, service: str) -
     lifecycle.add_task(announce_forever)
 
 
+def _retention_steps(lifecycle: Lifecycle, settings: BusSettings) -> None:
+    """Trim every stream by age, never past what a group still needs (bus/retention.py)."""
+    redis = redis_clients.connect(settings)
+
+    async def close() -> None:
+        await redis.aclose()
+
+    lifecycle.add(stop=close)
+    lifecycle.add_task(lambda: retention.keep_trimmed(redis, settings))
+
+
 def service_lifecycle(
     service: str,
     settings: BusSettings,
@@ -122,7 +134,10 @@ def service_lifecycle(
 
         lifecycle.add(freeze_startup_heap)
     _presence_steps(lifecycle, settings, service)
+    _retention_steps(lifecycle, settings)
     _health_steps(lifecycle, settings, health)
+    for check in lifecycle.readiness_checks:
+        health.add_check(check)
     return lifecycle
 
 

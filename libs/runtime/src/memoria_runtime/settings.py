@@ -141,8 +141,23 @@ class BusSettings(DataSettings):
         description="Rotating MEMORIA_BUS_SECRET: the secret it replaced. Events signed with "
         "it (written before the switch) are accepted; none is signed with it (step 2 of 3).",
     )
+    stream_retention_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long a stream keeps an entry: older ones are trimmed, except those a "
+        "consumer group has not read or acknowledged yet (they wait for it, however old). "
+        "Also how far back a reconnecting socket can resume (older: it reloads). Valkey's "
+        "memory grows with it (docs/operating.md).",
+    )
+    dead_letter_retention_days: float = Field(
+        default=7.0, gt=0, description="How long the dead-letter stream keeps an entry."
+    )
     stream_maxlen: int = Field(
-        default=100_000, description="Approximate MAXLEN each stream is trimmed to."
+        default=100_000,
+        description="Backstop: the most entries a stream keeps whatever their age, trimmed "
+        "(approximately) at every append even past what a group has not read. Streams are "
+        "trimmed by age long before (MEMORIA_STREAM_RETENTION_SECONDS); this only bounds a "
+        "flood.",
     )
     reclaim_idle_ms: int = Field(
         default=30_000,
@@ -245,7 +260,8 @@ class AuthSettings(DataSettings):
         default=7 * 24 * 3600,
         ge=60,
         description="Session token lifetime. A token is refused once this long has passed "
-        "since it was issued (its `iat`), whatever its `exp` says.",
+        "since it was issued (its `iat`), whatever its `exp` says. A token issued by a host "
+        "whose clock runs up to a minute ahead is taken.",
     )
 
     @field_validator("dev_login_hosts", mode="before")
@@ -306,6 +322,13 @@ class GatewaySettings(_Env):
         description="Chat messages one user may send per minute over all their WebSockets, "
         "counted across every gateway (each starts a thought cycle); more are refused with "
         "`rate_limited`. 0: no limit beyond each socket's.",
+    )
+    cycle_quiet_status_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="A running cycle that sends nothing for this long gets a status line from "
+        "the gateway (the broker or a service out of reach, or just slow), again as often "
+        "while the quiet lasts, so its user is not left in silence. 0: no such status.",
     )
     http_requests_per_minute: int = Field(
         default=600,

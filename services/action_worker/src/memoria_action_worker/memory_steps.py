@@ -268,6 +268,8 @@ class MemoryCalls:
             raise StepFailed(
                 "memory_unavailable", f"memory service unavailable: {reply.error_message}"
             )
+        if isinstance(reply, MemoryFailure) and reply.code == "storage_full":
+            raise StepFailed("memory_storage_full", f"memory store full: {reply.error_message}")
         return reply
 
     async def embed(self, texts: list[str], purpose: EmbedPurpose) -> MemoryVectors:

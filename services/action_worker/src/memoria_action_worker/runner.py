@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoria_action_worker import SERVICE_NAME
-from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan
+from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan, step_record_ttl_s
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
-from memoria_llm import accounting
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import i18n, keys
+from memoria_runtime import accounting, i18n, keys
 from memoria_runtime.bus import Delivery, EventPublisher
+from memoria_runtime.bus.consumer import is_outage
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
 from memoria_runtime.memory_client import MemoryClient
@@ -32,7 +32,6 @@ from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.action_worker")
 
-_DONE_TTL_S = 24 * 3600  # longer than any redelivery can come
 CANCEL_POLL_S = 1.0  # how often a running step checks whether its cycle still wants it
 
 
@@ -60,9 +59,12 @@ class StepRunner:
             return
         part = self.publisher.partitions.of(event.user_id)
         done_key = keys.step_done(part, event.cycle_id, request.step)
-        stored, leased, plan = await self._done_or_lease(
+        stored, leased, plan, ended = await self._done_or_lease(
             part, done_key, event.cycle_id, request.step, delivery.entry_id
         )
+        if stored is None and ended:
+            log.info("%s step %d not run: its cycle has ended", event.cycle_id, request.step)
+            return
         if stored is not None:
             log.info("%s step %d already done; republishing", event.cycle_id, request.step)
             await self.publisher.publish(Stream.ACTIONS_DONE, Envelope.model_validate_json(stored))
@@ -94,7 +96,7 @@ class StepRunner:
             for message in chat.take_closing():
                 await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
             accounting.queue_add(pipe, part, event.cycle_id, totals)
-            pipe.set(done_key, completed.model_dump_json(), ex=_DONE_TTL_S)
+            pipe.set(done_key, completed.model_dump_json(), ex=step_record_ttl_s(self.settings))
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await self.publisher.execute(pipe)
 
@@ -117,22 +119,26 @@ class StepRunner:
 
     async def _done_or_lease(
         self, part: Partition, done_key: str, cycle_id: str, step: int, entry_id: str
-    ) -> tuple[bytes | None, bool, StoredPlan]:
+    ) -> tuple[bytes | None, bool, StoredPlan, bool]:
         """The step's stored completion if it is done; else whether this entry holds the
-        step's lease (taken now, or already: a reclaimed entry keeps its id); and the step's
-        stored plan. All asked in one round trip: a done step may get a lease it never uses,
-        which nothing reads, and a step that needs no plan reads an absent key."""
+        step's lease (taken now, or already: a reclaimed entry keeps its id); the step's
+        stored plan; and whether its cycle has ended (a request redelivered after that is
+        not wanted: its completion is kept only while the cycle may run). All asked in one
+        round trip: a done step may get a lease it never uses, which nothing reads, and a
+        step that needs no plan reads an absent key."""
         key = keys.step_lease(part, cycle_id, step)
         ttl = int(self.settings.step_timeout_seconds) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(done_key)
             pipe.set(key, entry_id, nx=True, ex=ttl)
             pipe.get(keys.step_plan(part, cycle_id, step))
-            stored, taken, plan = await pipe.execute()
+            pipe.exists(keys.cycle_ended(part, cycle_id))
+            stored, taken, plan, ended = await pipe.execute()
         if stored is not None or taken:
-            return stored, True, StoredPlan(plan)
+            return stored, True, StoredPlan(plan), bool(ended)
         holder = await self.redis.get(key)
-        return None, holder is not None and holder.decode() == entry_id, StoredPlan(plan)
+        leased = holder is not None and holder.decode() == entry_id
+        return None, leased, StoredPlan(plan), bool(ended)
 
     async def _run(
         self,
@@ -172,7 +178,14 @@ class StepRunner:
         except LLMError as exc:
             log.warning("%s failed on the LLM: %s", request.action, exc)
             error = i18n.text("step_llm_failed", language, detail=exc)
-        except Exception as exc:  # a bug in one action must not stall the cycle until timeout
+        except Exception as exc:
+            if is_outage(exc):
+                # The broker was out of reach (a network cut): the step did nothing wrong.
+                # Its entry stays pending and runs again once the broker is back (the bus
+                # does not count that against it); its messages have the same ids again.
+                log.warning("%s cut short by a broker outage: %s", request.action, exc)
+                raise
+            # A bug in one action must not stall the cycle until its timeout.
             log.exception("%s raised", request.action)
             error = i18n.text("step_internal_error", language, detail=type(exc).__name__)
         return ActionOutcome(

@@ -22,11 +22,10 @@ from memoria_contracts.session import SessionConfig
 from memoria_decision import SERVICE_NAME
 from memoria_decision.core import events
 from memoria_decision.core.state import CycleState
-from memoria_llm import accounting
 from memoria_llm.conversation import conversation, summary_text
 from memoria_llm.persona_prompt import with_persona
 from memoria_llm.port import LanguageModel, LLMError, LLMRequest, Mode, Prompt, PromptMessage
-from memoria_runtime import keys
+from memoria_runtime import accounting, keys
 from memoria_runtime.catalog import live_actions
 from memoria_runtime.settings import DecisionSettings
 

@@ -32,8 +32,7 @@ from memoria_decision.core.machine import decide
 from memoria_decision.core.state import Config, CycleState, Stored
 from memoria_decision.deadlines import Deadlines
 from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore
-from memoria_llm import accounting
-from memoria_runtime import keys, metrics
+from memoria_runtime import accounting, keys, metrics
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.gate import ThreadGate
 from memoria_runtime.memory_client import MemoryClient

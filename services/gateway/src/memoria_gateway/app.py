@@ -60,6 +60,7 @@ def create_app(
 
     own.add(issue_tokens, close_redis)
     own.add(broker.start, broker.stop)
+    own.add(gateway.quiet.start, gateway.quiet.stop)
     own.add(say_ready)
     lifecycle = service_lifecycle(
         SERVICE_NAME, settings, own, health or Health(), freeze_heap=freeze_heap

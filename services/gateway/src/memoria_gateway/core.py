@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -13,6 +13,7 @@ from memoria_gateway import SERVICE_NAME
 from memoria_gateway.fan_out import ChatOutFanOut
 from memoria_gateway.hub import ConnectionHub
 from memoria_gateway.intake import Intake
+from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_gateway.replay import ChatOutLog
 from memoria_gateway.routing import UserRoutes
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
@@ -47,7 +48,8 @@ class Gateway:
     chat_out: ChatOutLog
     signer: Signer
     routes: UserRoutes
-    hub: ConnectionHub = field(default_factory=ConnectionHub)
+    hub: ConnectionHub
+    quiet: QuietCycleNotices
     issuer: TokenIssuer | None = None
     # Per user, across gateways (None: no limit): HTTP API requests, and chat messages over
     # all of a user's sockets.
@@ -74,6 +76,7 @@ def build_broker(
         partitions=settings.partitions,
     )
     signer = signer_for(settings)
+    hub = ConnectionHub()
     gateway = Gateway(
         settings=settings,
         broker=broker,
@@ -85,6 +88,8 @@ def build_broker(
         routes=UserRoutes(
             redis, settings.partitions, settings.consumer, routed=settings.routed_fan_out
         ),
+        hub=hub,
+        quiet=QuietCycleNotices(hub, redis, settings.cycle_quiet_status_seconds),
         requests=_user_limit(redis, settings, settings.http_requests_per_minute, HTTP_REQUESTS),
         messages=_user_limit(redis, settings, settings.ws_user_messages_per_minute, WS_MESSAGES),
     )
@@ -99,7 +104,14 @@ def build_broker(
     )
 
     # starts and stops with the broker
-    ChatOutFanOut(broker, signer, gateway.hub, gateway.routes, cluster=settings.redis_cluster)
+    ChatOutFanOut(
+        broker,
+        signer,
+        gateway.hub,
+        gateway.routes,
+        cluster=settings.redis_cluster,
+        retention_s=settings.stream_retention_seconds,
+    )
     return broker, gateway
 
 

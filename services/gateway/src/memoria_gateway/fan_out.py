@@ -6,7 +6,9 @@ entry at a time, in stream order, without a consumer group.
 * **routed** (a partitioned bus, a cluster): the replica reads only its own inboxes, one per
   partition, to which each chat.out append copies the frames of the users it holds
   (memoria_runtime.bus.routed, routing.py). An inbox expires unless the replica keeps it
-  alive, so the routes of a replica that died are gone within a lease.
+  alive, so the routes of a replica that died are gone within a lease; the replica trims its
+  inboxes by age as the streams are (``MEMORIA_STREAM_RETENTION_SECONDS``), never past what
+  it has not read.
 
 A user's frames are all in one partition, so each user's frames arrive in the order they were
 sent, as their chat.out entry ids (the frames' ``event_id``) say. One blocking read waits on
@@ -34,6 +36,8 @@ from memoria_runtime import keys, metrics
 from memoria_runtime.bus import MemoriaBroker
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
+from memoria_runtime.bus.retention import EntryId as StreamPosition
+from memoria_runtime.bus.retention import queue_inbox_trim
 from memoria_runtime.bus.routed import ENTRY_FIELD, INBOX_LEASE_S, ROUTE_TTL_S
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.health import stop_task
@@ -60,8 +64,11 @@ class ChatOutFanOut:
         routes: UserRoutes,
         *,
         cluster: bool,
+        retention_s: float,
     ) -> None:
+        """``retention_s``: how long a copy stays in an inbox once read."""
         self._broker = broker
+        self._retention_s = retention_s
         self._signer = signer
         self._hub = hub
         self._routes = routes
@@ -74,6 +81,7 @@ class ChatOutFanOut:
             broker.service, Stream.CHAT_OUT.value, FAN_OUT
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._read_up_to: dict[str, str] = {}  # each source's last entry read
         broker.add_reader(self, self._channel())
 
     @property
@@ -99,6 +107,7 @@ class ChatOutFanOut:
         last_ids: dict[str, str] = {}
         for key in self._parts:
             last_ids[key] = await (self._open_inbox(key) if self.routed else self._newest(key))
+        self._read_up_to = dict(last_ids)
         self._tasks = [
             asyncio.create_task(
                 self._read_forever({key: last_ids[key] for key in keys}), name="chat.out fan-out"
@@ -137,26 +146,33 @@ class ChatOutFanOut:
         return str(opened_id.decode() if isinstance(opened_id, bytes) else opened_id)
 
     async def _keep_leases(self) -> None:
-        """Renew every inbox's lease, and every hour the users' routes. An inbox found gone
-        (this gateway was away longer than a lease, the broker lost it) is opened again;
-        frames copied in between were not: its users' sockets are closed, to resume
-        (``?since=``) with what they missed."""
+        """Keep the inboxes (:meth:`renew_inboxes`), and every hour the users' routes."""
         renewed_routes = time.monotonic()
         while True:
             await asyncio.sleep(INBOX_LEASE_S / _LEASES_PER_TTL)
             try:
-                async with self._broker.redis.pipeline(transaction=False) as pipe:
-                    for key in self._parts:
-                        pipe.expire(key, INBOX_LEASE_S)
-                    alive = await pipe.execute()
-                for key, kept in zip(self._parts, alive, strict=True):
-                    if not kept:
-                        await self._inbox_lost(key)
+                await self.renew_inboxes(int(time.time() * 1000))
                 if time.monotonic() - renewed_routes > ROUTE_TTL_S / _ROUTE_RENEWALS_PER_TTL:
                     await self._routes.renew()
                     renewed_routes = time.monotonic()
             except Exception as exc:  # the broker away: the next round tries again
                 log.warning("could not renew the inbox leases: %r", exc)
+
+    async def renew_inboxes(self, now_ms: int) -> None:
+        """Renew every inbox's lease and trim it by age up to what was read, in one round
+        trip. An inbox found gone (this gateway was away longer than a lease, the broker lost
+        it) is opened again; frames copied in between were not: its users' sockets are
+        closed, to resume (``?since=``) with what they missed."""
+        async with self._broker.redis.pipeline(transaction=False) as pipe:
+            for key in self._parts:
+                pipe.expire(key, INBOX_LEASE_S)
+            for key in self._parts:
+                read = StreamPosition.parse(self._read_up_to.get(key, "0-0"))
+                queue_inbox_trim(pipe, key, self._retention_s, now_ms, read)
+            alive = (await pipe.execute())[: len(self._parts)]
+        for key, kept in zip(self._parts, alive, strict=True):
+            if not kept:
+                await self._inbox_lost(key)
 
     async def _inbox_lost(self, key: str) -> None:
         part = self._parts[key]
@@ -186,7 +202,7 @@ class ChatOutFanOut:
             for raw_key, entries in reply.items() if isinstance(reply, dict) else reply or ():
                 key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
                 for raw_id, fields in entries:
-                    last_ids[key] = raw_id.decode()
+                    last_ids[key] = self._read_up_to[key] = raw_id.decode()
                     try:
                         self._deliver(raw_id, fields)
                     except Exception:  # one bad entry must not stop every user's stream

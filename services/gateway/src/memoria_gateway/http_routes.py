@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib.resources import files
 from typing import Annotated
 
@@ -28,6 +29,8 @@ from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
 from memoria_runtime.instance import instance_of
 from memoria_runtime.rpc import RpcError
+
+log = logging.getLogger("memoria.gateway.http")
 
 STATIC = files("memoria_gateway") / "static"
 # The page is plain ES modules: browsers must revalidate them (a cheap 304) rather than
@@ -165,7 +168,8 @@ def http_router(gateway: Gateway) -> APIRouter:
         except RpcError as exc:
             if exc.code == "not_found":
                 raise HTTPException(404, detail=f"no message {before!r} in this thread") from exc
-            raise
+            log.error("memory service protocol error: %s", exc)
+            raise HTTPException(502, detail="the memory service gave a bad reply") from exc
         # Tool calls and results are history for the LLM, not messages to show; an
         # older memory service still sends them.
         records = [r for r in page.messages if not r.tool_record]

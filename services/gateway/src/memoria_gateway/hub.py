@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from starlette.websockets import WebSocket
 
@@ -159,10 +159,23 @@ def _drain(queue: asyncio.Queue[OutboundFrame]) -> list[OutboundFrame]:
     return taken
 
 
+FrameObserver = Callable[[str, OutboundFrame], None]
+"""Told of every chat.out frame a user's sockets are sent (user id, frame)."""
+
+
 class ConnectionHub:
     def __init__(self) -> None:
         self._by_user: defaultdict[str, set[Connection]] = defaultdict(set)
         self._listeners: defaultdict[str, set[FrameListener]] = defaultdict(set)
+        self._observers: list[FrameObserver] = []
+
+    def observe(self, observer: FrameObserver) -> None:
+        self._observers.append(observer)
+
+    def send_to(self, user_id: str, text: str) -> None:
+        """A frame of this gateway's own (not from chat.out) to every socket of the user."""
+        for connection in list(self._by_user.get(user_id, ())):
+            connection.send(text)
 
     def add(self, connection: Connection) -> None:
         connection.start()
@@ -210,5 +223,7 @@ class ConnectionHub:
             text = frame.model_dump_json()
             for connection in list(connections):
                 connection.deliver(entry_id, text)
+            for observer in self._observers:
+                observer(user_id, frame)
         for listener in list(self._listeners.get(user_id, ())):
             listener.deliver(frame)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -27,6 +28,11 @@ from memoria_runtime.telemetry import current_trace_carrier
 
 log = logging.getLogger("memoria.gateway.intake")
 tracer = trace.get_tracer("memoria.gateway")
+
+ADMIT_TIMEOUT_S = 5.0
+"""Longest a message waits for the broker to queue it. A broker cut off without a reset (a
+network partition) would otherwise leave the client waiting without a word; told instead,
+it sends the message again (with its id, so it is queued once)."""
 
 
 def _describe(exc: ValidationError) -> str:
@@ -82,8 +88,16 @@ class Intake:
             )
             try:
                 framed = await frame_for_stream(self._signer, Stream.CHAT_IN, event)
-                result = await self._gate.admit(
-                    user_id, frame.thread_id, message_id, framed, frame.id
+                async with asyncio.timeout(ADMIT_TIMEOUT_S):
+                    result = await self._gate.admit(
+                        user_id, frame.thread_id, message_id, framed, frame.id
+                    )
+            except TimeoutError:
+                log.error("the broker did not queue a message of %s in time", user_id)
+                return ErrorFrame(
+                    code="broker_unavailable",
+                    message="the broker did not confirm the message in time; please send it "
+                    "again (sent again with the same id, it is queued at most once)",
                 )
             except (RedisError, OSError) as exc:
                 log.error("could not queue a message of %s: %s", user_id, exc)

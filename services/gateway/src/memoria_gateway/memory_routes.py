@@ -73,6 +73,7 @@ NOT_FOUND: Final = "memory not found"
 NOT_ANSWERING: Final = "the memory service is not answering"
 UNAVAILABLE: Final = "the memory service is unavailable"
 BAD_REPLY: Final = "the memory service gave an unexpected answer"
+STORAGE_FULL: Final = "the disk under the memory store is full; nothing was changed"
 
 BATCH_SAVES_IN_FLIGHT: Final = 16
 """Saves of batches sent at once, whatever the number of batches being served: as many as
@@ -131,6 +132,10 @@ COMMON_ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     status.HTTP_503_SERVICE_UNAVAILABLE: _error(
         "The memory service is not answering, or its storage or embedder is unavailable."
     ),
+    status.HTTP_507_INSUFFICIENT_STORAGE: _error(
+        "The disk under the memory store is full: nothing was changed; send it again once "
+        "space is freed."
+    ),
 }
 NOT_FOUND_ERROR: Final[dict[int | str, dict[str, Any]]] = {
     status.HTTP_404_NOT_FOUND: _error(
@@ -154,6 +159,8 @@ def refusal(failure: MemoryFailure) -> HTTPException | RequestValidationError:
         return not_found()
     if failure.code == "invalid":
         return invalid(failure.error_message)
+    if failure.code == "storage_full":
+        return HTTPException(status.HTTP_507_INSUFFICIENT_STORAGE, detail=STORAGE_FULL)
     # The message names storage internals (URIs, driver errors): logs only.
     log.warning("memory service unavailable: %s", failure.error_message)
     return HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, detail=UNAVAILABLE)

@@ -4,11 +4,13 @@ socket stays open after an error: a bad frame, or one too many, costs only that 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from redis.exceptions import RedisError
 
+from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.frames import (
     SOCKET_REFUSALS,
     AcceptedFrame,
@@ -19,6 +21,7 @@ from memoria_contracts.frames import (
 )
 from memoria_gateway.core import Gateway
 from memoria_gateway.hub import SLOW_CLIENT_CLOSE_CODE, Connection, SocketGone
+from memoria_gateway.intake import ADMIT_TIMEOUT_S
 from memoria_gateway.origins import origin_allowed
 from memoria_gateway.rate_limit import TokenBucket, retry_after_seconds
 from memoria_gateway.replay import resume
@@ -72,15 +75,34 @@ BROKER_AWAY = ErrorFrame(
 )
 
 
+async def user_allowance(gateway: Gateway, user_id: str, bucket: TokenBucket) -> ErrorFrame | None:
+    """Count the message against the user's limit over all their sockets (in the broker):
+    None when it may go on, else the refusal (the socket's own token given back)."""
+    if gateway.messages is None:
+        return None
+    try:
+        async with asyncio.timeout(ADMIT_TIMEOUT_S):
+            wait = await gateway.messages.take(user_id)
+    except (RedisError, OSError, TimeoutError):
+        bucket.give_back()
+        return BROKER_AWAY
+    if wait > 0:
+        bucket.give_back()  # refused all the same: it costs this socket nothing
+        return user_rate_limited(gateway.messages, wait)
+    return None
+
+
 async def joined(gateway: Gateway, connection: Connection) -> bool:
     """The socket takes the user's frames from now on: added to the hub and, with routed
     fan-out, registered in the broker (before a replay is read: a frame is then replayed, or
     delivered live, or both and sent once). False when the broker could not be told: the
-    socket was closed, to connect again."""
+    socket was closed, to connect again (also when the broker does not answer in time: a
+    partition would otherwise hold the socket without a word)."""
     gateway.hub.add(connection)
     try:
-        await gateway.routes.enter(connection.user_id)
-    except (RedisError, OSError):
+        async with asyncio.timeout(ADMIT_TIMEOUT_S):
+            await gateway.routes.enter(connection.user_id)
+    except (RedisError, OSError, TimeoutError):
         await gateway.hub.remove(connection)
         await connection.websocket.send_text(ROUTES_AWAY.model_dump_json())
         await connection.websocket.close(code=SLOW_CLIENT_CLOSE_CODE, reason="try again later")
@@ -102,18 +124,17 @@ def ws_router(gateway: Gateway) -> APIRouter:
         wait = bucket.take()
         if wait > 0:
             return rate_limited(bucket, wait)
-        if gateway.messages is not None:
-            try:
-                wait = await gateway.messages.take(user_id)
-            except (RedisError, OSError):
-                bucket.give_back()
-                return BROKER_AWAY
-            if wait > 0:
-                bucket.give_back()  # refused all the same: it costs this socket nothing
-                return user_rate_limited(gateway.messages, wait)
+        refused = await user_allowance(gateway, user_id, bucket)
+        if refused is not None:
+            return refused
         if isinstance(parsed, ClientSessionConfig):
             return await answer_session_config(gateway.memory, user_id, parsed)
-        return await gateway.intake.submit(user_id, parsed)
+        reply = await gateway.intake.submit(user_id, parsed)
+        if isinstance(reply, AcceptedFrame) and not reply.duplicate:
+            gateway.quiet.accepted(
+                user_id, parsed.thread_id, cycle_id_for(reply.id), parsed.content
+            )
+        return reply
 
     @router.websocket("/ws")
     async def websocket_endpoint(

@@ -113,6 +113,8 @@ def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None =
     # closes.
     lifecycle.add(broker.start, broker.stop)
     lifecycle.add_task(lambda: _reconcile_forever(handlers.storage.reconciler, settings))
+    lifecycle.add_task(lambda: handlers.health.probe_forever(handlers.storage.documents))
+    lifecycle.add_readiness_check(handlers.health.readiness)
     lifecycle.add_task(lambda: purge_forever(handlers.cycles, settings.cycle_trace_retention_days))
     # In the background: a store of many old memories must not hold the service back.
     lifecycle.add_task(lambda: _backfill_content_keys(handlers.storage.writer.repo))

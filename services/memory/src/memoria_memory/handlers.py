@@ -49,6 +49,7 @@ from memoria_memory.history_catch_up import HistoryCatchUp
 from memoria_memory.memories.writes import UNWRITABLE
 from memoria_memory.session_configs import answer_session
 from memoria_memory.storage import MemoryStorage
+from memoria_memory.storage_health import StorageHealth, is_storage_full
 from memoria_memory.summarizer import StoredSummary
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors.port import VectorStoreError
@@ -56,6 +57,9 @@ from memoria_runtime.bus import Delivery
 from memoria_runtime.settings import SessionSettings
 
 log = logging.getLogger("memoria.memory")
+
+_MEMORY_WRITES = (MemorySave, MemoryUpdate, MemoryDelete)
+"""Requests whose step tells the user, when the disk is full, that nothing was changed."""
 
 
 class MemoryHandlers:
@@ -67,6 +71,7 @@ class MemoryHandlers:
         self._threads: ThreadRepository | None = None
         self._cycles: CycleLog | None = None
         self._catch_up: HistoryCatchUp | None = None
+        self.health = StorageHealth()
 
     def attach(
         self,
@@ -102,6 +107,11 @@ class MemoryHandlers:
         return self._threads
 
     async def on_chat_out(self, event: Envelope, delivery: Delivery) -> None:
+        # A full disk is waited out here, in this delivery: what users were shown must reach
+        # their history once there is room (storage_health.py).
+        await self.health.written(lambda: self._keep_chat_out(event, delivery))
+
+    async def _keep_chat_out(self, event: Envelope, delivery: Delivery) -> None:
         # One read of chat.out for both: a second group would parse every streamed token again.
         await self.cycles.record(event, delivery.stream, delivery.entry_id)
         payload = event.payload
@@ -131,21 +141,32 @@ class MemoryHandlers:
 
     async def on_cycle_event(self, event: Envelope, delivery: Delivery) -> None:
         """An event of chat.in, actions or actions.done: into its cycle's trace."""
-        await self.cycles.record(event, delivery.stream, delivery.entry_id)
+        await self.health.written(
+            lambda: self.cycles.record(event, delivery.stream, delivery.entry_id)
+        )
 
     async def on_request(self, event: Envelope, delivery: Delivery) -> Envelope:
         try:
             payload = await self._answer(event)
-        except (EmbeddingError, VectorStoreError) as exc:
+        except Exception as exc:
             # Raising would retry the request until it is dead-lettered; the caller is
             # waiting for an answer, so say what is wrong instead.
-            log.error("%s for %s failed: %s", event.type, event.user_id, exc)
-            payload = MemoryFailure(code="unavailable", error_message=str(exc))
-        except UNWRITABLE:
-            # Its data cannot be stored, however often it is tried: a failure now, not five
-            # deliveries and a dead letter while the caller waits.
-            log.exception("%s for %s cannot be carried out", event.type, event.user_id)
-            payload = cannot_be_done(event.payload)
+            if is_storage_full(exc) and isinstance(event.payload, _MEMORY_WRITES):
+                self.health.failed(exc)
+                payload = MemoryFailure(
+                    code="storage_full",
+                    error_message="the disk under the memory store is full; nothing was changed",
+                )
+            elif isinstance(exc, EmbeddingError | VectorStoreError):
+                log.error("%s for %s failed: %s", event.type, event.user_id, exc)
+                payload = MemoryFailure(code="unavailable", error_message=str(exc))
+            elif isinstance(exc, UNWRITABLE):
+                # Its data cannot be stored, however often it is tried: a failure now, not
+                # five deliveries and a dead letter while the caller waits.
+                log.exception("%s for %s cannot be carried out", event.type, event.user_id)
+                payload = cannot_be_done(event.payload)
+            else:
+                raise
         return Envelope(
             cycle_id=event.cycle_id,
             user_id=event.user_id,

@@ -10,9 +10,9 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from memoria_llm import accounting, usage
-from memoria_llm.usage import Usage
-from memoria_runtime import keys, metrics
+from memoria_contracts import usage
+from memoria_contracts.usage import Usage
+from memoria_runtime import accounting, keys, metrics
 from memoria_runtime.partitions import Partitions
 
 PARTITIONS = Partitions()

@@ -3,7 +3,7 @@
 Decision asks the model for each step and action workers run the steps, in other processes,
 so each adds the tokens of its calls to one Redis hash per cycle (``keys.cycle_usage``:
 ``<model>:in`` / ``<model>:out``, HINCRBY) and decision reads it when the cycle ends. The
-same calls feed the process's Prometheus counters (``memoria_runtime.metrics``).
+same calls feed the process's Prometheus counters (:mod:`memoria_runtime.metrics`).
 
 Costs are estimates: ``MEMORIA_LLM_PRICES`` (USD per million tokens, input and output) per
 model, and 0 for a model it does not list (a local model, the scripted one).
@@ -18,13 +18,13 @@ from typing import Any, Final
 
 from redis.exceptions import RedisError
 
+from memoria_contracts import usage
 from memoria_contracts.events import CycleUsage, ModelUsage
-from memoria_llm import usage
-from memoria_llm.usage import Usage
+from memoria_contracts.usage import Usage
 from memoria_runtime import keys, metrics
 from memoria_runtime.partitions import Partition
 
-log = logging.getLogger("memoria.llm.accounting")
+log = logging.getLogger("memoria.accounting")
 
 Prices = Mapping[str, tuple[float, float]]
 """Model → (USD per million input tokens, USD per million output tokens)."""
