@@ -123,15 +123,14 @@ class ChatSink:
         closing: bool = False,
     ) -> ChatRecord:
         """A complete message (a notice) under the step's next id."""
-        record = self._record(
-            self._next_id(),
+        (record,) = await self.post_all(
             modal=modal,
             role=role,
-            content=content,
+            contents=[content],
             chat_history=chat_history,
             model=model,
+            closing=closing,
         )
-        await self._send(ChatPosted(message=record), closing=closing)
         return record
 
     async def post_all(
@@ -142,6 +141,8 @@ class ChatSink:
         contents: Sequence[Any],
         chat_history: bool,
         cards: Sequence[CardInfo | None] = (),
+        model: str | None = None,
+        closing: bool = False,
     ) -> list[ChatRecord]:
         """Several complete messages (memory cards, each with its ``cards`` note when
         given), each under its own id, in one round trip."""
@@ -153,11 +154,12 @@ class ChatSink:
                 role=role,
                 content=content,
                 chat_history=chat_history,
+                model=model,
                 card=note,
             )
             for content, note in zip(contents, notes, strict=True)
         ]
-        await self._send(*(ChatPosted(message=record) for record in records))
+        await self._send(*(ChatPosted(message=record) for record in records), closing=closing)
         return records
 
     async def stream(

@@ -223,7 +223,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain the memory lookup you just did.",
         results=results,
         bindings={m.memory_id: m.bindings for m in memories},
