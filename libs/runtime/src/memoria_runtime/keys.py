@@ -14,6 +14,19 @@ from memoria_runtime.partitions import Partition
 
 PREFIX = "memoria"
 
+REDELIVERY_SLACK_S = 600
+"""How long after the longest a cycle can run (its thread lock's life) a request for one of
+its steps may still be redelivered: an entry whose runs met broker outages is reclaimed up
+to 4 × MEMORIA_MAX_DELIVERIES times, a reclaim window apart (docs/chaos.md, bug 6)."""
+
+
+def step_record_ttl_s(thread_lock_ttl_s: int) -> int:
+    """How long what a step's request may still need is kept in Redis (its plan and
+    completion, its cycle's ended mark): while the cycle may still run or the request come
+    again, not longer (Redis holds what is in flight)."""
+    return thread_lock_ttl_s + REDELIVERY_SLACK_S
+
+
 CYCLE_TTL_S = 24 * 3600
 """How long a running cycle's state and usage are kept after their last write: far longer
 than any cycle runs (its thread's lock expires first). An ended cycle leaves only a small

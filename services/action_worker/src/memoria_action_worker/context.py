@@ -30,19 +30,9 @@ from memoria_runtime.envelopes import follow
 from memoria_runtime.partitions import Partition
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
-from memoria_runtime.settings import CycleSettings, SessionSettings
+from memoria_runtime.settings import SessionSettings
 
 P = TypeVar("P", bound=BaseModel)
-REDELIVERY_SLACK_S = 600
-"""How long after the longest a cycle can run (its thread lock's life) a request for one of
-its steps may still be redelivered: an entry whose runs met broker outages is reclaimed up
-to 4 × MEMORIA_MAX_DELIVERIES times, a reclaim window apart (docs/chaos.md, bug 6)."""
-
-
-def step_record_ttl_s(settings: CycleSettings) -> int:
-    """How long a step's plan and completion are kept in Redis: while its cycle may still
-    run or its request come again, not longer (Redis holds what is in flight)."""
-    return settings.thread_lock_ttl_s + REDELIVERY_SLACK_S
 
 
 class ChatSink:
@@ -238,7 +228,7 @@ class ActionContext:
                 pass  # written by an older version of the action: make a new one
         made = await produce()
         raw = made.model_dump_json()
-        await self.redis.set(key, raw, ex=step_record_ttl_s(self.settings))
+        await self.redis.set(key, raw, ex=keys.step_record_ttl_s(self.settings.thread_lock_ttl_s))
         if self.stored_plan is not None:
             self.stored_plan.raw = raw.encode()
         return made

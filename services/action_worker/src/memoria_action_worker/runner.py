@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoria_action_worker import SERVICE_NAME
-from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan, step_record_ttl_s
+from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
@@ -97,7 +97,11 @@ class StepRunner:
             for message in chat.take_closing():
                 await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
             accounting.queue_add(pipe, part, event.cycle_id, totals)
-            pipe.set(done_key, completed.model_dump_json(), ex=step_record_ttl_s(self.settings))
+            pipe.set(
+                done_key,
+                completed.model_dump_json(),
+                ex=keys.step_record_ttl_s(self.settings.thread_lock_ttl_s),
+            )
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await self.publisher.execute(pipe)
 

@@ -46,7 +46,6 @@ log = logging.getLogger("memoria.decision")
 tracer = trace.get_tracer("memoria.decision")
 
 _SWEEP_BATCH: Final = 50  # deadlines handled per sweep
-_ENDED_MARK_TTL_S: Final = 24 * 3600  # workers look for it while a step runs
 
 
 def core_config(settings: DecisionSettings) -> Config:
@@ -201,7 +200,9 @@ class CycleExecutor:
                 batch.hold(lambda pipe: self.store.queue_clear(pipe, user_id, thread_id, action_id))
             case effects.MarkEnded():
                 mark, reason = keys.cycle_ended(part, cycle_id), state.end_reason or "done"
-                batch.hold(lambda pipe: pipe.set(mark, reason, ex=_ENDED_MARK_TTL_S))
+                # Workers look for it while a step runs or its request may come again.
+                ttl_s = keys.step_record_ttl_s(self.settings.thread_lock_ttl_s)
+                batch.hold(lambda pipe: pipe.set(mark, reason, ex=ttl_s))
             case effects.Announce():
                 await self._announce(state, keys.cycle_usage(part, cycle_id), batch)
             case effects.Release(released):
