@@ -28,8 +28,9 @@ from bench.live_stack import machine_line
 from memoria_contracts.events import ChatDelta, Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway.replay import SCAN_CAP, ChatOutLog
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.framing import frame_for_stream
-from memoria_runtime.bus.replay import EntryId, ReplayScan
+from memoria_runtime.bus.replay import ReplayScan
 from memoria_runtime.bus.service_bus import MESSAGE_FORMAT
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions

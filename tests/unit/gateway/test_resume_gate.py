@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memoria_gateway.resume import LiveGate
-from memoria_runtime.bus.replay import EntryId
+from memoria_runtime.bus.entry_id import EntryId
 
 
 def eid(text: str) -> EntryId:

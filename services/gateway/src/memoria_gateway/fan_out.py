@@ -35,8 +35,7 @@ from memoria_runtime import keys, metrics
 from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
-from memoria_runtime.bus.replay import EntryId
-from memoria_runtime.bus.retention import EntryId as StreamPosition
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.retention import queue_inbox_trim
 from memoria_runtime.bus.routed import ENTRY_FIELD, INBOX_LEASE_S, ROUTE_TTL_S
 from memoria_runtime.bus.signing import Signer
@@ -167,7 +166,7 @@ class ChatOutFanOut:
             for key in self._parts:
                 pipe.expire(key, INBOX_LEASE_S)
             for key in self._parts:
-                read = StreamPosition.parse(self._read_up_to.get(key, "0-0"))
+                read = EntryId.of(self._read_up_to.get(key, "0-0"))
                 queue_inbox_trim(pipe, key, self._retention_s, now_ms, read)
             alive = (await pipe.execute())[: len(self._parts)]
         for key, kept in zip(self._parts, alive, strict=True):

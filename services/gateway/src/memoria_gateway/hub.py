@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket
 
 from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.resume import LiveGate
-from memoria_runtime.bus.replay import EntryId
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.gateway.hub")

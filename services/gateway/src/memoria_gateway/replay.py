@@ -15,7 +15,8 @@ from memoria_contracts.frames import ResumedFrame
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
-from memoria_runtime.bus.replay import EntryId, PartitionLog, Position, ReplayScan
+from memoria_runtime.bus.entry_id import EntryId
+from memoria_runtime.bus.replay import PartitionLog, Position, ReplayScan
 from memoria_runtime.bus.service_bus import MessageFormat
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions

@@ -9,7 +9,7 @@ in stream order, so what is left goes out exactly once, in order.
 
 from __future__ import annotations
 
-from memoria_runtime.bus.replay import EntryId
+from memoria_runtime.bus.entry_id import EntryId
 
 
 class LiveGate:

@@ -7,7 +7,6 @@ it to a reconnecting socket."""
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from enum import Enum
@@ -18,6 +17,7 @@ from redis.exceptions import ResponseError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_runtime.bus.entries import DATA_FIELD, opened, read_entry
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.service_bus import MessageFormat
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions
@@ -25,32 +25,6 @@ from memoria_runtime.partitions import Partitions
 log = logging.getLogger("memoria.bus.replay")
 
 PAGE: Final = 500  # entries per XRANGE: every user's entries are read, this one's are kept
-_ENTRY_ID: Final = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
-_MAX_PART: Final = 2**64 - 1  # Redis keeps both parts of an entry id as unsigned 64-bit
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class EntryId:
-    """A Redis stream entry id, ``<milliseconds>-<sequence>``, ordered as Redis orders them."""
-
-    millis: int
-    sequence: int
-
-    @classmethod
-    def parse(cls, text: str | bytes) -> EntryId | None:
-        """The id, or None when ``text`` is not one."""
-        if isinstance(text, bytes):
-            text = text.decode("ascii", errors="replace")
-        match = _ENTRY_ID.fullmatch(text)
-        if match is None:
-            return None
-        millis, sequence = int(match[1]), int(match[2])
-        if millis > _MAX_PART or sequence > _MAX_PART:
-            return None
-        return cls(millis, sequence)
-
-    def __str__(self) -> str:
-        return f"{self.millis}-{self.sequence}"
 
 
 @dataclass
