@@ -193,7 +193,10 @@ class EventLike(Protocol):
 
 FLOOR_GROUP = "floor"
 FLOOR_CONSUMER = "floor-consumer"
-READ_BLOCK_MS = 100  # as FastStream's default polling; a read returns as soon as data comes
+# As the services' consumer reads (memoria_runtime.bus.consumer): a read returns as soon as data
+# comes, and an idle reader polls no more often than theirs (its polling is counted with the
+# cycles' commands, which run beside it).
+READ_BLOCK_MS = 2_000
 KEY = b"key"
 DATA = b"data"
 PAYLOAD = b"x" * 600  # about an envelope's size; never parsed

@@ -146,6 +146,7 @@ def completion(
     choice: UpdateChoice | None = None,
     messages: Iterable[ChatRecord] = (),
     arguments: dict[str, Any] | None = None,
+    tokens: dict[str, tuple[int, int]] | None = None,
 ) -> events.Completed:
     outcome = ActionOutcome(
         status=status,
@@ -157,7 +158,10 @@ def completion(
         arguments=arguments,
     )
     return events.Completed(
-        AT, ActionCompleted(step=step, action=action, outcome=outcome, worker="w1")
+        AT,
+        ActionCompleted(
+            step=step, action=action, outcome=outcome, worker="w1", tokens=tokens or {}
+        ),
     )
 
 

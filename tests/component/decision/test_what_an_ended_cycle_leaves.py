@@ -41,7 +41,6 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
     )
     cycle_id = cycle_id_for(message.message_id)
     running = await redis.memory_usage(keys.cycle_state(ONE, cycle_id))
-    await redis.hincrby(keys.cycle_usage(ONE, cycle_id), "scripted:in", 120)  # a worker's tokens
 
     (request,) = [e for e in publisher.sent if isinstance(e[1].payload, ActionRequested)]
     done = ActionCompleted(
@@ -49,6 +48,7 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
         action="Finalize",
         outcome=ActionOutcome(status="ok", ends_cycle=True, summary="answered the user"),
         worker="worker-1",
+        tokens={"scripted": (120, 3)},
     )
     await engine.on_action_completed(follow(request[1], done), done)
 
@@ -60,7 +60,6 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
     assert running is not None and running > sum(sizes.values())
     window = released_ttl_s(settings)
     assert 0 < ttls[keys.cycle_state(ONE, cycle_id)] <= window
-    assert 0 < ttls[keys.cycle_usage(ONE, cycle_id)] <= window
     assert (
         0
         < ttls[keys.cycle_ended(ONE, cycle_id)]

@@ -28,7 +28,7 @@ def step_record_ttl_s(thread_lock_ttl_s: int) -> int:
 
 
 CYCLE_TTL_S = 24 * 3600
-"""How long a running cycle's state and usage are kept after their last write: far longer
+"""How long a running cycle's state is kept after their last write: far longer
 than any cycle runs (its thread's lock expires first). An ended cycle leaves only a small
 tombstone, kept as long as its events can be redelivered; what it said is in the memory
 service's cycle traces."""
@@ -53,11 +53,6 @@ def message_seen(part: Partition, user_id: str, client_message_id: str) -> str:
 
 def cycle_state(part: Partition, cycle_id: str) -> str:
     return part.scoped(f"{PREFIX}:cycle:{cycle_id}")
-
-
-def cycle_usage(part: Partition, cycle_id: str) -> str:
-    """Hash: ``<model>:in`` / ``<model>:out`` → tokens the cycle's LLM calls used so far."""
-    return part.scoped(f"{PREFIX}:cycle:{cycle_id}:usage")
 
 
 def cycle_ended(part: Partition, cycle_id: str) -> str:

@@ -74,13 +74,10 @@ class StepRunner:
             log.info("%s step %d runs elsewhere; dropping duplicate", event.cycle_id, request.step)
             return
 
-        # The step's tokens count for its cycle, a failed step's too (they were spent), and a
-        # step run again after a crash counts again (they were spent again). They are written
-        # with the step's completion, in its round trip.
+        # The step's tokens count for its cycle, a failed step's too (they were spent): they
+        # go with its completion. A step cut short by a crash reports none (metrics count them).
         chat = ChatSink(self.publisher, event, request.step)
-        async with accounting.charged_on_failure(
-            self.redis, part, event.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
-        ) as used:
+        with accounting.spent(service=SERVICE_NAME, prices=self.llm_prices) as tokens:
             outcome = await self._run(part, event, request, chat, plan)
         completed = follow(
             event,
@@ -89,14 +86,13 @@ class StepRunner:
                 action=request.action,
                 outcome=outcome,
                 worker=self.worker,
+                tokens=tokens,
             ),
         )
-        totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.llm_prices)
         async with self.redis.pipeline(transaction=False) as pipe:
             # The step's closing message first: decision reads the thread after the outcome.
             for message in chat.take_closing():
                 await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
-            accounting.queue_add(pipe, part, event.cycle_id, totals)
             pipe.set(
                 done_key,
                 completed.model_dump_json(),

@@ -179,8 +179,6 @@ class CycleExecutor:
                     lambda pipe: self.gate.queue_refresh(pipe, *lock),
                     lambda answer: self.gate.refreshed(answer, *lock),
                 )
-            case effects.AddUsage(spent):
-                batch.hold(lambda pipe: accounting.queue_add(pipe, part, cycle_id, spent))
             case effects.SetDeadline(step):
                 seconds = self.settings.step_timeout_seconds
                 batch.hold(lambda p: self.deadlines.queue_set(p, part, cycle_id, step, seconds))
@@ -204,7 +202,7 @@ class CycleExecutor:
                 ttl_s = keys.step_record_ttl_s(self.settings.thread_lock_ttl_s)
                 batch.hold(lambda pipe: pipe.set(mark, reason, ex=ttl_s))
             case effects.Announce():
-                await self._announce(state, keys.cycle_usage(part, cycle_id), batch)
+                self._announce(state, batch)
             case effects.Release(released):
                 await batch.send()
                 save = None if released is None else self.store.released(released)
@@ -234,13 +232,12 @@ class CycleExecutor:
         except RpcError as exc:
             return events.Unanswered(str(exc), timeout=False)
 
-    async def _announce(self, state: CycleState, usage_key: str, batch: Batch) -> None:
-        """``cycle.ended`` with the cycle's usage, read with the end's writes (its steps'
-        tokens are all in by then); None when no call reported any (the offline planner),
-        rather than a cost of 0 nobody measured. The usage is kept no longer than the
-        tombstone: only a redelivery before the release announces the end again."""
-        used = accounting.parse_cycle(await batch.send(lambda pipe: pipe.hgetall(usage_key)))
-        usage = accounting.priced(used, self.settings.llm_prices) if used else None
+    def _announce(self, state: CycleState, batch: Batch) -> None:
+        """``cycle.ended`` with the cycle's usage (its decisions' tokens and its steps'); None
+        when no call reported any (the offline planner), rather than a cost of 0 nobody
+        measured."""
+        tokens, prices = state.tokens, self.settings.llm_prices
+        usage = accounting.priced(tokens, prices) if tokens else None
         reason = state.end_reason or "done"
         # The span's attributes: OpenTelemetry's GenAI names where there is one.
         attributes: dict[str, Any] = {"memoria.cycle_id": state.cycle_id}
@@ -254,8 +251,6 @@ class CycleExecutor:
         with tracer.start_as_current_span("cycle.end", attributes=attributes):
             ended = CycleEnded(actions=state.actions, reason=reason, usage=usage)
             batch.append(Stream.CHAT_OUT, self._envelope(state, ended))
-        ttl_s = self.store.released_ttl_s
-        batch.hold(lambda pipe: pipe.expire(usage_key, ttl_s))
 
     @staticmethod
     def _envelope(state: CycleState, payload: Payload, event_id: str | None = None) -> Envelope:

@@ -85,8 +85,8 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             return decide(stored, events.Redelivered(event.at), config)
         case events.Chosen() if idle:
             return _chosen(state, event)
-        case events.Undecided(reason=reason, detail=detail) if idle:
-            return outputs.end(state, reason, state.text(reason, detail=detail))
+        case events.Undecided(reason=reason, detail=detail, spent=spent) if idle:
+            return outputs.end(state.spending(spent), reason, state.text(reason, detail=detail))
         case events.Completed(completed=completed) if not opening:
             return _completed(state, completed, config)
         case events.StepOverdue(step=step) if not opening:
@@ -250,9 +250,8 @@ def _chosen(state: CycleState, event: events.Chosen) -> Transition:
         request_event_id=event.request_event_id,
         tool_call=event.tool_call,
     )
-    waiting = state.but(pending=pending)
-    saved = (effects.AddUsage(event.spent), effects.Save(waiting))
-    return Transition(waiting, (*saved, *_request(waiting)))
+    waiting = state.but(pending=pending).spending(event.spent)
+    return Transition(waiting, (effects.Save(waiting), *_request(waiting)))
 
 
 def _request(state: CycleState) -> tuple[effects.Effect, ...]:
@@ -288,7 +287,7 @@ def _completed(state: CycleState, completed: ActionCompleted, config: Config) ->
         kept = (m for m in outcome.messages if m.chat_history)
         recorded = state.but(
             steps=(*state.steps, record), transcript=(*state.transcript, *kept), pending=None
-        )
+        ).spending(completed.tokens)
         return _after_step(recorded, completed, config, recorded=step).after(*records)
     if pending is not None and pending.step == step + 1:
         return Transition(state, _request(state))
