@@ -47,6 +47,7 @@ def config(**changes: Any) -> Config:
         personas={persona.id: persona for persona in PERSONAS},
         default_persona=PERSONAS.default_id,
         pending_ttl_s=600,
+        relative_relevance=SETTINGS.memory_relative_relevance,
     )
     return Config(**{**base.__dict__, **changes})
 

@@ -32,7 +32,7 @@ from core_cycles import (
     waiting,
 )
 
-from memoria_contracts.chat import ChatRecord
+from memoria_contracts.chat import CardInfo, ChatRecord
 from memoria_contracts.events import (
     ChoiceCandidate,
     HistoryQuery,
@@ -278,6 +278,31 @@ def test_recall_searches_with_the_message_and_the_sessions_limits() -> None:
     assert card.content["memory_id"] == "mem_nuts1"
     shown = [e.record.id for e in carried if isinstance(e, E.Post)]
     assert shown[:2] == ["msg_1", "cyc_1.0.1"]  # the echo, then the card, before Thinking…
+
+
+def test_recalled_cards_are_those_near_the_best_match_each_saying_how_it_matched() -> None:
+    session = session_state(proactive_retrieval=True)
+    near = PEANUTS.model_copy(update={"memory_id": "mem_shell", "relevance_score": 0.5})
+    far = PEANUTS.model_copy(update={"memory_id": "mem_bassoon", "relevance_score": 0.1})
+    found = MemoryFound(memories=[PEANUTS, near, far])  # 0.1 < 0.2 × 0.9: cut
+    state, _ = run(
+        None, arrived("what can't I eat?"), answers(opening=page(session=session), recall=found)
+    )
+    assert isinstance(state, CycleState)
+    cards = [r for r in state.transcript if r.modal == "memory"]
+    assert [c.content["memory_id"] for c in cards] == ["mem_nuts1", "mem_shell"]
+    assert [c.card for c in cards] == [
+        CardInfo(kind="found", match="best"),
+        CardInfo(kind="found", match="related"),
+    ]
+    everything, _ = run(
+        None,
+        arrived("what can't I eat?"),
+        answers(opening=page(session=session), recall=found),
+        cfg=config(relative_relevance=0.0),
+    )
+    assert isinstance(everything, CycleState)
+    assert len([r for r in everything.transcript if r.modal == "memory"]) == 3
 
 
 @pytest.mark.parametrize(

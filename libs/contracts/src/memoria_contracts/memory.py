@@ -165,6 +165,16 @@ class Memory(ContractModel):
     )
 
 
+def near_the_best(memories: list[Memory], share: float) -> list[Memory]:
+    """The memories whose relevance is at least ``share`` of the best one's: a memory far
+    below the best match answers the search less than the cards around it, and a card of
+    it reads as an answer ("Where do I live?" → the city, not the sister's bassoon)."""
+    best = max((m.relevance_score or 0.0 for m in memories), default=0.0)
+    if best <= 0.0 or share <= 0.0:
+        return memories
+    return [m for m in memories if (m.relevance_score or 0.0) >= share * best]
+
+
 class MemoryChange(ContractModel):
     """One entry of a memory's history (audit log): what changed, when, and why."""
 

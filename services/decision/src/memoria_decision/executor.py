@@ -59,6 +59,7 @@ def core_config(settings: DecisionSettings) -> Config:
         personas={persona.id: persona for persona in personas},
         default_persona=personas.default_id,
         pending_ttl_s=PENDING_ACTION_TTL_S,
+        relative_relevance=settings.memory_relative_relevance,
     )
 
 

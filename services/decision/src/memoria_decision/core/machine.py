@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from memoria_contracts.chat import CardInfo, ChatRecord
 from memoria_contracts.events import ActionCompleted, HistoryPage, HistoryQuery, StepRecord
-from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearch
+from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearch, near_the_best
 from memoria_contracts.personas import ActivePersona, PersonaReset, detect_switch
 from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionPersonaApplied
 from memoria_decision.core import effects, events, fast_paths, outputs
@@ -70,9 +71,9 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             )
             return _begin(state, stored, config)
         case events.Answered(purpose="recall", replies=(reply,)) if opening:
-            found = reply.memories if isinstance(reply, MemoryFound) else []
-            cards = (outputs.card(state, f"{RECALL_STEP}.{n}", m) for n, m in enumerate(found, 1))
-            return _create(state.but(transcript=(*state.transcript, *cards)))
+            return _create(
+                state.but(transcript=(*state.transcript, *_recalled(state, reply, config)))
+            )
         case events.Answered(purpose="persona", replies=(reply,)) if idle:
             # Unrecorded, the reset still applies; the next cycle detects the switch again.
             chose = Transition(state.but(persona_recorded=True), (effects.Choose(state.next_step),))
@@ -181,6 +182,18 @@ def _begin(state: CycleState, stored: SessionConfigState, config: Config) -> Tra
         min_relevance=session.memory_min_relevance,
     )
     return Transition(begun, (effects.AskMemory("recall", (search,)),))
+
+
+def _recalled(state: CycleState, reply: events.Reply, config: Config) -> list[ChatRecord]:
+    """The memories recalled with the message as cards, best first: those near the best
+    match (a memory far below it answers the message less than the cards around it)."""
+    found = reply.memories if isinstance(reply, MemoryFound) else []
+    near = near_the_best(found, config.relative_relevance)
+    notes = CardInfo.found_in_order(len(near))
+    return [
+        outputs.card(state, f"{RECALL_STEP}.{n}", memory, note)
+        for n, (memory, note) in enumerate(zip(near, notes, strict=True), 1)
+    ]
 
 
 def _create(state: CycleState) -> Transition:

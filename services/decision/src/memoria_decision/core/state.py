@@ -203,6 +203,7 @@ class Config:
     personas: Mapping[str, Persona]
     default_persona: str
     pending_ttl_s: int
+    relative_relevance: float  # recalled cards: the least share of the best match's score
 
     @property
     def pending_minutes(self) -> int:
