@@ -44,8 +44,8 @@ from memoria_runtime.bus import (
     Delivery,
     EventHandler,
     EventPublisher,
-    MemoriaBroker,
-    create_broker,
+    ServiceBus,
+    create_bus,
     subscribe_group,
 )
 from memoria_runtime.settings import Settings
@@ -340,9 +340,9 @@ def hop_broker(
     streams: Sequence[Stream],
     group: Group,
     arrivals: Arrivals,
-) -> MemoriaBroker:
+) -> ServiceBus:
     """Hop ``index`` as a service would build it: its own broker, reader and reclaimer."""
-    broker = create_broker(settings.bus, tracer_provider=provider)
+    broker = create_bus(settings.bus, tracer_provider=provider)
     stream = streams[index]
     handler: EventHandler
     if index + 1 < len(streams):
@@ -377,7 +377,7 @@ async def bus_chain(redis_url: str, hops: int) -> AsyncIterator[Chain[Envelope]]
         )
         for index in range(hops)
     ]
-    source = create_broker(source_settings.bus, tracer_provider=provider)
+    source = create_bus(source_settings.bus, tracer_provider=provider)
     publisher = EventPublisher(source, source_settings.bus)
     publisher.declare(streams[0], "benchmark source")
     brokers.append(source)

@@ -79,8 +79,8 @@ from bench.live_stack import (
     timed_client,
 )
 from memoria_contracts.memory import MemoryEmbed, MemoryFailure, MemorySearch
-from memoria_runtime.bus import create_broker
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus import create_bus
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.settings import Settings
 from memoria_runtime.telemetry import setup_tracing
 
@@ -115,7 +115,8 @@ MEMORY = {
 }
 
 # -- the hops a cycle makes, read from the code ------------------------------------------
-# decision/executor.py, action_worker/runner.py + actions, runtime/rpc.py, gateway/core.py.
+# decision/executor.py, action_worker/runner.py + actions, runtime/bus/request_reply.py,
+# gateway/core.py.
 
 HopKind = Literal["group", "reply", "fanout"]
 
@@ -192,7 +193,10 @@ class EventLike(Protocol):
 
 FLOOR_GROUP = "floor"
 FLOOR_CONSUMER = "floor-consumer"
-READ_BLOCK_MS = 100  # as FastStream's default polling; a read returns as soon as data comes
+# As the services' consumer reads (memoria_runtime.bus.consumer): a read returns as soon as data
+# comes, and an idle reader polls no more often than theirs (its polling is counted with the
+# cycles' commands, which run beside it).
+READ_BLOCK_MS = 2_000
 KEY = b"key"
 DATA = b"data"
 PAYLOAD = b"x" * 600  # about an envelope's size; never parsed
@@ -460,7 +464,7 @@ async def measure(
         bus_secret=BUS_SECRET,
     )
     setup_tracing("bench", settings.telemetry)  # spans made, not recorded: as the services run
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     parts = MemoryParts(
         MemoryClient(broker, settings.bus), settings.memory.memory_min_relevance, [], ""
     )

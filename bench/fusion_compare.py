@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `bench.*` from a
 
 import numpy as np
 
-from bench.retrieval_local import EmbeddingCache, LocalStage, held_memories
+from bench.retrieval_local import EmbeddingCache, LocalStage, held_conversation
 from bench.retrieval_quality import (
     TOP_K,
     Conversation,
@@ -184,13 +184,7 @@ async def compare(
     totals: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
     per_query = depth or TOP_K * ROWS_PER_RESULT
     for conversation in conversations:
-        bindings = [binding_of(turn.content) for turn in conversation.turns]
-        passages = await cache.vectors(bindings, kind="passage")
-        held = held_memories(
-            cache.dim,
-            [(t.id, b, t.content) for t, b in zip(conversation.turns, bindings, strict=True)],
-            passages,
-        )
+        held = await held_conversation(conversation, binding_of, cache)
         for question in conversation.questions:
             vectors, texts = await stage.search_input(question.question, cache)
             every = len(conversation.turns)
@@ -238,13 +232,7 @@ async def relative_cuts(
     per_query = TOP_K * ROWS_PER_RESULT
     shown: dict[float, list[tuple[int, int, bool]]] = {share: [] for share in shares}
     for conversation in conversations:
-        bindings = [binding_of(turn.content) for turn in conversation.turns]
-        passages = await cache.vectors(bindings, kind="passage")
-        held = held_memories(
-            cache.dim,
-            [(t.id, b, t.content) for t, b in zip(conversation.turns, bindings, strict=True)],
-            passages,
-        )
+        held = await held_conversation(conversation, binding_of, cache)
         for question in conversation.questions:
             vectors, texts = await stage.search_input(question.question, cache)
             dense = held.search(np.asarray(vectors, dtype=np.float32), per_query)

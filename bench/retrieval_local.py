@@ -215,6 +215,19 @@ async def memory_hits(
     return _by_memory(dense), _by_memory(lexical)
 
 
+async def held_conversation(
+    conversation: Conversation, binding_of: Callable[[str], str], cache: EmbeddingCache
+) -> HeldRows:
+    """A conversation's turns held as one user's memories, each found by its binding."""
+    bindings = [binding_of(turn.content) for turn in conversation.turns]
+    passages = await cache.vectors(bindings, kind="passage")
+    return held_memories(
+        cache.dim,
+        [(t.id, b, t.content) for t, b in zip(conversation.turns, bindings, strict=True)],
+        passages,
+    )
+
+
 async def local_scores(
     conversations: Sequence[Conversation],
     stage_names: Sequence[str],
@@ -234,16 +247,7 @@ async def local_scores(
     for conversation in conversations:
         if not conversation.questions:
             continue
-        bindings = [binding_of(turn.content) for turn in conversation.turns]
-        passages = await cache.vectors(bindings, kind="passage")
-        held = held_memories(
-            embedder.dim,
-            [
-                (turn.id, binding, turn.content)
-                for turn, binding in zip(conversation.turns, bindings, strict=True)
-            ],
-            passages,
-        )
+        held = await held_conversation(conversation, binding_of, cache)
         texts = sorted(
             {
                 t

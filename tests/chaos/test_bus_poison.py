@@ -19,8 +19,8 @@ from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus import (
     Delivery,
     EventPublisher,
-    MemoriaBroker,
-    create_broker,
+    ServiceBus,
+    create_bus,
     subscribe_group,
 )
 from memoria_runtime.settings import Settings
@@ -52,7 +52,7 @@ async def consumer(redis: Redis, redis_url: str) -> AsyncIterator[tuple[EventPub
         seen.append(event.payload.content)
 
     settings = settings_for(redis_url)
-    broker: MemoriaBroker = create_broker(settings.bus)
+    broker: ServiceBus = create_bus(settings.bus)
     subscribe_group(
         broker,
         settings.bus,

@@ -18,11 +18,11 @@ from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus import (
     Delivery,
     EventPublisher,
-    MemoriaBroker,
-    create_broker,
+    ServiceBus,
+    create_bus,
     subscribe_group,
 )
-from memoria_runtime.rpc import RpcClient
+from memoria_runtime.bus.request_reply import RpcClient
 from memoria_runtime.settings import Settings
 
 pytestmark = pytest.mark.chaos
@@ -47,7 +47,7 @@ async def test_a_publish_right_after_a_broker_restart_succeeds(
     server: ValkeyServer, how: signal.Signals
 ) -> None:
     settings = Settings.load(redis_url=f"redis://127.0.0.1:{server.port}/0", bus_secret="reconnect")
-    broker: MemoriaBroker = create_broker(settings.bus)
+    broker: ServiceBus = create_bus(settings.bus)
     publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.CHAT_OUT, "test")
     await broker.start()
@@ -77,7 +77,7 @@ async def test_a_request_right_after_a_broker_restart_is_answered(
             user_id=event.user_id, thread_id=event.thread_id, payload=HistoryPage(messages=[])
         )
 
-    serving = create_broker(settings.bus)
+    serving = create_bus(settings.bus)
     subscribe_group(
         serving,
         settings.bus,
@@ -86,7 +86,7 @@ async def test_a_request_right_after_a_broker_restart_is_answered(
         handler=answer,
         description="test",
     )
-    asking = create_broker(settings.bus)
+    asking = create_bus(settings.bus)
     await serving.start()
     await asking.start()
     client = RpcClient(asking, settings.bus, Stream.MEMORY_RPC)

@@ -26,7 +26,7 @@ from memoria_gateway.hub import SLOW_CLIENT_CLOSE_CODE, Connection, ConnectionHu
 from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_gateway.routing import UserRoutes
 from memoria_runtime import keys
-from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker
+from memoria_runtime.bus import EventPublisher, ServiceBus, create_bus
 from memoria_runtime.bus.signing import signer_for
 from memoria_runtime.settings import Settings
 
@@ -47,23 +47,23 @@ def settings_for(redis_url: str, consumer: str) -> Settings:
 @dataclass
 class Gateway:
     name: str
-    broker: MemoriaBroker
+    broker: ServiceBus
     hub: ConnectionHub
     routes: UserRoutes
     fan_out: ChatOutFanOut
 
 
 @pytest.fixture
-async def started() -> AsyncIterator[list[MemoriaBroker]]:
-    brokers: list[MemoriaBroker] = []
+async def started() -> AsyncIterator[list[ServiceBus]]:
+    brokers: list[ServiceBus] = []
     yield brokers
     for broker in brokers:
         await broker.stop()
 
 
-async def gateway(redis_url: str, name: str, started: list[MemoriaBroker]) -> Gateway:
+async def gateway(redis_url: str, name: str, started: list[ServiceBus]) -> Gateway:
     settings = settings_for(redis_url, name)
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     hub = ConnectionHub()
     routes = UserRoutes(
         broker.redis, settings.bus.partitions, name, routed=settings.bus.routed_fan_out
@@ -76,9 +76,9 @@ async def gateway(redis_url: str, name: str, started: list[MemoriaBroker]) -> Ga
     return Gateway(name, broker, hub, routes, fan_out)
 
 
-async def publisher(redis_url: str, started: list[MemoriaBroker]) -> EventPublisher:
+async def publisher(redis_url: str, started: list[ServiceBus]) -> EventPublisher:
     settings = settings_for(redis_url, "decision-1")
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     published = EventPublisher(broker, settings.bus)
     published.declare(Stream.CHAT_OUT, "test")
     started.append(broker)
@@ -114,7 +114,7 @@ async def copies_in(redis: Redis, gateway: Gateway) -> int:
 
 
 async def test_each_gateway_gets_only_its_users_frames_in_order(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     b = await gateway(redis_url, "gw-b", started)
@@ -141,7 +141,7 @@ async def test_each_gateway_gets_only_its_users_frames_in_order(
 
 
 async def test_an_inbox_keeps_what_was_read_only_for_the_retention(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     await redis.config_set("stream-node-max-entries", 1)  # trimmed exactly, not by node
     try:
@@ -176,7 +176,7 @@ class RecordingSocket:
 
 
 async def test_a_routed_frame_is_news_to_the_quiet_cycle_status(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     chat_out = await publisher(redis_url, started)
@@ -228,7 +228,7 @@ async def test_a_socket_the_broker_does_not_register_in_time_is_told_and_closed(
 
 
 async def test_a_user_moving_to_another_gateway_takes_their_frames_along(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     b = await gateway(redis_url, "gw-b", started)
@@ -249,7 +249,7 @@ async def test_a_user_moving_to_another_gateway_takes_their_frames_along(
 
 
 async def test_a_reconnect_before_the_removal_keeps_the_route(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     await a.routes.enter("alice")
@@ -262,7 +262,7 @@ async def test_a_reconnect_before_the_removal_keeps_the_route(
 
 
 async def test_copies_stop_for_a_gateway_that_is_gone(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     chat_out = await publisher(redis_url, started)
@@ -276,7 +276,7 @@ async def test_copies_stop_for_a_gateway_that_is_gone(
 
 
 async def test_a_stopped_gateway_takes_its_inboxes_along(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     a = await gateway(redis_url, "gw-a", started)
     part = a.broker.partitions.of("alice")
@@ -287,7 +287,7 @@ async def test_a_stopped_gateway_takes_its_inboxes_along(
 
 
 async def test_broadcast_needs_no_routes(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     """One partition on one server: every gateway reads chat.out, nothing is registered."""
     settings = Settings.load(redis_url=redis_url, consumer_name="gw-1", bus_secret="x")
@@ -298,7 +298,7 @@ async def test_broadcast_needs_no_routes(
 
 
 async def test_a_missing_chat_out_is_created_with_its_readers_group(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker]
+    redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     """A flushed broker: the routed append creates the partition with the history group
     before appending, so the memory service's group reads the frame (ADR 18)."""
@@ -315,7 +315,7 @@ async def test_a_missing_chat_out_is_created_with_its_readers_group(
 
 
 async def test_an_inbox_lost_is_opened_again_and_its_users_registered_again(
-    redis: Redis, redis_url: str, started: list[MemoriaBroker], monkeypatch: pytest.MonkeyPatch
+    redis: Redis, redis_url: str, started: list[ServiceBus], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The gateway was away longer than its lease (here: its inbox deleted): the next
     renewal finds it gone, opens it again and puts its users back in their route sets."""

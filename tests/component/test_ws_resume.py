@@ -19,10 +19,11 @@ from memoria_contracts.events import ChatDelta, ChatPosted, CycleEnded, Envelope
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import OutboundFrame, frame_for
 from memoria_gateway.hub import Connection
-from memoria_gateway.replay import ChatOutLog, ReplayScan, resume
-from memoria_gateway.resume import EntryId
-from memoria_runtime.bus.broker import MESSAGE_FORMAT
+from memoria_gateway.replay import ChatOutLog, resume
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.framing import frame_for_stream
+from memoria_runtime.bus.replay import ReplayScan
+from memoria_runtime.bus.service_bus import MESSAGE_FORMAT
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.partitions import Partitions
 

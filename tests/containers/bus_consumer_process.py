@@ -13,7 +13,7 @@ import sys
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus import Delivery, create_broker, subscribe_group
+from memoria_runtime.bus import Delivery, create_bus, subscribe_group
 from memoria_runtime.settings import Settings
 
 READY = "ready"  # test_bus_on_redis.py waits for these two
@@ -24,7 +24,7 @@ async def consume_forever(redis_url: str, consumer: str, reclaim_idle_ms: int) -
     settings = Settings.load(
         redis_url=redis_url, consumer_name=consumer, reclaim_idle_ms=reclaim_idle_ms
     )
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     never = asyncio.Event()
 
     async def handler(event: Envelope, delivery: Delivery) -> None:

@@ -26,8 +26,8 @@ from memoria_contracts.streams import Group, Stream
 from memoria_runtime.bus import (
     Delivery,
     EventPublisher,
-    MemoriaBroker,
-    create_broker,
+    ServiceBus,
+    create_bus,
     subscribe_group,
 )
 from memoria_runtime.settings import Settings
@@ -132,8 +132,8 @@ async def admin(bus_url: str) -> AsyncIterator[Redis]:
 
 
 @pytest.fixture
-async def brokers() -> AsyncIterator[list[MemoriaBroker]]:
-    started: list[MemoriaBroker] = []
+async def brokers() -> AsyncIterator[list[ServiceBus]]:
+    started: list[ServiceBus] = []
     try:
         yield started
     finally:
@@ -142,13 +142,13 @@ async def brokers() -> AsyncIterator[list[MemoriaBroker]]:
 
 
 async def start_consumer(
-    brokers: list[MemoriaBroker],
+    brokers: list[ServiceBus],
     settings: Settings,
     handler: Callable[[Envelope, Delivery], Awaitable[None]],
 ) -> None:
     """A service's consumer of STREAM in GROUP (reader and reclaimer); the group exists
     once this returns."""
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     subscribe_group(
         broker, settings.bus, stream=STREAM, group=GROUP, handler=handler, description="test"
     )
@@ -156,8 +156,8 @@ async def start_consumer(
     brokers.append(broker)
 
 
-async def start_publisher(brokers: list[MemoriaBroker], settings: Settings) -> EventPublisher:
-    broker = create_broker(settings.bus)
+async def start_publisher(brokers: list[ServiceBus], settings: Settings) -> EventPublisher:
+    broker = create_bus(settings.bus)
     publisher = EventPublisher(broker, settings.bus)
     publisher.declare(STREAM, "test")
     await broker.start()
@@ -169,7 +169,7 @@ async def start_publisher(brokers: list[MemoriaBroker], settings: Settings) -> E
 
 
 async def test_published_events_are_handled_once_and_acknowledged(
-    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
+    bus_url: str, admin: Redis, brokers: list[ServiceBus]
 ) -> None:
     handled: Handled = []
 
@@ -216,7 +216,7 @@ async def next_line(process: asyncio.subprocess.Process, expected: str, seen: li
 
 @pytest.mark.integration
 async def test_an_event_held_by_a_killed_consumer_is_handled_by_another(
-    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
+    bus_url: str, admin: Redis, brokers: list[ServiceBus]
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORIA_")}
     env.pop("REDIS_URL", None)
@@ -269,7 +269,7 @@ async def test_an_event_held_by_a_killed_consumer_is_handled_by_another(
 
 
 async def test_an_event_failing_every_time_is_dead_lettered_and_the_rest_flows(
-    bus_url: str, admin: Redis, brokers: list[MemoriaBroker]
+    bus_url: str, admin: Redis, brokers: list[ServiceBus]
 ) -> None:
     poison_attempts: list[bool] = []
     handled: list[str] = []
@@ -363,7 +363,7 @@ async def written_out(admin: Redis) -> None:
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
 async def test_streams_and_pending_entries_survive_redis_going_down(
-    own_redis: RedisContainer, brokers: list[MemoriaBroker], how: Literal["restart", "kill"]
+    own_redis: RedisContainer, brokers: list[ServiceBus], how: Literal["restart", "kill"]
 ) -> None:
     url = redis_container_url(own_redis)
     admin = Redis.from_url(url)

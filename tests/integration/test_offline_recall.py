@@ -19,7 +19,7 @@ import pytest
 from offline_chat import actions, answers, offline_stack, say
 from stack import Stack
 
-from memoria_runtime.i18n import language_of
+from memoria_text.i18n import language_of
 
 pytestmark = pytest.mark.integration
 

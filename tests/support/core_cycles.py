@@ -47,6 +47,7 @@ def config(**changes: Any) -> Config:
         personas={persona.id: persona for persona in PERSONAS},
         default_persona=PERSONAS.default_id,
         pending_ttl_s=600,
+        relative_relevance=SETTINGS.memory.memory_relative_relevance,
     )
     return Config(**{**base.__dict__, **changes})
 
@@ -146,6 +147,7 @@ def completion(
     choice: UpdateChoice | None = None,
     messages: Iterable[ChatRecord] = (),
     arguments: dict[str, Any] | None = None,
+    tokens: dict[str, tuple[int, int]] | None = None,
 ) -> events.Completed:
     outcome = ActionOutcome(
         status=status,
@@ -157,7 +159,10 @@ def completion(
         arguments=arguments,
     )
     return events.Completed(
-        AT, ActionCompleted(step=step, action=action, outcome=outcome, worker="w1")
+        AT,
+        ActionCompleted(
+            step=step, action=action, outcome=outcome, worker="w1", tokens=tokens or {}
+        ),
     )
 
 

@@ -23,8 +23,8 @@ from memoria_decision.executor import CycleExecutor
 from memoria_decision.store import CycleStore, released_ttl_s
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import EventPublisher
-from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import DecisionSettings, Settings
 

@@ -14,7 +14,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
-from memoria_runtime.bus import EventPublisher, create_broker
+from memoria_runtime.bus import EventPublisher, create_bus
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.settings import Settings
 
@@ -25,9 +25,7 @@ class WritingPublisher(RecordingPublisher):
     def __init__(self, redis_url: str, streams: Iterable[Stream]) -> None:
         super().__init__()
         settings = Settings.load(_env_file=None, redis_url=redis_url)
-        self._real = EventPublisher(
-            create_broker(settings.bus), settings.bus, Signer("test secret")
-        )
+        self._real = EventPublisher(create_bus(settings.bus), settings.bus, Signer("test secret"))
         for stream in streams:
             self._real.declare(stream, "the service's output")
 

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from memoria_cli.keda_partitions import write_keda_patch
 from memoria_contracts.llm_settings import LlmSettings
-from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.asyncapi import asyncapi_document
 from memoria_runtime.settings import (
     ActionWorkerSettings,
@@ -36,11 +36,11 @@ SETTINGS_START = "<!-- settings:start -->"
 SETTINGS_END = "<!-- settings:end -->"
 SETTINGS_PAGE = Path("docs") / "configuration.md"
 
-BrokerFactory = Callable[[Settings], tuple[MemoriaBroker, Any]]
+BrokerFactory = Callable[[Settings], tuple[ServiceBus, Any]]
 P = TypeVar("P", bound=ProcessSettings)
 
 
-def _for(process: type[P], build: Callable[[P], tuple[MemoriaBroker, Any]]) -> BrokerFactory:
+def _for(process: type[P], build: Callable[[P], tuple[ServiceBus, Any]]) -> BrokerFactory:
     return lambda settings: build(settings.process(process))
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
+import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -205,6 +207,7 @@ def doctor(
 # The memory service's own maintenance module: the CLI runs it, never imports it.
 MEMORY_ADMIN_MODULE = "memoria_memory.admin"
 REEMBED_DEFAULT_BATCH = 200
+RELAY_JOIN_S = 5.0  # the progress display's last draw, once the admin command has exited
 # Paragraphs of one line each: typer keeps a help paragraph's line breaks as written.
 REEMBED_HELP = (
     "Re-embed every memory with the embedding model the settings select now.\n\n"
@@ -234,13 +237,31 @@ def reembed(
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
+    from memoria_cli.progress import relay
+
     argv = [sys.executable, "-m", MEMORY_ADMIN_MODULE, "reembed", "--batch", str(batch)]
     if drop_old:
         argv.append("--drop-old")
     if yes:
         argv.append("--yes")
-    # The child inherits this environment (and working directory, for .env) and terminal.
-    raise typer.Exit(subprocess.run(argv, check=False).returncode)
+    # The child inherits this environment (and working directory, for .env) and terminal, and
+    # reports its progress on a socket of its own, drawn here.
+    ours, theirs = socket.socketpair()
+    with ours:
+        try:
+            child = subprocess.Popen(
+                [*argv, "--progress-fd", str(theirs.fileno())], pass_fds=[theirs.fileno()]
+            )
+        finally:
+            theirs.close()  # the child's copy alone: its exit ends the relay
+        with child:
+            shown = threading.Thread(
+                target=relay, args=(ours, sys.stderr, "re-embedding", "memories"), daemon=True
+            )
+            shown.start()
+            code = child.wait()
+            shown.join(timeout=RELAY_JOIN_S)
+    raise typer.Exit(code)
 
 
 class McpTransport(StrEnum):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from memoria_cli.gateway_client import Connection, GatewayError, connect, refused
+from memoria_cli.progress import Tracker, is_terminal, track
 from memoria_client import (
     APIError,
     AsyncMemoria,
@@ -36,7 +37,6 @@ from memoria_client.transfer import (
     export_line,
     import_item,
 )
-from memoria_runtime.progress import Tracker, is_terminal, track
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXPORT_FIELDS", "run_export", "run_import"]
 

@@ -42,7 +42,7 @@ from memoria_contracts.streams import Stream
 from memoria_llm.port import LLMRequest, LLMUnavailable, T
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime.bus import Delivery
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 

@@ -8,7 +8,7 @@ import pytest
 
 from memoria_contracts.events import Language
 from memoria_contracts.memory import MemoryFailure
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
 
 from .harness import USER_ID, Harness
 from .plans import ACTIONS, HOME, PLANS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from memoria_action_worker.actions.memory_search import SearchPlan, near_the_best
-from memoria_contracts.memory import Memory, MemoryEmbed, MemorySearch
+from memoria_action_worker.actions.memory_search import SearchPlan
+from memoria_contracts.memory import Memory, MemoryEmbed, MemorySearch, near_the_best
 from memoria_runtime.settings import Settings
 
 from .harness import CYCLE_ID, EMBEDDER, THREAD_ID, Harness, card, memory

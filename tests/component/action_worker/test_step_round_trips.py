@@ -9,7 +9,6 @@ import pytest
 from redis.asyncio import Redis
 from round_trips import WritingPublisher, round_trips
 
-from memoria_action_worker.context import REDELIVERY_SLACK_S
 from memoria_action_worker.registry import load_actions
 from memoria_action_worker.runner import StepRunner
 from memoria_contracts.events import (
@@ -159,7 +158,7 @@ async def test_a_step_of_an_ended_cycle_is_not_run_and_its_records_expire_with_t
     kept_for = (
         settings.cycle.cycle_max_steps * settings.cycle.step_timeout_seconds
         + 60
-        + REDELIVERY_SLACK_S
+        + keys.REDELIVERY_SLACK_S
     )
     for key in (keys.step_done(ONE, CYCLE_ID, 2), keys.step_plan(ONE, CYCLE_ID, 2)):
         assert 0 < await redis.ttl(key) <= kept_for

@@ -1,4 +1,5 @@
-"""The worker adds the tokens of each step's LLM calls to its cycle, a failed step's too."""
+"""The worker reports the tokens of each step's LLM calls with its completion, a failed step's
+too."""
 
 from __future__ import annotations
 
@@ -19,13 +20,11 @@ from memoria_contracts.llm_settings import DEFAULT_LLM_PRICES
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
-from memoria_llm.usage import Usage
-from memoria_runtime import accounting, metrics
+from memoria_runtime import metrics
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 
 from .harness import (
-    CYCLE_ID,
     FakeMemoryService,
     RecordingPublisher,
     step_delivery,
@@ -106,13 +105,11 @@ async def test_a_steps_streamed_answer_is_added_to_its_cycle(redis: Redis) -> No
         step_requested("Chatty", 1), step_delivery(1)
     )
 
-    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [
-        Usage("scripted", STREAMED_IN, STREAMED_OUT)
-    ]
     assert scripted_output_tokens() - before == STREAMED_OUT
     (done,) = [e for stream, e in publisher.sent if stream is Stream.ACTIONS_DONE]
     assert isinstance(done.payload, ActionCompleted)
     assert done.payload.outcome.status == "ok"
+    assert done.payload.tokens == {"scripted": (STREAMED_IN, STREAMED_OUT)}
 
 
 async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
@@ -122,13 +119,13 @@ async def test_a_failed_step_still_counts_what_it_spent(redis: Redis) -> None:
     await worker.on_action_requested(step_requested("Chatty", 1), step_delivery(1))
     await worker.on_action_requested(step_requested("Broken", 2), step_delivery(2))
 
-    _, broken_done = [e for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
+    chatty_done, broken_done = [e for s, e in publisher.sent if s is Stream.ACTIONS_DONE]
+    assert isinstance(chatty_done.payload, ActionCompleted)
+    assert chatty_done.payload.tokens == {"scripted": (STREAMED_IN, STREAMED_OUT)}
     assert isinstance(broken_done.payload, ActionCompleted)
     assert broken_done.payload.outcome.status == "failed"
-    # The first step's answer, then the failed step's plan: 4 words in, 6 "words" of JSON out.
-    assert await accounting.read_cycle(redis, ONE, CYCLE_ID) == [
-        Usage("scripted", STREAMED_IN + 4, STREAMED_OUT + 6)
-    ]
+    # The failed step's plan: 4 words in, 6 "words" of JSON out.
+    assert broken_done.payload.tokens == {"scripted": (4, 6)}
 
 
 def in_portuguese(envelope: Envelope) -> Envelope:

@@ -23,7 +23,10 @@ FORBIDDEN = frozenset(
 ALLOWED_LIBRARY_MODULES = frozenset(
     {
         "memoria_runtime",
-        "memoria_runtime.i18n",  # the text catalogue and the language guess: pure
+        "memoria_text",
+        "memoria_text.i18n",  # the text catalogue and the language guess: pure
+        "memoria_text.commands",  # the commands recognized before any model call: pure
+        "memoria_text.folding",
         "memoria_llm",
         "memoria_llm.conversation",  # bounding a history summary: pure
         "memoria_llm.port",  # its types
@@ -34,7 +37,8 @@ ALLOWED_IMPORTS = frozenset(
     {
         *("__future__", "collections.abc", "dataclasses", "datetime", "functools", "hashlib"),
         *("json", "re", "typing", "unicodedata", "enum", "pydantic"),
-        *("memoria_contracts", "memoria_runtime", "memoria_llm.conversation"),
+        *("memoria_contracts", "memoria_runtime", "memoria_text", "memoria_text.commands"),
+        "memoria_llm.conversation",
     }
 )
 IMPURE_CALLS = frozenset({"now", "utcnow", "today", "time", "new_id", "uuid4", "random"})
@@ -53,7 +57,7 @@ def refused(modules: list[str]) -> list[str]:
         root = name.split(".", maxsplit=1)[0]
         if root in FORBIDDEN:
             return True
-        if root in ("memoria_runtime", "memoria_llm"):
+        if root in ("memoria_runtime", "memoria_llm", "memoria_text"):
             return name not in ALLOWED_LIBRARY_MODULES
         if root == "memoria_decision":
             return name != "memoria_decision" and not name.startswith("memoria_decision.core")

@@ -92,7 +92,6 @@ async def test_every_key_a_threads_cycles_write_is_in_its_users_partition(
 
     await say(engine, "t1", "msg_parts1", "what do I like?")
     cycle_id = cycle_id_for("msg_parts1")
-    await redis.hincrby(keys.cycle_usage(PART, cycle_id), "scripted:in", 120)  # a worker's
     for action, ends in (("MemorySearch", False), ("Finalize", True)):
         request = [e for _, e in publisher.sent if isinstance(e.payload, ActionRequested)][-1]
         done = completed(action, ends=ends)

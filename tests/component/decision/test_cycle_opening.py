@@ -19,12 +19,13 @@ from memoria_contracts.events import (
 from memoria_contracts.session import SessionConfigGet, SessionConfigOverrides, SessionConfigState
 from memoria_decision.core.state import CycleState
 from memoria_decision.store import CycleStore
-from memoria_runtime import catalog, i18n
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime import catalog
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
+from memoria_text import i18n
 
 PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged

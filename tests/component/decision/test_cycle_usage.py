@@ -1,4 +1,4 @@
-"""Decision counts its own LLM calls, reads what the steps added, and announces the cycle's
+"""Decision counts its own LLM calls, adds what the steps report, and announces the cycle's
 usage and cost when it ends; on a real Redis, with the scripted provider."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import pytest
 from in_process_bus import FINALIZE, RecordingPublisher, scripted_engine
 from redis.asyncio import Redis
 
-from memoria_contracts.cycles import cycle_id_for
 from memoria_contracts.events import (
     ActionCompleted,
     ActionOutcome,
@@ -18,10 +17,10 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Stream
 from memoria_decision import SERVICE_NAME
+from memoria_decision.core.state import CycleState
 from memoria_decision.executor import CycleExecutor
 from memoria_llm.scripted import ScriptRule
-from memoria_llm.usage import Usage
-from memoria_runtime import accounting, catalog, keys, metrics
+from memoria_runtime import catalog, metrics
 from memoria_runtime.envelopes import follow
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
@@ -79,19 +78,16 @@ async def test_the_cycle_end_carries_decisions_and_steps_usage(redis: Redis) -> 
     (request,) = publisher.on(Stream.ACTIONS)
     assert isinstance(request.payload, ActionRequested)
     assert request.cycle_id is not None
-    # The worker's step, as the action worker records it.
-    await accounting.add_to_cycle(
-        redis,
-        ONE,
-        request.cycle_id,
-        [Usage(WORKER_MODEL, 2000, 400)],
-        service="action-worker",
-        prices=engine.settings.llm.llm_prices,
-    )
+    # The worker's step reports what it spent with its completion.
     outcome = ActionOutcome(status="ok", ends_cycle=True, summary="answered the user")
-    completed = follow(
-        request, ActionCompleted(step=1, action="Finalize", outcome=outcome, worker="worker-1")
+    done = ActionCompleted(
+        step=1,
+        action="Finalize",
+        outcome=outcome,
+        worker="worker-1",
+        tokens={WORKER_MODEL: (2000, 400)},
     )
+    completed = follow(request, done)
     assert isinstance(completed.payload, ActionCompleted)
     await engine.on_action_completed(completed, completed.payload)
 
@@ -123,9 +119,9 @@ async def test_re_asks_of_the_decision_are_counted(redis: Redis) -> None:
     await start_cycle(engine)
     (request,) = publisher.on(Stream.ACTIONS)
     assert request.cycle_id is not None
-    (counted,) = await accounting.read_cycle(redis, ONE, request.cycle_id)
-    assert counted.model == "scripted"
-    assert counted.output_tokens == 2 + 1  # "Bogus thing", then "Finalize"
+    state = await engine.store.load(ONE, request.cycle_id)
+    assert isinstance(state, CycleState)
+    assert state.tokens["scripted"][1] == 2 + 1  # "Bogus thing", then "Finalize"
 
 
 async def test_a_cycle_without_llm_calls_announces_no_usage(redis: Redis) -> None:
@@ -139,4 +135,3 @@ async def test_a_cycle_without_llm_calls_announces_no_usage(redis: Redis) -> Non
     assert isinstance(ended, CycleEnded)
     assert (ended.reason, ended.usage) == ("no_workers", None)
     assert cycles_ended("no_workers") - cycles_before == 1
-    assert not await redis.exists(keys.cycle_usage(ONE, cycle_id_for(MESSAGE_ID)))

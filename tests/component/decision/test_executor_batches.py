@@ -33,12 +33,11 @@ DECISION_STREAMS = (Stream.CHAT_OUT, Stream.ACTIONS)
 # open (state, lock, pending) · create (the new state) · the echo, "Thinking…" and the
 # catalog read · the decision's writes and the action request
 START_BATCHES = 4
-# the state · the end's writes and the usage read · the announcement · the release (with the
-# tombstone)
-END_BATCHES = 4
+# the state · the end's writes and the announcement · the release (with the tombstone)
+END_BATCHES = 3
 
 
-async def test_a_finalize_cycle_takes_four_batches_to_start_and_four_to_end(
+async def test_a_finalize_cycle_takes_four_batches_to_start_and_three_to_end(
     redis: Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)

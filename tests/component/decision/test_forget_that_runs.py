@@ -38,9 +38,9 @@ from memoria_contracts.streams import Stream
 from memoria_decision.core import outputs
 from memoria_decision.core.state import CycleState
 from memoria_runtime import catalog, keys
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.rpc import RpcError
 
 PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged

@@ -17,8 +17,9 @@ from memoria_contracts.events import (
 )
 from memoria_contracts.streams import Stream
 from memoria_decision.executor import CycleExecutor
-from memoria_runtime import catalog, i18n
+from memoria_runtime import catalog
 from memoria_runtime.settings import Settings
+from memoria_text import i18n
 
 WORKER_LATE_S = 0.6
 

@@ -28,8 +28,8 @@ from memoria_decision.executor import CycleExecutor
 from memoria_llm.conversation import TURNS_HEADING
 from memoria_llm.scripted import ScriptRule
 from memoria_runtime import catalog
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.envelopes import follow
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partitions
 from memoria_runtime.settings import Settings
 

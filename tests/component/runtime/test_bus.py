@@ -24,14 +24,14 @@ from memoria_runtime.bus import (
     Delivery,
     EventHandler,
     EventPublisher,
-    MemoriaBroker,
+    ServiceBus,
     consumer,
-    create_broker,
+    create_bus,
     subscribe_group,
 )
 from memoria_runtime.bus.consumer import DEFAULT_SLOTS
+from memoria_runtime.bus.request_reply import RpcClient, RpcError
 from memoria_runtime.bus.signing import Signer, reply_channel
-from memoria_runtime.rpc import RpcClient, RpcError
 from memoria_runtime.settings import Settings
 
 WAIT_S = 10.0
@@ -74,22 +74,22 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT_S) -> 
 
 
 @pytest.fixture
-async def running() -> AsyncIterator[list[MemoriaBroker]]:
-    brokers: list[MemoriaBroker] = []
+async def running() -> AsyncIterator[list[ServiceBus]]:
+    brokers: list[ServiceBus] = []
     yield brokers
     for broker in brokers:
         await broker.stop()
 
 
 async def start(
-    running: list[MemoriaBroker],
+    running: list[ServiceBus],
     settings: Settings,
     handler: object,
     stream: Stream,
     slots: int = DEFAULT_SLOTS,
     group: Group = Group.DECISION,
 ) -> EventPublisher:
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     subscribe_group(
         broker,
         settings.bus,
@@ -118,7 +118,7 @@ async def pending_count(redis: Redis, stream: Stream) -> int:
 
 
 async def test_handled_entries_are_acknowledged(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     seen: list[tuple[str, bool]] = []
 
@@ -137,7 +137,7 @@ async def test_handled_entries_are_acknowledged(
 
 
 async def test_a_failed_entry_is_reclaimed_and_retried(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     attempts: list[bool] = []
 
@@ -161,7 +161,7 @@ async def eventually_pending_zero(redis: Redis) -> None:
 
 
 async def test_an_entry_failing_every_time_goes_to_the_dead_letter_stream(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     attempts = 0
 
@@ -185,7 +185,7 @@ async def test_an_entry_failing_every_time_goes_to_the_dead_letter_stream(
 
 
 async def test_failures_caused_by_a_broker_outage_are_not_held_against_the_entry(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """Bug 6 of docs/chaos.md: a step whose runs kept meeting broker restarts was
     dead-lettered as if it were poison. Outages are not strikes; the entry runs again."""
@@ -208,7 +208,7 @@ async def test_failures_caused_by_a_broker_outage_are_not_held_against_the_entry
 
 
 async def test_a_consumer_group_removed_under_a_running_consumer_is_created_again(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """A flushed broker, or one restarted without its data: the readers must not stop."""
     seen: list[str] = []
@@ -225,8 +225,8 @@ async def test_a_consumer_group_removed_under_a_running_consumer_is_created_agai
     await eventually(lambda: seen == ["before", "after"])
 
 
-async def publisher_alone(running: list[MemoriaBroker], settings: Settings) -> EventPublisher:
-    broker = create_broker(settings.bus)
+async def publisher_alone(running: list[ServiceBus], settings: Settings) -> EventPublisher:
+    broker = create_bus(settings.bus)
     publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.CHAT_IN, "test")
     await broker.start()
@@ -236,7 +236,7 @@ async def publisher_alone(running: list[MemoriaBroker], settings: Settings) -> E
 
 @pytest.mark.parametrize("group", [Group.DECISION, Group.MEMORY_TRACE])
 async def test_entries_appended_before_their_reader_ever_started_are_handled(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker], group: Group
+    redis: Redis, redis_url: str, running: list[ServiceBus], group: Group
 ) -> None:
     """First start on an empty broker: compose and Kubernetes start services in any order, so
     a gateway can take a message before decision (or the memory service, which keeps the
@@ -251,7 +251,7 @@ async def test_entries_appended_before_their_reader_ever_started_are_handled(
 
 
 async def test_entries_appended_in_a_pipeline_after_a_flush_are_not_skipped(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """Services append most entries in pipelines, beside the writes they must follow."""
     settings = settings_for(redis_url)
@@ -272,7 +272,7 @@ async def test_entries_appended_in_a_pipeline_after_a_flush_are_not_skipped(
 
 
 async def test_an_unparseable_entry_is_dead_lettered_and_the_consumer_goes_on(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     seen: list[str] = []
     handler = contents_into(seen)
@@ -314,7 +314,7 @@ async def forge(redis: Redis, stream: Stream, event: Envelope, headers: dict[str
     ],
 )
 async def test_a_forged_event_never_reaches_the_handler(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker], how: str, reason: bytes
+    redis: Redis, redis_url: str, running: list[ServiceBus], how: str, reason: bytes
 ) -> None:
     seen: list[str] = []
     handler = contents_into(seen)
@@ -343,7 +343,7 @@ async def test_a_forged_event_never_reaches_the_handler(
 
 
 async def test_services_mid_rotation_of_the_bus_secret_take_each_others_entries(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """Step 1 of a rotation (accepting the next secret) on the reader, step 2 (signing with
     it, accepting the old one) on the writer, and the other way round: nothing is
@@ -365,7 +365,7 @@ async def test_services_mid_rotation_of_the_bus_secret_take_each_others_entries(
 
 
 async def test_a_slow_handler_keeps_its_entry(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     calls = 0
     done = asyncio.Event()
@@ -386,7 +386,7 @@ async def test_a_slow_handler_keeps_its_entry(
 async def test_a_handler_that_ignores_its_cancellation_does_not_hang_the_stop(
     redis: Redis,
     redis_url: str,
-    running: list[MemoriaBroker],
+    running: list[ServiceBus],
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -425,7 +425,7 @@ async def test_a_handler_that_ignores_its_cancellation_does_not_hang_the_stop(
 
 
 async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """What makes scaling workers out (KEDA, --scale) help: a busy consumer reads only about
     what it can work on, so the rest of a backlog waits in the stream for the next replica."""
@@ -443,7 +443,7 @@ async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
 
     # The backlog is there before the first consumer reads (as when workers were all busy).
     await redis.xgroup_create(Stream.CHAT_IN.value, Group.DECISION.value, id="0", mkstream=True)
-    sender = create_broker(settings_for(redis_url, consumer_name="sender").bus)
+    sender = create_bus(settings_for(redis_url, consumer_name="sender").bus)
     publisher = EventPublisher(sender, settings_for(redis_url).bus)
     publisher.declare(Stream.CHAT_IN, "test")
     await sender.start()
@@ -478,7 +478,7 @@ async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
 )
 async def test_a_consumer_runs_as_many_handlers_at_once_as_its_slots(
     redis_url: str,
-    running: list[MemoriaBroker],
+    running: list[ServiceBus],
     service_slots: int,
     setting: int | None,
     at_once: int,
@@ -505,7 +505,7 @@ async def test_a_consumer_runs_as_many_handlers_at_once_as_its_slots(
     await eventually(lambda: done == 10)
 
 
-async def test_request_reply(redis: Redis, redis_url: str, running: list[MemoriaBroker]) -> None:
+async def test_request_reply(redis: Redis, redis_url: str, running: list[ServiceBus]) -> None:
     async def handler(event: Envelope, delivery: Delivery) -> Envelope:
         assert isinstance(event.payload, HistoryQuery)
         payload = (
@@ -529,7 +529,7 @@ async def test_request_reply(redis: Redis, redis_url: str, running: list[Memoria
 
 
 async def test_a_request_sent_before_its_server_ever_started_is_answered(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """The memory service starting after decision, on an empty broker: the first request
     is answered when the server comes, not lost until the client's timeout sends it again."""
@@ -554,7 +554,7 @@ async def test_a_request_sent_before_its_server_ever_started_is_answered(
 
 
 async def test_concurrent_requests_each_get_their_own_reply(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """All requests of a process share one reply channel: replies are told apart by the
     request they answer, whatever order they come back in."""
@@ -586,7 +586,7 @@ async def test_a_forged_reply_is_refused(redis: Redis, redis_url: str, signed_by
     """Someone reading memory.rpc answers first on the requester's private channel: the
     requester refuses any reply not signed for its own request."""
     settings = settings_for(redis_url, rpc_timeout_seconds=5.0)
-    client_broker = create_broker(settings.bus)
+    client_broker = create_bus(settings.bus)
     await client_broker.start()
     client = RpcClient(client_broker, settings.bus, Stream.MEMORY_RPC)
     request = Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=5))
@@ -624,7 +624,7 @@ async def test_a_forged_reply_is_refused(redis: Redis, redis_url: str, signed_by
 
 async def test_request_without_a_server_times_out(redis: Redis, redis_url: str) -> None:
     settings = settings_for(redis_url, rpc_timeout_seconds=0.3)
-    broker = create_broker(settings.bus)
+    broker = create_bus(settings.bus)
     await broker.start()
     try:
         client = RpcClient(broker, settings.bus, Stream.MEMORY_RPC)

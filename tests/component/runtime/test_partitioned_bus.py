@@ -14,9 +14,9 @@ from redis.asyncio import Redis
 from memoria_contracts.events import Envelope, UserMessageReceived
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime import keys
-from memoria_runtime.bus import Delivery, MemoriaBroker
+from memoria_runtime.bus import Delivery, ServiceBus
 from memoria_runtime.bus.layout import LayoutMismatch, ensure_same_layout
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.partitions import Partitions
 from tests.component.runtime.test_bus import eventually, settings_for, start
 
@@ -25,8 +25,8 @@ USERS = [f"user-{n}" for n in range(24)]
 
 
 @pytest.fixture
-async def running() -> AsyncIterator[list[MemoriaBroker]]:
-    brokers: list[MemoriaBroker] = []
+async def running() -> AsyncIterator[list[ServiceBus]]:
+    brokers: list[ServiceBus] = []
     yield brokers
     for broker in brokers:
         await broker.stop()
@@ -48,7 +48,7 @@ def spread(partitions: Partitions) -> dict[int, list[str]]:
 
 
 async def test_events_go_to_their_users_partition_and_one_consumer_reads_them_all(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     settings = settings_for(redis_url, bus_partitions=PARTITIONS)
     partitions = settings.bus.partitions
@@ -75,7 +75,7 @@ async def test_events_go_to_their_users_partition_and_one_consumer_reads_them_al
 
 
 async def test_one_read_waits_on_every_partition(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     """An idle consumer of four partitions blocks in one XREADGROUP, not one per partition
     in turn (no busy polling)."""
@@ -94,7 +94,7 @@ async def test_one_read_waits_on_every_partition(
 
 
 async def test_entries_with_the_same_id_in_two_partitions_are_both_handled(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     settings = settings_for(redis_url, bus_partitions=PARTITIONS)
     users = [users[0] for users in spread(settings.bus.partitions).values()][:2]
@@ -116,7 +116,7 @@ async def test_entries_with_the_same_id_in_two_partitions_are_both_handled(
 
 
 async def test_a_failed_entry_is_reclaimed_in_its_partition(
-    redis: Redis, redis_url: str, running: list[MemoriaBroker]
+    redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     settings = settings_for(redis_url, bus_partitions=PARTITIONS)
     attempts: list[bool] = []

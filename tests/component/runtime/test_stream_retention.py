@@ -11,7 +11,8 @@ import pytest
 from redis.asyncio import Redis
 
 from memoria_contracts.streams import Group, Stream
-from memoria_runtime.bus.retention import EntryId, queue_inbox_trim, trim_all, trim_stream
+from memoria_runtime.bus.entry_id import EntryId
+from memoria_runtime.bus.retention import queue_inbox_trim, trim_all, trim_stream
 from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.settings import BusSettings
 
@@ -128,7 +129,7 @@ async def test_an_inbox_is_trimmed_by_age_up_to_what_its_gateway_read(redis: Red
     inbox = "memoria:{p0.0}:gateway:gw-a:inbox"
     ids = await fill(redis, inbox, [10, 5, 2, 0])
     async with redis.pipeline(transaction=False) as pipe:
-        queue_inbox_trim(pipe, inbox, RETENTION_S, NOW_MS, read_up_to=EntryId.parse(ids[1]))
+        queue_inbox_trim(pipe, inbox, RETENTION_S, NOW_MS, read_up_to=EntryId.of(ids[1]))
         queue_inbox_trim(
             pipe, "memoria:{p0.0}:gateway:gone:inbox", RETENTION_S, NOW_MS, EntryId(0, 0)
         )

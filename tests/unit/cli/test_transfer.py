@@ -36,7 +36,7 @@ from memoria_contracts.memory import (
 )
 from memoria_gateway.memory_routes import memory_router
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.memory_client import NO_THREAD
+from memoria_runtime.bus.memory_requests import NO_THREAD
 
 SECRET = "a-test-secret-long-enough-for-hs256"  # PyJWT warns below 32 bytes
 TTL_S = 3600

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memoria_cli import progress
 from memoria_cli.gateway_client import Connection
+from memoria_cli.progress import PlainTracker, track
 from memoria_cli.transfer import EXIT_FAILED, EXIT_OK, run_export, run_import
 from memoria_client.transfer import IMPORT_BATCH
-from memoria_runtime import progress
-from memoria_runtime.progress import PlainTracker, track
 from tests.unit.cli.test_transfer import ISSUER, T0, URL, USER, StoredMemory, connection, gateway
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from memoria_decision.core.commands import (
+from memoria_decision.core.routes import route_for
+from memoria_decision.core.state import PendingAction, UpdateCandidate
+from memoria_text.commands import (
     Choice,
     Command,
     Reply,
@@ -14,8 +16,6 @@ from memoria_decision.core.commands import (
     read_reply,
     recognize,
 )
-from memoria_decision.core.routes import route_for
-from memoria_decision.core.state import PendingAction, UpdateCandidate
 
 
 @pytest.mark.parametrize(

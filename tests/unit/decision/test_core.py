@@ -32,7 +32,7 @@ from core_cycles import (
     waiting,
 )
 
-from memoria_contracts.chat import ChatRecord
+from memoria_contracts.chat import CardInfo, ChatRecord
 from memoria_contracts.events import (
     ChoiceCandidate,
     HistoryQuery,
@@ -49,8 +49,8 @@ from memoria_decision.core import effects, events, outputs
 from memoria_decision.core.machine import decide
 from memoria_decision.core.routes import asked_in
 from memoria_decision.core.state import CycleState, PendingAction, PendingStep, Route, Stored
-from memoria_runtime import i18n
 from memoria_runtime.session_defaults import session_defaults
+from memoria_text import i18n
 
 E = effects
 END = [E.MarkEnded, E.Save, E.Announce, E.Release]
@@ -97,7 +97,6 @@ def test_a_new_cycle_is_stored_echoed_and_decided() -> None:
         E.Post,  # the echo
         E.Post,  # Thinking…
         E.Choose,
-        E.AddUsage,
         E.Save,
         E.SetDeadline,
         E.RequestAction,
@@ -281,6 +280,31 @@ def test_recall_searches_with_the_message_and_the_sessions_limits() -> None:
     assert shown[:2] == ["msg_1", "cyc_1.0.1"]  # the echo, then the card, before Thinking…
 
 
+def test_recalled_cards_are_those_near_the_best_match_each_saying_how_it_matched() -> None:
+    session = session_state(proactive_retrieval=True)
+    near = PEANUTS.model_copy(update={"memory_id": "mem_shell", "relevance_score": 0.5})
+    far = PEANUTS.model_copy(update={"memory_id": "mem_bassoon", "relevance_score": 0.1})
+    found = MemoryFound(memories=[PEANUTS, near, far])  # 0.1 < 0.2 × 0.9: cut
+    state, _ = run(
+        None, arrived("what can't I eat?"), answers(opening=page(session=session), recall=found)
+    )
+    assert isinstance(state, CycleState)
+    cards = [r for r in state.transcript if r.modal == "memory"]
+    assert [c.content["memory_id"] for c in cards] == ["mem_nuts1", "mem_shell"]
+    assert [c.card for c in cards] == [
+        CardInfo(kind="found", match="best"),
+        CardInfo(kind="found", match="related"),
+    ]
+    everything, _ = run(
+        None,
+        arrived("what can't I eat?"),
+        answers(opening=page(session=session), recall=found),
+        cfg=config(relative_relevance=0.0),
+    )
+    assert isinstance(everything, CycleState)
+    assert len([r for r in everything.transcript if r.modal == "memory"]) == 3
+
+
 @pytest.mark.parametrize(
     "reply",
     [
@@ -352,9 +376,10 @@ def test_a_persona_no_longer_configured_answers_as_the_default() -> None:
 def test_a_chosen_action_becomes_the_pending_step_and_its_request() -> None:
     spent = {"m": (10, 2)}
     moved = decide(recorded(1), events.Chosen(AT, "MemorySave", True, "evt_9", spent), CONFIG)
-    assert kinds(moved) == [E.AddUsage, E.Save, E.SetDeadline, E.Post, E.RequestAction]
-    assert of(moved, E.AddUsage) == [E.AddUsage(spent)]
+    assert kinds(moved) == [E.Save, E.SetDeadline, E.Post, E.RequestAction]
     assert isinstance(moved.state, CycleState)
+    assert moved.state.tokens == spent  # saved with the step it chose
+    assert of(moved, E.Save) == [E.Save(moved.state)]
     assert moved.state.pending == PendingStep(
         step=2, action="MemorySave", request_event_id="evt_9", tool_call=True
     )
@@ -378,6 +403,23 @@ def test_no_decision_ends_the_cycle_with_a_notice(
     (notice,) = posted(moved)
     assert words in str(notice.content) and notice.id == "cyc_1.end"
     assert saved_end(moved).end_reason == reason
+
+
+def test_a_cycle_adds_up_what_its_decisions_and_steps_spent_by_model() -> None:
+    chosen = events.Chosen(AT, "MemorySearch", True, "evt_2", {"m": (10, 2)})
+    moved = decide(recorded(1).spending({"m": (5, 1)}), chosen, CONFIG)
+    assert isinstance(moved.state, CycleState) and moved.state.tokens == {"m": (15, 3)}
+    stepped = decide(moved.state, completion(2, tokens={"w": (100, 20), "m": (1, 1)}), CONFIG)
+    assert isinstance(stepped.state, CycleState)
+    assert stepped.state.tokens == {"m": (16, 4), "w": (100, 20)}
+    again = decide(stepped.state, completion(2, tokens={"w": (100, 20)}), CONFIG)
+    assert isinstance(again.state, CycleState)
+    assert again.state.tokens == stepped.state.tokens  # a duplicate completion counts once
+
+
+def test_a_failed_decision_still_counts_what_it_spent() -> None:
+    moved = decide(recorded(1), events.Undecided(AT, "llm_error", "down", {"m": (7, 0)}), CONFIG)
+    assert saved_end(moved).tokens == {"m": (7, 0)}
 
 
 def test_no_step_allowed_ends_a_model_route_at_once() -> None:

@@ -27,7 +27,7 @@ from memoria_contracts.memory import (
 from memoria_decision.core import effects, events
 from memoria_decision.core.fast_paths import DELETE_CONCURRENCY, LIST_SHOWN, last_told
 from memoria_decision.core.state import CycleState, PendingAction, Route, UpdateCandidate
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 E = effects
 WHEN = datetime(2026, 11, 23, tzinfo=UTC)

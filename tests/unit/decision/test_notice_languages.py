@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 ROOT = Path(__file__).resolve().parents[3]
 EMITTERS = (

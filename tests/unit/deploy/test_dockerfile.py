@@ -326,7 +326,7 @@ def test_every_workspace_member_rebuilds_its_wheel_when_its_sources_change() -> 
         ROOT.glob("services/*/pyproject.toml")
     )
     members += [ROOT / "cli" / "pyproject.toml", *sorted(ROOT.glob("clients/*/pyproject.toml"))]
-    assert len(members) == 10
+    assert len(members) == 11
     for path in members:
         keys = tomllib.loads(path.read_text())["tool"]["uv"]["cache-keys"]
         assert {"file": "src/**/*"} in keys, path

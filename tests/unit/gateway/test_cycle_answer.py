@@ -21,7 +21,7 @@ from memoria_gateway.cycle_answer import (
 from memoria_gateway.hub import OUTBOX_FRAMES, ConnectionHub, FrameListener
 from memoria_gateway.openai_routes import DEFAULT_THREAD, OpenAIError, thread_for
 from memoria_gateway.openai_schemas import ChatCompletionRequest
-from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.entry_id import EntryId
 
 CYCLE = "cyc_1"
 

@@ -15,7 +15,7 @@ from memoria_contracts.cycles import Cycle, CycleEvent, CycleFailure, CycleFound
 from memoria_gateway.cycle_routes import CYCLE_NOT_FOUND, cycle_router
 from memoria_gateway.memory_routes import BAD_REPLY, NOT_ANSWERING
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
 
 SECRET = "a-test-secret-long-enough-for-hs256"
 USER = "ana"

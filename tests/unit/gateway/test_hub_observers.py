@@ -12,7 +12,7 @@ from starlette.websockets import WebSocket
 from memoria_contracts.frames import CycleEndFrame
 from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.hub import Connection, ConnectionHub
-from memoria_gateway.resume import EntryId
+from memoria_runtime.bus.entry_id import EntryId
 
 
 class RecordingSocket:

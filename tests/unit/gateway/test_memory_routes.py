@@ -32,8 +32,8 @@ from memoria_contracts.memory import (
 )
 from memoria_gateway.memory_routes import NOT_ANSWERING, NOT_FOUND, memory_router
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.memory_client import NO_THREAD
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.memory_requests import NO_THREAD
+from memoria_runtime.bus.request_reply import RpcError
 
 SECRET = "a-test-secret-long-enough-for-hs256"  # PyJWT warns below 32 bytes
 TTL_S = 3600

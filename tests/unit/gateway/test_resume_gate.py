@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoria_gateway.resume import EntryId, LiveGate
+from memoria_gateway.resume import LiveGate
+from memoria_runtime.bus.entry_id import EntryId
 
 
 def eid(text: str) -> EntryId:

@@ -10,7 +10,7 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, PendingQuestion, StepRecord
 from memoria_llm.port import LLMRequest, Prompt
 from memoria_offline import OfflineModel
-from memoria_runtime.i18n import detect_language
+from memoria_text.i18n import detect_language
 
 ACTIONS = ["Finalize", "Question", "MemorySearch", "MemorySave", "MemoryUpdate", "MemoryDelete"]
 ENDING = {"Finalize", "Question"}

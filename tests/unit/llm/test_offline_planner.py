@@ -21,7 +21,7 @@ from memoria_offline import LABEL, OfflineModel, replies
 from memoria_offline.facts import Relation, fact_of, introduces, relation
 from memoria_offline.intents import Intent, Reading, read
 from memoria_offline.replies import delete_all_question
-from memoria_runtime.i18n import detect_language
+from memoria_text.i18n import detect_language
 
 from .cycles import context_for, memory_card, request, run_cycle
 

@@ -48,7 +48,6 @@ def test_every_key_of_a_thread_shares_its_partitions_slot() -> None:
         keys.pending_action(part, "ana", "t1"),
         keys.message_seen(part, "ana", "client-1"),
         keys.cycle_state(part, "cyc_1"),
-        keys.cycle_usage(part, "cyc_1"),
         keys.cycle_ended(part, "cyc_1"),
         keys.step_done(part, "cyc_1", 2),
         keys.step_plan(part, "cyc_1", 2),

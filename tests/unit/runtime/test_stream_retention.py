@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from memoria_contracts.streams import Stream
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.retention import (
-    EntryId,
     GroupPosition,
     pinning,
     retention_of,
@@ -20,15 +20,13 @@ AGE_CUT = EntryId(10_000, 0)
 
 
 def group(last: str, pending: str | None = None, name: str = "g") -> GroupPosition:
-    return GroupPosition(
-        name, EntryId.parse(last), None if pending is None else EntryId.parse(pending)
-    )
+    return GroupPosition(name, EntryId.of(last), None if pending is None else EntryId.of(pending))
 
 
 def test_entry_ids_order_by_time_then_sequence_and_print_as_redis_writes_them() -> None:
-    assert EntryId.parse(b"5-2") < EntryId.parse("5-10") < EntryId.parse("6-0")
-    assert str(EntryId.parse("1700000000000-3").next()) == "1700000000000-4"
-    assert EntryId.parse("42") == EntryId(42, 0)
+    assert EntryId.of(b"5-2") < EntryId.of("5-10") < EntryId.of("6-0")
+    assert str(EntryId.of("1700000000000-3").next()) == "1700000000000-4"
+    assert EntryId.of("42") == EntryId(42, 0)
 
 
 def test_without_groups_the_age_cut_applies() -> None:

@@ -54,6 +54,12 @@ class CardInfo(BaseModel):
     replaced: Any = None
     """An update's old content."""
 
+    @classmethod
+    def found_in_order(cls, count: int) -> list[CardInfo]:
+        """The notes of ``count`` cards a search shows best first: the best match, then
+        related ones."""
+        return [cls(kind="found", match="best" if n == 0 else "related") for n in range(count)]
+
 
 class ToolCall(BaseModel):
     """One action the assistant called, as LLM APIs name a tool call."""

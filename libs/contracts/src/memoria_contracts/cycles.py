@@ -16,7 +16,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, StringConstraints
 
-from memoria_contracts.base import ContractModel
+from memoria_contracts.base import ContractModel, FailureReply, SuccessReply
 from memoria_contracts.chat import ChatRecord
 
 CYCLE_PREFIX: Final = "cyc_"
@@ -97,17 +97,14 @@ class CycleGet(ContractModel):
 # -- replies ----------------------------------------------------------------------------------
 
 
-class CycleFound(ContractModel):
+class CycleFound(SuccessReply):
     type: Literal["cycle.found"] = "cycle.found"
-    success: Literal[True] = True
     cycle: Cycle
 
 
-class CycleFailure(ContractModel):
+class CycleFailure(FailureReply):
     """``not_found`` is also the answer for another user's cycle of the same id."""
 
     type: Literal["cycle.failure"] = "cycle.failure"
-    success: Literal[False] = False
     code: CycleFailureCode
-    error_message: str
     cycle_id: str | None = None

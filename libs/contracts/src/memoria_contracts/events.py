@@ -200,6 +200,10 @@ class ActionCompleted(ContractModel):
     action: ActionName
     outcome: ActionOutcome
     worker: str
+    tokens: dict[str, tuple[int, int]] = Field(
+        default_factory=dict,
+        description="The LLM tokens the step spent, by model: (input, output); a failed one's too.",
+    )
 
 
 class ChatPosted(ContractModel):

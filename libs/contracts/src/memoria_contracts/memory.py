@@ -15,8 +15,14 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from memoria_contracts.base import ContractModel
-from memoria_contracts.text import CONTROL_FREE, NO_CONTROLS, NOT_BLANK, code_point, control_in
+from memoria_contracts.base import ContractModel, FailureReply, SuccessReply
+from memoria_contracts.text import (
+    CONTROL_FREE,
+    NO_CONTROLS,
+    TrimmedText,
+    code_point,
+    control_in,
+)
 from memoria_contracts.times import (
     EARLIEST_STORABLE,
     LATEST_STORABLE,
@@ -68,18 +74,8 @@ MAX_PAGE: Final = 500
 MAX_EXCLUDED: Final = 500
 
 MemoryId = Annotated[str, StringConstraints(pattern=r"^mem_[A-Za-z0-9]{1,60}$")]
-Binding = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
-QueryText = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_BINDING_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
+Binding = Annotated[str, TrimmedText(MAX_BINDING_CHARS)]
+QueryText = Annotated[str, TrimmedText(MAX_BINDING_CHARS)]
 IdempotencyKey = Annotated[
     str, StringConstraints(min_length=1, max_length=200), NO_CONTROLS, CONTROL_FREE
 ]
@@ -167,6 +163,16 @@ class Memory(ContractModel):
     relevance_score: float | None = Field(
         default=None, description="0–1, calibrated per embedder; only in semantic results."
     )
+
+
+def near_the_best(memories: list[Memory], share: float) -> list[Memory]:
+    """The memories whose relevance is at least ``share`` of the best one's: a memory far
+    below the best match answers the search less than the cards around it, and a card of
+    it reads as an answer ("Where do I live?" → the city, not the sister's bassoon)."""
+    best = max((m.relevance_score or 0.0 for m in memories), default=0.0)
+    if best <= 0.0 or share <= 0.0:
+        return memories
+    return [m for m in memories if (m.relevance_score or 0.0) >= share * best]
 
 
 class MemoryChange(ContractModel):
@@ -327,22 +333,19 @@ class MemoryHistoryQuery(ContractModel):
 # -- replies --------------------------------------------------------------------------------
 
 
-class MemoryVectors(ContractModel):
+class MemoryVectors(SuccessReply):
     type: Literal["memory.vectors"] = "memory.vectors"
-    success: Literal[True] = True
     embedder: str
     vectors: list[Vector]
 
 
-class MemoryFound(ContractModel):
+class MemoryFound(SuccessReply):
     type: Literal["memory.found"] = "memory.found"
-    success: Literal[True] = True
     memories: list[Memory]
 
 
-class MemorySaved(ContractModel):
+class MemorySaved(SuccessReply):
     type: Literal["memory.saved"] = "memory.saved"
-    success: Literal[True] = True
     memory_id: MemoryId
     created: bool = Field(
         description="False when the save had already happened, or (reuse_same_content) a "
@@ -351,45 +354,39 @@ class MemorySaved(ContractModel):
     memory: Memory
 
 
-class MemoryUpdated(ContractModel):
+class MemoryUpdated(SuccessReply):
     type: Literal["memory.updated"] = "memory.updated"
-    success: Literal[True] = True
     memory_id: MemoryId
     old_content: Any
     new_content: Any
     memory: Memory
 
 
-class MemoryDeleted(ContractModel):
+class MemoryDeleted(SuccessReply):
     type: Literal["memory.deleted"] = "memory.deleted"
-    success: Literal[True] = True
     memory_id: MemoryId
     deleted_content: Any
     memory: Memory
 
 
-class MemoryPage(ContractModel):
+class MemoryPage(SuccessReply):
     type: Literal["memory.page"] = "memory.page"
-    success: Literal[True] = True
     memories: list[Memory]
     next_cursor: str | None = None
 
 
-class MemoryHistory(ContractModel):
+class MemoryHistory(SuccessReply):
     type: Literal["memory.history_page"] = "memory.history_page"
-    success: Literal[True] = True
     memory_id: str
     changes: list[MemoryChange]
 
 
-class MemoryFailure(ContractModel):
+class MemoryFailure(FailureReply):
     """The request was refused or failed. ``not_found`` is also the answer for another
     user's memory: whether it exists is nobody else's business."""
 
     type: Literal["memory.failure"] = "memory.failure"
-    success: Literal[False] = False
     code: FailureCode
-    error_message: str
     memory_id: str | None = None
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from memoria_contracts.base import ContractModel
+from memoria_contracts.base import ContractModel, SuccessReply
 from memoria_contracts.memory import MAX_SEARCH_LIMIT, MEMORY_TYPES, MemoryType
 from memoria_contracts.personas import (
     DEFAULT_PERSONA_ID,
@@ -22,7 +22,7 @@ from memoria_contracts.personas import (
     PersonaApplied,
     PersonaId,
 )
-from memoria_contracts.text import NO_CONTROLS, NOT_BLANK
+from memoria_contracts.text import TrimmedText
 from memoria_contracts.threads import ThreadId
 
 MAX_SYSTEM_PROMPT_CHARS: Final = 4000
@@ -31,18 +31,8 @@ MAX_CHAT_MODEL_CHARS: Final = 128
 DEFAULT_SYSTEM_PROMPT: Final = "You are a helpful assistant with long-term memory."
 
 
-SystemPrompt = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_SYSTEM_PROMPT_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
-TypeDescription = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TYPE_DESCRIPTION_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
+SystemPrompt = Annotated[str, TrimmedText(MAX_SYSTEM_PROMPT_CHARS)]
+TypeDescription = Annotated[str, TrimmedText(MAX_TYPE_DESCRIPTION_CHARS)]
 ChatModelName = Annotated[
     str,
     StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$"),
@@ -190,9 +180,8 @@ class SessionPersonaApplied(ContractModel):
 # -- replies --------------------------------------------------------------------------------
 
 
-class SessionConfigState(ContractModel):
+class SessionConfigState(SuccessReply):
     type: Literal["session.config"] = "session.config"
-    success: Literal[True] = True
     config: SessionConfig
     overrides: SessionConfigOverrides = Field(
         description="What the thread sets itself; null fields follow the defaults."

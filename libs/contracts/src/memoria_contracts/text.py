@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Annotated, Final
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
 
-from pydantic import AfterValidator, Field
+import annotated_types
+from pydantic import AfterValidator, Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
 ELLIPSIS = "…"
@@ -80,6 +83,19 @@ NOT_BLANK: Final = Field(
 be empty: something other than blanks."""
 PlainText = Annotated[str, NO_CONTROLS, CONTROL_FREE]
 """Text a person typed: any Unicode but the control characters of :func:`control_in`."""
+
+
+@dataclass(frozen=True)
+class TrimmedText(annotated_types.GroupedMetadata):
+    """``Annotated[str, TrimmedText(n)]``: text stripped of its surrounding blanks, then 1 to
+    ``max_length`` characters, not only blanks, without control characters."""
+
+    max_length: int
+
+    def __iter__(self) -> Iterator[Any]:
+        yield StringConstraints(strip_whitespace=True, min_length=1, max_length=self.max_length)
+        yield NO_CONTROLS
+        yield NOT_BLANK
 
 
 # -- text that cannot disguise itself --------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, StringConstraints
 
-from memoria_contracts.base import ContractModel
-from memoria_contracts.text import NO_CONTROLS, NOT_BLANK
+from memoria_contracts.base import ContractModel, FailureReply, SuccessReply
+from memoria_contracts.text import TrimmedText
 
 ThreadId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,64}$")]
 
@@ -24,12 +24,7 @@ DEFAULT_THREAD_PAGE: Final = 50
 MAX_THREAD_PAGE: Final = 200
 MAX_LAST_MESSAGE_CHARS: Final = 200
 
-ThreadTitle = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS),
-    NO_CONTROLS,
-    NOT_BLANK,
-]
+ThreadTitle = Annotated[str, TrimmedText(MAX_TITLE_CHARS)]
 """A title someone chose: 1 to 120 characters once the surrounding blanks are gone, no
 control character."""
 
@@ -83,26 +78,22 @@ class ThreadRename(ContractModel):
 # -- replies --------------------------------------------------------------------------------
 
 
-class ThreadPage(ContractModel):
+class ThreadPage(SuccessReply):
     type: Literal["thread.page"] = "thread.page"
-    success: Literal[True] = True
     threads: list[Thread]
 
 
-class ThreadSaved(ContractModel):
+class ThreadSaved(SuccessReply):
     type: Literal["thread.saved"] = "thread.saved"
-    success: Literal[True] = True
     created: bool = Field(description="False for a rename, or a create that had happened.")
     thread: Thread
 
 
-class ThreadFailure(ContractModel):
+class ThreadFailure(FailureReply):
     """``not_found`` is also the answer for another user's thread of the same id."""
 
     type: Literal["thread.failure"] = "thread.failure"
-    success: Literal[False] = False
     code: ThreadFailureCode
-    error_message: str
     thread_id: str | None = None
 
 

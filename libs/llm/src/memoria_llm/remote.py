@@ -184,6 +184,7 @@ class RemoteModel(port.LanguageModel):
         self._instrument = InstrumentationSettings(
             tracer_provider=tracer_provider, include_content=False
         )
+        self._agents: dict[tuple[type, type], Agent[None, Any]] = {}
 
     @staticmethod
     def server_delay(exc: BaseException | None) -> float:
@@ -280,13 +281,11 @@ class RemoteModel(port.LanguageModel):
     ) -> Any:
         """An answer validated into ``output`` by pydantic-ai's agent loop, re-asked with the
         validation errors: at most ``llm_retries`` answers, each one reported."""
-        capabilities = [Instrumentation(self._instrument)]
-        retries = self._attempts - 1
-        agent = Agent(chat_model, retries={"output": retries}, capabilities=capabilities)
+        agent = self._agent(output, schema)
         model = chat_model.model_name
         with capture() as run:
             try:
-                return (await agent.run(message_history=messages, output_type=output)).output
+                return (await agent.run(message_history=messages, model=chat_model)).output
             except ai.UnexpectedModelBehavior as exc:
                 why = str(exc.__cause__ or exc).replace("\n", " ")
                 raise port.LLMOutputError(
@@ -295,6 +294,19 @@ class RemoteModel(port.LanguageModel):
             finally:
                 answers = run[len(messages) :]
                 record(span, model, [m.usage for m in answers if isinstance(m, msg.ModelResponse)])
+
+    def _agent(self, output: OutputSpec[Any], schema: type[Any]) -> Agent[None, Any]:
+        """The agent validating answers into ``schema`` as ``output`` asks, built once: building
+        one works out its output's JSON schema, which costs more CPU than the rest of a call."""
+        key = (type(output), schema)
+        if (agent := self._agents.get(key)) is None:
+            agent = Agent(
+                output_type=output,
+                retries={"output": self._attempts - 1},
+                capabilities=[Instrumentation(self._instrument)],
+            )
+            self._agents[key] = agent
+        return agent
 
     async def _embedded(
         self, model: str, texts: Sequence[str], batch_max: int, embed: Embed

@@ -18,15 +18,15 @@ from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from memoria_contracts.events import CycleContext
 from memoria_llm import usage
 from memoria_llm.config import RemoteConfig
+from memoria_llm.cycle_input import cycle_input
 from memoria_llm.model_messages import ACTION_SCHEMA_NAME
 from memoria_llm.port import EmbedPurpose, LLMOutputError, LLMRequest, Mode, Prompt
 from memoria_llm.remote import RemoteModel, Retried
@@ -90,7 +90,7 @@ class ScriptedModel(RemoteModel):
         await self._start(Mode.REASONING_HEAVY if deciding else Mode.REASONING, request)
         rule = self._rule(request)
         if deciding:
-            cycle = _cycle(request)
+            cycle = cycle_input(request, "the scripted model")
             entry = rule.decide[min(len(cycle.steps) if cycle else 0, len(rule.decide) - 1)]
             # An entry that is a list answers each re-ask in turn, its last one repeating.
             answer = (
@@ -142,7 +142,7 @@ class ScriptedModel(RemoteModel):
 
     def _rule(self, request: LLMRequest) -> ScriptRule:
         """The first rule whose ``match`` is found in the cycle's message."""
-        cycle = _cycle(request)
+        cycle = cycle_input(request, "the scripted model")
         text = str(cycle.original_message.content) if cycle else ""
         for rule in self._script.rules:
             if re.search(rule.match, text, re.IGNORECASE):
@@ -162,19 +162,10 @@ class ScriptedModel(RemoteModel):
         return [v / norm for v in raw]
 
 
-def _cycle(request: LLMRequest) -> CycleContext | None:
-    if request.input_json is None:
-        return None
-    try:
-        return CycleContext.model_validate_json(request.input_json)
-    except ValidationError as exc:
-        raise LLMOutputError(f"the scripted model reads a cycle, not this input: {exc}") from exc
-
-
 def _bindings(rule: ScriptRule, request: LLMRequest) -> tuple[Sequence[str], list[str]]:
     """``$1``…``$9``: the groups of the rule's ``match``; ``$found``: the memory ids shown
     earlier in the cycle (memory messages), in order."""
-    cycle = _cycle(request)
+    cycle = cycle_input(request, "the scripted model")
     match = re.search(rule.match, str(cycle.original_message.content) if cycle else "", re.I)
     records = [*cycle.history, *cycle.transcript] if cycle else []
     shown = [r.content for r in records if r.modal == "memory" and isinstance(r.content, dict)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from memoria_offline.text import strip_edges, tidy
+from memoria_text.folding import strip_edges, tidy
 
 _E: Final = "(?:é|e)"
 # "Where do I live?" "in Porto": the template's preposition gives way to the user's own.

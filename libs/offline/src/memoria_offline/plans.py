@@ -7,7 +7,6 @@ import re
 from datetime import datetime
 from typing import Any, Final
 
-from memoria_llm.relative_dates import TimeSpan, resolve_in_bindings, resolve_relative_dates
 from memoria_offline.cycle import CycleView
 from memoria_offline.facts import (
     fact_of,
@@ -18,6 +17,7 @@ from memoria_offline.facts import (
 )
 from memoria_offline.intents import Intent
 from memoria_offline.merge import kept_details
+from memoria_text.relative_dates import TimeSpan, resolve_in_bindings, resolve_relative_dates
 
 EVERYTHING: Final = "all memories"
 MAX_SEARCH: Final = 100  # the most memories one search returns

@@ -13,8 +13,8 @@ from typing import Any, Final, Literal
 
 from memoria_contracts.text import one_line
 from memoria_offline import telling
-from memoria_offline.text import fold
-from memoria_runtime import i18n
+from memoria_text import i18n
+from memoria_text.folding import fold
 
 Language = Literal["en", "pt"]
 
@@ -27,7 +27,7 @@ MAX_LISTED: Final = 10
 _DELETE_ALL_MARKS: Final = ("delete all your memories", "apague todas as suas memorias")
 """What marks the planner's own delete-everything question (folded), in either language."""
 _PREFIX: Final = "offline_"
-"""The planner's texts are in the one catalogue, ``memoria_runtime.i18n.TEXTS``, under this
+"""The planner's texts are in the one catalogue, ``memoria_text.i18n.TEXTS``, under this
 prefix."""
 
 
@@ -191,21 +191,21 @@ def explanation(task: str, results: dict[str, Any], language: Language) -> str:
         query = (results.get("looked_for") or [""])[0]
         return text("found_none", language, query=query)
     if task == "MemoryUpdate":
-        parts = []
-        if updated := results.get("updated"):
-            items = told_items(updated, "new_content", language=language)
-            parts.append(text("updated", language, items=items))
-        missing = [*results.get("not_found", []), *results.get("not_updated", [])]
-        if missing:
-            parts.append(text("missing", language, items=listing(missing)))
-        return " ".join(parts) or text("done", language)
+        return _changed(results, "updated", "new_content", language)
     if task == "MemoryDelete":
-        parts = []
-        if deleted := results.get("deleted"):
-            items = told_items(deleted, "deleted_content", language=language)
-            parts.append(text("deleted", language, items=items))
-        missing = [*results.get("not_found", []), *results.get("not_deleted", [])]
-        if missing:
-            parts.append(text("missing", language, items=listing(missing)))
-        return " ".join(parts) or text("done", language)
+        return _changed(results, "deleted", "deleted_content", language)
     return text("done", language)
+
+
+def _changed(results: dict[str, Any], done: str, content_key: str, language: Language) -> str:
+    """An update's or a delete's answer: what was ``done`` (``updated``, ``deleted``; each
+    told by its ``content_key``), then what was not found or refused."""
+    parts = []
+    if changed := results.get(done):
+        parts.append(
+            text(done, language, items=told_items(changed, content_key, language=language))
+        )
+    missing = [*results.get("not_found", []), *results.get(f"not_{done}", [])]
+    if missing:
+        parts.append(text("missing", language, items=listing(missing)))
+    return " ".join(parts) or text("done", language)

@@ -10,8 +10,8 @@ from typing import Any, Final
 
 from memoria_contracts.text import as_text, one_line
 from memoria_offline.person import Language, addressed
-from memoria_offline.text import fold
-from memoria_runtime.i18n import language_of
+from memoria_text.folding import fold
+from memoria_text.i18n import language_of
 
 MAX_CHARS: Final = 240
 MAX_LISTED: Final = 10

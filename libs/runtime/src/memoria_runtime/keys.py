@@ -14,8 +14,21 @@ from memoria_runtime.partitions import Partition
 
 PREFIX = "memoria"
 
+REDELIVERY_SLACK_S = 600
+"""How long after the longest a cycle can run (its thread lock's life) a request for one of
+its steps may still be redelivered: an entry whose runs met broker outages is reclaimed up
+to 4 × MEMORIA_MAX_DELIVERIES times, a reclaim window apart (docs/chaos.md, bug 6)."""
+
+
+def step_record_ttl_s(thread_lock_ttl_s: int) -> int:
+    """How long what a step's request may still need is kept in Redis (its plan and
+    completion, its cycle's ended mark): while the cycle may still run or the request come
+    again, not longer (Redis holds what is in flight)."""
+    return thread_lock_ttl_s + REDELIVERY_SLACK_S
+
+
 CYCLE_TTL_S = 24 * 3600
-"""How long a running cycle's state and usage are kept after their last write: far longer
+"""How long a running cycle's state is kept after their last write: far longer
 than any cycle runs (its thread's lock expires first). An ended cycle leaves only a small
 tombstone, kept as long as its events can be redelivered; what it said is in the memory
 service's cycle traces."""
@@ -40,11 +53,6 @@ def message_seen(part: Partition, user_id: str, client_message_id: str) -> str:
 
 def cycle_state(part: Partition, cycle_id: str) -> str:
     return part.scoped(f"{PREFIX}:cycle:{cycle_id}")
-
-
-def cycle_usage(part: Partition, cycle_id: str) -> str:
-    """Hash: ``<model>:in`` / ``<model>:out`` → tokens the cycle's LLM calls used so far."""
-    return part.scoped(f"{PREFIX}:cycle:{cycle_id}:usage")
 
 
 def cycle_ended(part: Partition, cycle_id: str) -> str:

@@ -128,18 +128,34 @@ def redacted_span(span: ReadableSpan) -> ReadableSpan:
     status = span.status
     if status.description:
         status = Status(status.status_code, redact(status.description))
+    return span_with(
+        span,
+        attributes=_clean(span.attributes),
+        events=[
+            Event(event.name, _clean(event.attributes), event.timestamp) for event in span.events
+        ],
+        status=status,
+    )
+
+
+def span_with(
+    span: ReadableSpan,
+    *,
+    attributes: Mapping[str, AttributeValue],
+    events: Sequence[Event] | None = None,
+    status: Status | None = None,
+) -> ReadableSpan:
+    """A copy of the finished ``span`` with other attributes (and events, status)."""
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=_clean(span.attributes),
-        events=[
-            Event(event.name, _clean(event.attributes), event.timestamp) for event in span.events
-        ],
+        attributes=attributes,
+        events=span.events if events is None else events,
         links=span.links,
         kind=span.kind,
-        status=status,
+        status=span.status if status is None else status,
         start_time=span.start_time,
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,

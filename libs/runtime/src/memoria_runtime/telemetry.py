@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
 
-from memoria_runtime.redaction import RedactingSpanExporter
+from memoria_runtime.redaction import RedactingSpanExporter, span_with
 from memoria_runtime.settings import TelemetrySettings
 
 _EXPORT_DELAY_MS = 500  # short, so spans of a finished cycle show up while you look
@@ -45,20 +45,7 @@ def _with_text_attributes(span: ReadableSpan) -> ReadableSpan:
         key: value.decode(errors="replace") if isinstance(value, bytes) else value
         for key, value in (span.attributes or {}).items()
     }
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return span_with(span, attributes=attributes)
 
 
 def _exporter(settings: TelemetrySettings) -> SpanExporter | None:

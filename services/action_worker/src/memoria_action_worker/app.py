@@ -14,9 +14,9 @@ from memoria_contracts.streams import Group, Stream
 from memoria_llm.persona_prompt import strategy_files
 from memoria_offline.selection import language_model
 from memoria_runtime import catalog, redis_clients
-from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
+from memoria_runtime.bus import EventPublisher, ServiceBus, create_bus, subscribe_group
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.lifecycle import Lifecycle
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.personas import load_personas
 from memoria_runtime.refresh import keep_refreshed
 from memoria_runtime.settings import ActionWorkerSettings, BusSettings
@@ -26,10 +26,10 @@ log = logging.getLogger("memoria.action_worker")
 
 def build_broker(
     settings: ActionWorkerSettings, provider: TracerProvider | None = None
-) -> tuple[MemoriaBroker, StepRunner]:
+) -> tuple[ServiceBus, StepRunner]:
     load_personas(settings.cycle)  # the default persona of requests without one; checked here
     strategy_files()  # a broken persona strategy file stops the worker here, saying why
-    broker = create_broker(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.ACTIONS_DONE, "A step's outcome, for decision.")
     publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")

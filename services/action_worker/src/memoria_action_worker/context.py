@@ -25,24 +25,14 @@ from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel
 from memoria_runtime import keys
 from memoria_runtime.bus import EventPublisher
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.envelopes import follow
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partition
 from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
-from memoria_runtime.settings import CycleSettings, SessionSettings
+from memoria_runtime.settings import SessionSettings
 
 P = TypeVar("P", bound=BaseModel)
-REDELIVERY_SLACK_S = 600
-"""How long after the longest a cycle can run (its thread lock's life) a request for one of
-its steps may still be redelivered: an entry whose runs met broker outages is reclaimed up
-to 4 × MEMORIA_MAX_DELIVERIES times, a reclaim window apart (docs/chaos.md, bug 6)."""
-
-
-def step_record_ttl_s(settings: CycleSettings) -> int:
-    """How long a step's plan and completion are kept in Redis: while its cycle may still
-    run or its request come again, not longer (Redis holds what is in flight)."""
-    return settings.thread_lock_ttl_s + REDELIVERY_SLACK_S
 
 
 class ChatSink:
@@ -123,15 +113,14 @@ class ChatSink:
         closing: bool = False,
     ) -> ChatRecord:
         """A complete message (a notice) under the step's next id."""
-        record = self._record(
-            self._next_id(),
+        (record,) = await self.post_all(
             modal=modal,
             role=role,
-            content=content,
+            contents=[content],
             chat_history=chat_history,
             model=model,
+            closing=closing,
         )
-        await self._send(ChatPosted(message=record), closing=closing)
         return record
 
     async def post_all(
@@ -142,6 +131,8 @@ class ChatSink:
         contents: Sequence[Any],
         chat_history: bool,
         cards: Sequence[CardInfo | None] = (),
+        model: str | None = None,
+        closing: bool = False,
     ) -> list[ChatRecord]:
         """Several complete messages (memory cards, each with its ``cards`` note when
         given), each under its own id, in one round trip."""
@@ -153,11 +144,12 @@ class ChatSink:
                 role=role,
                 content=content,
                 chat_history=chat_history,
+                model=model,
                 card=note,
             )
             for content, note in zip(contents, notes, strict=True)
         ]
-        await self._send(*(ChatPosted(message=record) for record in records))
+        await self._send(*(ChatPosted(message=record) for record in records), closing=closing)
         return records
 
     async def stream(
@@ -236,7 +228,8 @@ class ActionContext:
                 pass  # written by an older version of the action: make a new one
         made = await produce()
         raw = made.model_dump_json()
-        await self.redis.set(key, raw, ex=step_record_ttl_s(self.settings.cycle))
+        ttl_s = keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s)
+        await self.redis.set(key, raw, ex=ttl_s)
         if self.stored_plan is not None:
             self.stored_plan.raw = raw.encode()
         return made

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request
+from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request, spoken
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import ActionOutcome
 from memoria_contracts.memory import (
@@ -41,8 +41,8 @@ from memoria_contracts.memory import (
 )
 from memoria_contracts.text import as_text, one_line
 from memoria_llm.port import LLMError, LLMOutputError, LLMRequest, Prompt
-from memoria_runtime import i18n
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
+from memoria_text import i18n
 
 log = logging.getLogger("memoria.action_worker.memory")
 
@@ -149,6 +149,21 @@ def listing(items: Sequence[str]) -> str:
 
 def memories_count(count: int) -> str:
     return "1 memory" if count == 1 else f"{count} memories"
+
+
+def outcome_summary(
+    verb: str, done: Sequence[str], *, not_found: Sequence[str] = (), refused: Sequence[str] = ()
+) -> str:
+    """The step's one-line summary for the next decision: ``"<verb> 2 memories: a, b; not
+    found: c; not <verb>: d (reason)"``."""
+    summary = f"{verb} {memories_count(len(done))}"
+    if done:
+        summary = f"{summary}: {listing(done)}"
+    if not_found:
+        summary += f"; not found: {listing(not_found)}"
+    if refused:
+        summary += f"; not {verb}: {listing(refused)}"
+    return summary
 
 
 def memories_block(memories: Sequence[Memory]) -> str:
@@ -318,6 +333,42 @@ class MemoryCalls:
         )
 
 
+@dataclass
+class Tally(Generic[R]):
+    """What a step's calls on named memories came to, one memory at a time: done (the
+    replies), not found, or refused (with the service's reason)."""
+
+    verb: str
+    describe: Callable[[R], str]
+    done: list[R] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        done = [self.describe(reply) for reply in self.done]
+        return outcome_summary(self.verb, done, not_found=self.not_found, refused=self.refused)
+
+    async def add(self, memory_id: str, call: Awaitable[R | MemoryFailure]) -> None:
+        """Await ``call`` on ``memory_id`` and file its reply. A failure that stops the step
+        carries what was done before it (so the next decision does not redo it)."""
+        reply = await with_progress(call, self.summary)
+        if not isinstance(reply, MemoryFailure):
+            self.done.append(reply)
+        elif reply.code == "not_found":
+            self.not_found.append(memory_id)
+        else:
+            self.refused.append(f"{memory_id} ({reply.error_message})")
+
+
+async def with_progress(call: Awaitable[R], progress: Callable[[], str]) -> R:
+    """``call``'s reply; a :class:`StepFailed` during it is told ``progress()`` first."""
+    try:
+        return await call
+    except StepFailed as failure:
+        failure.progress = progress()
+        raise
+
+
 # -- the closing explanation ----------------------------------------------------------------
 
 
@@ -330,7 +381,8 @@ async def explain(
     results: object,
     bindings: dict[str, list[str]] | None = None,
 ) -> ChatRecord | None:
-    """Stream the step's short explanation (chat-history true, role assistant).
+    """Stream the step's short explanation (chat-history true, role assistant); ``system``
+    names the user's language as ``{language}``.
     ``results`` go into the prompt and, as JSON, into ``metadata["results"]`` for rule-based
     providers; ``bindings`` (each memory's search keys, by id) only into
     ``metadata["bindings"]``: rules read a memory's subject from its keys, a model from its
@@ -343,18 +395,12 @@ async def explain(
     request = agent_request(
         ctx,
         task,
-        system,
+        system.format(language=language_name(ctx)),
         f"{ask}\n\nResults (JSON):\n{results_json}",
         metadata=metadata,
     )
     try:
-        return await ctx.chat.stream(
-            ctx.llm.chat(request),
-            chat_history=True,
-            role="assistant",
-            model=ctx.llm.chat_model(request),
-            closing=True,
-        )
+        return await spoken(ctx, request, chat_history=True)
     except LLMError as exc:
         log.warning("%s: no explanation, the model failed: %s", task, exc)
         return None

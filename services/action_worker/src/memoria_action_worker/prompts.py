@@ -13,6 +13,7 @@ from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 
 if TYPE_CHECKING:
     from memoria_action_worker.context import ActionContext
+    from memoria_contracts.chat import ChatRecord
 
 LANGUAGE_NAMES: dict[Language, str] = {"en": "English", "pt": "Brazilian Portuguese"}
 
@@ -67,3 +68,31 @@ def agent_request(
     model = request.model or ctx.llm.chat_model(request)
     spoken = with_persona(prompt, ctx.persona, model=model, provider=ctx.llm.name)
     return replace(request, prompt=spoken)
+
+
+async def spoken(
+    ctx: ActionContext, request: LLMRequest, *, chat_history: bool
+) -> ChatRecord | None:
+    """Stream the model's answer to ``request`` as the assistant's closing message (kept back
+    until the step ends)."""
+    return await ctx.chat.stream(
+        ctx.llm.chat(request),
+        chat_history=chat_history,
+        role="assistant",
+        model=ctx.llm.chat_model(request),
+        closing=True,
+    )
+
+
+async def closing_reply(
+    ctx: ActionContext, task: str, system: str, ask: str, *, chat_history: bool
+) -> ChatRecord | None:
+    """The turn's last word (Finalize, Question): ``system`` worded for the user's language
+    (its ``{language}``), then the cycle's steps and ``ask``."""
+    request = agent_request(
+        ctx,
+        task,
+        system.format(language=LANGUAGE_NAMES[ctx.language]),
+        f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\n{ask}",
+    )
+    return await spoken(ctx, request, chat_history=chat_history)

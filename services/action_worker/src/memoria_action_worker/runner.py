@@ -16,19 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from memoria_action_worker import SERVICE_NAME
-from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan, step_record_ttl_s
+from memoria_action_worker.context import ActionContext, ChatSink, StoredPlan
 from memoria_action_worker.registry import RegisteredAction
 from memoria_contracts.events import ActionCompleted, ActionOutcome, ActionRequested, Envelope
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LanguageModel, LLMError
-from memoria_runtime import accounting, i18n, keys
+from memoria_runtime import accounting, keys
 from memoria_runtime.bus import Delivery, EventPublisher
 from memoria_runtime.bus.consumer import is_outage
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.envelopes import follow
 from memoria_runtime.health import stop_task
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.partitions import Partition
 from memoria_runtime.settings import SessionSettings
+from memoria_text import i18n
 
 log = logging.getLogger("memoria.action_worker")
 
@@ -73,13 +74,10 @@ class StepRunner:
             log.info("%s step %d runs elsewhere; dropping duplicate", event.cycle_id, request.step)
             return
 
-        # The step's tokens count for its cycle, a failed step's too (they were spent), and a
-        # step run again after a crash counts again (they were spent again). They are written
-        # with the step's completion, in its round trip.
+        # The step's tokens count for its cycle, a failed step's too (they were spent): they
+        # go with its completion. A step cut short by a crash reports none (metrics count them).
         chat = ChatSink(self.publisher, event, request.step)
-        async with accounting.charged_on_failure(
-            self.redis, part, event.cycle_id, service=SERVICE_NAME, prices=self.llm_prices
-        ) as used:
+        with accounting.spent(service=SERVICE_NAME, prices=self.llm_prices) as tokens:
             outcome = await self._run(part, event, request, chat, plan)
         completed = follow(
             event,
@@ -88,16 +86,17 @@ class StepRunner:
                 action=request.action,
                 outcome=outcome,
                 worker=self.worker,
+                tokens=tokens,
             ),
         )
-        totals = accounting.count_usage(used, service=SERVICE_NAME, prices=self.llm_prices)
         async with self.redis.pipeline(transaction=False) as pipe:
             # The step's closing message first: decision reads the thread after the outcome.
             for message in chat.take_closing():
                 await self.publisher.queue(pipe, Stream.CHAT_OUT, message)
-            accounting.queue_add(pipe, part, event.cycle_id, totals)
             pipe.set(
-                done_key, completed.model_dump_json(), ex=step_record_ttl_s(self.settings.cycle)
+                done_key,
+                completed.model_dump_json(),
+                ex=keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s),
             )
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await self.publisher.execute(pipe)

@@ -16,10 +16,10 @@ from memoria_decision.store import CycleStore, released_ttl_s
 from memoria_llm.persona_prompt import strategy_files
 from memoria_offline.selection import language_model
 from memoria_runtime import redis_clients
-from memoria_runtime.bus import EventPublisher, MemoriaBroker, create_broker, subscribe_group
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus import EventPublisher, ServiceBus, create_bus, subscribe_group
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.lifecycle import Lifecycle
-from memoria_runtime.memory_client import MemoryClient
 from memoria_runtime.settings import DecisionSettings
 
 log = logging.getLogger("memoria.decision")
@@ -34,9 +34,9 @@ DECISION_SLOTS = 64
 
 def build_broker(
     settings: DecisionSettings, provider: TracerProvider | None = None
-) -> tuple[MemoriaBroker, CycleExecutor]:
+) -> tuple[ServiceBus, CycleExecutor]:
     strategy_files()  # a broken persona strategy file stops the service here, saying why
-    broker = create_broker(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect(settings.bus)
     publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")

@@ -4,7 +4,7 @@ A write nobody waits for (a state saved, a record posted, a deadline set...) is 
 held writes go in one pipeline, in order, just before the next thing the delivery waits for
 (a Redis read, the thread gate's scripts, the memory service, the model), with that read as
 the pipeline's last command when it is one, and at the end of the delivery. So a Finalize
-cycle waits for Redis 4 times to start and 4 times to end, whatever its effects.
+cycle waits for Redis 4 times to start and 3 times to end, whatever its effects.
 
 **What a crash leaves.** Redis runs a pipeline's commands in order; a process dying while it
 is sent leaves a prefix of them done, which is what dying between two effects would leave
@@ -20,10 +20,10 @@ without batching. What that leaves is safe because of the order the core gives e
 3. A decision's writes (the step just recorded, its deadline cleared, the lock extended,
    ``Thinking…``) go before the model is asked. Dying during the call: the redelivered
    completion finds the step recorded and decides again.
-4. A chosen step: its tokens, the state with the pending step, its deadline, its call
-   record, its request, in that order. Dying before the request: the next event (the
-   previous step's completion, or the message, again) publishes it again; workers drop a
-   duplicate. Dying after the deadline: it times the step out if nothing else comes.
+4. A chosen step: the state with the pending step (and the tokens spent choosing it), its
+   deadline, its call record, its request, in that order. Dying before the request: the next
+   event (the previous step's completion, or the message, again) publishes it again; workers
+   drop a duplicate. Dying after the deadline: it times the step out if nothing else comes.
 5. A completed step's call and result records go before it is recorded (fixed ids).
 6. An end: the step's deadline cleared, the mark that stops running steps, the ended
    state; then ``cycle.ended``; then the gate's ``release``, which writes the tombstone in

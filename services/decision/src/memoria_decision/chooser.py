@@ -56,7 +56,7 @@ class Chooser:
 
     async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
         """``entries``: the action catalog of the user's partition, as read. The decision's
-        tokens count for the cycle (added with the step); a failed one's at once (spent)."""
+        tokens go with what it leads to, a failed decision's too (they were spent)."""
         part = self.settings.bus.partitions.of(state.user_id)
         until = asyncio.get_running_loop().time() + self.settings.cycle.no_workers_wait_seconds
         while not (catalog := await live_actions(self.redis, entries, part)):
@@ -66,18 +66,13 @@ class Chooser:
             entries = await self.redis.hgetall(keys.action_catalog(part))
         prices = self.settings.llm.llm_prices
         try:
-            async with (
-                accounting.charged_on_failure(
-                    self.redis, part, state.cycle_id, service=SERVICE_NAME, prices=prices
-                ) as used,
-                asyncio.timeout(self.settings.cycle.step_timeout_seconds),
-            ):
-                action = await self._ask(state, catalog)
+            with accounting.spent(service=SERVICE_NAME, prices=prices) as spent:
+                async with asyncio.timeout(self.settings.cycle.step_timeout_seconds):
+                    action = await self._ask(state, catalog)
         except (LLMError, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
             log.error("cycle %s: decision failed: %s", state.cycle_id, detail)
-            return events.Undecided(utcnow(), "llm_error", detail)
-        spent = accounting.count_usage(used, service=SERVICE_NAME, prices=prices)
+            return events.Undecided(utcnow(), "llm_error", detail, spent)
         spec = next((spec for spec in catalog if spec.name == action), None)
         tool_call = spec is not None and not spec.ends_cycle  # kept as tool-role history
         return events.Chosen(utcnow(), action, tool_call, new_id("evt"), spent)

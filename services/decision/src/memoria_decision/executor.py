@@ -34,10 +34,10 @@ from memoria_decision.deadlines import Deadlines
 from memoria_decision.store import PENDING_ACTION_TTL_S, CycleStore
 from memoria_runtime import accounting, keys, metrics
 from memoria_runtime.bus import Delivery, EventPublisher
-from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus.memory_requests import MemoryClient
+from memoria_runtime.bus.request_reply import RpcError
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.personas import load_personas
-from memoria_runtime.rpc import RpcError
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import DecisionSettings
 from memoria_runtime.telemetry import attached_trace, current_trace_carrier
@@ -46,7 +46,6 @@ log = logging.getLogger("memoria.decision")
 tracer = trace.get_tracer("memoria.decision")
 
 _SWEEP_BATCH: Final = 50  # deadlines handled per sweep
-_ENDED_MARK_TTL_S: Final = 24 * 3600  # workers look for it while a step runs
 
 
 def core_config(settings: DecisionSettings) -> Config:
@@ -60,6 +59,7 @@ def core_config(settings: DecisionSettings) -> Config:
         personas={persona.id: persona for persona in personas},
         default_persona=personas.default_id,
         pending_ttl_s=PENDING_ACTION_TTL_S,
+        relative_relevance=settings.memory.memory_relative_relevance,
     )
 
 
@@ -180,8 +180,6 @@ class CycleExecutor:
                     lambda pipe: self.gate.queue_refresh(pipe, *lock),
                     lambda answer: self.gate.refreshed(answer, *lock),
                 )
-            case effects.AddUsage(spent):
-                batch.hold(lambda pipe: accounting.queue_add(pipe, part, cycle_id, spent))
             case effects.SetDeadline(step):
                 seconds = self.settings.cycle.step_timeout_seconds
                 batch.hold(lambda p: self.deadlines.queue_set(p, part, cycle_id, step, seconds))
@@ -201,9 +199,11 @@ class CycleExecutor:
                 batch.hold(lambda pipe: self.store.queue_clear(pipe, user_id, thread_id, action_id))
             case effects.MarkEnded():
                 mark, reason = keys.cycle_ended(part, cycle_id), state.end_reason or "done"
-                batch.hold(lambda pipe: pipe.set(mark, reason, ex=_ENDED_MARK_TTL_S))
+                # Workers look for it while a step runs or its request may come again.
+                ttl_s = keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s)
+                batch.hold(lambda pipe: pipe.set(mark, reason, ex=ttl_s))
             case effects.Announce():
-                await self._announce(state, keys.cycle_usage(part, cycle_id), batch)
+                self._announce(state, batch)
             case effects.Release(released):
                 await batch.send()
                 save = None if released is None else self.store.released(released)
@@ -233,13 +233,12 @@ class CycleExecutor:
         except RpcError as exc:
             return events.Unanswered(str(exc), timeout=False)
 
-    async def _announce(self, state: CycleState, usage_key: str, batch: Batch) -> None:
-        """``cycle.ended`` with the cycle's usage, read with the end's writes (its steps'
-        tokens are all in by then); None when no call reported any (the offline planner),
-        rather than a cost of 0 nobody measured. The usage is kept no longer than the
-        tombstone: only a redelivery before the release announces the end again."""
-        used = accounting.parse_cycle(await batch.send(lambda pipe: pipe.hgetall(usage_key)))
-        usage = accounting.priced(used, self.settings.llm.llm_prices) if used else None
+    def _announce(self, state: CycleState, batch: Batch) -> None:
+        """``cycle.ended`` with the cycle's usage (its decisions' tokens and its steps'); None
+        when no call reported any (the offline planner), rather than a cost of 0 nobody
+        measured."""
+        tokens, prices = state.tokens, self.settings.llm.llm_prices
+        usage = accounting.priced(tokens, prices) if tokens else None
         reason = state.end_reason or "done"
         # The span's attributes: OpenTelemetry's GenAI names where there is one.
         attributes: dict[str, Any] = {"memoria.cycle_id": state.cycle_id}
@@ -253,8 +252,6 @@ class CycleExecutor:
         with tracer.start_as_current_span("cycle.end", attributes=attributes):
             ended = CycleEnded(actions=state.actions, reason=reason, usage=usage)
             batch.append(Stream.CHAT_OUT, self._envelope(state, ended))
-        ttl_s = self.store.released_ttl_s
-        batch.hold(lambda pipe: pipe.expire(usage_key, ttl_s))
 
     @staticmethod
     def _envelope(state: CycleState, payload: Payload, event_id: str | None = None) -> Envelope:

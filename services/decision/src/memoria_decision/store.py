@@ -15,7 +15,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from memoria_decision.core.state import PendingAction, Released, Stored
 from memoria_runtime import keys
-from memoria_runtime.gate import KeyWrite
+from memoria_runtime.bus.thread_gate import KeyWrite
 from memoria_runtime.partitions import Partition, Partitions
 from memoria_runtime.settings import BusSettings
 

@@ -19,11 +19,11 @@ from memoria_gateway.routing import UserRoutes
 from memoria_gateway.user_rate_limit import HTTP_REQUESTS, WS_MESSAGES, UserRateLimit
 from memoria_runtime import redis_clients
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.bus import MemoriaBroker, create_broker
+from memoria_runtime.bus import ServiceBus, create_bus
 from memoria_runtime.bus.channels import Channel
+from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.bus.signing import Signer, signer_for
-from memoria_runtime.gate import ThreadGate
-from memoria_runtime.memory_client import MemoryClient
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.settings import GatewayProcessSettings
 
 log = logging.getLogger("memoria.gateway")
@@ -41,7 +41,7 @@ class Gateway:
     secret file)."""
 
     settings: GatewayProcessSettings
-    broker: MemoriaBroker
+    broker: ServiceBus
     redis: Any
     intake: Intake
     memory: MemoryClient
@@ -64,8 +64,8 @@ class Gateway:
 
 def build_broker(
     settings: GatewayProcessSettings, provider: TracerProvider | None = None
-) -> tuple[MemoriaBroker, Gateway]:
-    broker = create_broker(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+) -> tuple[ServiceBus, Gateway]:
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect_bounded(
         settings.bus, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
     )

@@ -28,7 +28,7 @@ R = TypeVar("R")
 
 
 class CycleBackend(Protocol):
-    """The call of :class:`memoria_runtime.memory_client.MemoryClient` this API uses."""
+    """The call of :class:`memoria_runtime.bus.memory_requests.MemoryClient` this API uses."""
 
     async def cycle(self, user_id: str, cycle_id: str) -> CycleFound | CycleFailure:
         """One of the user's cycles with its trace."""

@@ -30,13 +30,12 @@ from typing import Any
 from memoria_contracts.streams import Stream
 from memoria_gateway.frames import frame_for
 from memoria_gateway.hub import ConnectionHub
-from memoria_gateway.resume import EntryId
 from memoria_gateway.routing import UserRoutes
 from memoria_runtime import keys, metrics
-from memoria_runtime.bus import MemoriaBroker
+from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import opened, read_entry
-from memoria_runtime.bus.retention import EntryId as StreamPosition
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.bus.retention import queue_inbox_trim
 from memoria_runtime.bus.routed import ENTRY_FIELD, INBOX_LEASE_S, ROUTE_TTL_S
 from memoria_runtime.bus.signing import Signer
@@ -58,7 +57,7 @@ INBOX_LOST_WHY = "this server lost its frame inbox"
 class ChatOutFanOut:
     def __init__(
         self,
-        broker: MemoriaBroker,
+        broker: ServiceBus,
         signer: Signer,
         hub: ConnectionHub,
         routes: UserRoutes,
@@ -167,7 +166,7 @@ class ChatOutFanOut:
             for key in self._parts:
                 pipe.expire(key, INBOX_LEASE_S)
             for key in self._parts:
-                read = StreamPosition.parse(self._read_up_to.get(key, "0-0"))
+                read = EntryId.of(self._read_up_to.get(key, "0-0"))
                 queue_inbox_trim(pipe, key, self._retention_s, now_ms, read)
             alive = (await pipe.execute())[: len(self._parts)]
         for key, kept in zip(self._parts, alive, strict=True):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memoria_contracts.events import ChatDelta, ChatPosted, CycleEnded, Envelope
+from memoria_contracts.chat import ChatRecord
+from memoria_contracts.events import ChatDelta, ChatPosted, CycleEnded, CycleSummary, Envelope
 from memoria_contracts.frames import CycleEndFrame, DeltaFrame, MessageFrame
 
 OutboundFrame = MessageFrame | DeltaFrame | CycleEndFrame
@@ -15,17 +16,10 @@ def frame_for(event: Envelope, event_id: str | None = None) -> OutboundFrame | N
         message = payload.message
         if message.tool_record:
             return None  # tool calls and results are history for the LLM, not chat
-        return MessageFrame(
-            id=message.id,
-            thread_id=event.thread_id,
+        return message_frame(
+            message,
+            event.thread_id,
             cycle_id=message.cycle_id or event.cycle_id,
-            chat_history=message.chat_history,
-            modal=message.modal,
-            role=message.role,
-            content=message.content,
-            model=message.model,
-            created_at=message.created_at,
-            card=message.card,
             event_id=event_id,
         )
     if isinstance(payload, ChatDelta):
@@ -46,3 +40,29 @@ def frame_for(event: Envelope, event_id: str | None = None) -> OutboundFrame | N
             event_id=event_id,
         )
     return None
+
+
+def message_frame(
+    record: ChatRecord,
+    thread_id: str,
+    *,
+    cycle_id: str | None,
+    event_id: str | None = None,
+    cycle_end: CycleSummary | None = None,
+) -> MessageFrame:
+    """The ``message`` frame that shows ``record``: live (with its ``event_id``) or from a
+    thread's stored messages (with the ``cycle_end`` of the cycle it ends)."""
+    return MessageFrame(
+        id=record.id,
+        thread_id=thread_id,
+        cycle_id=cycle_id,
+        chat_history=record.chat_history,
+        modal=record.modal,
+        role=record.role,
+        content=record.content,
+        model=record.model,
+        created_at=record.created_at,
+        card=record.card,
+        event_id=event_id,
+        cycle_end=cycle_end,
+    )

@@ -21,13 +21,14 @@ from memoria_gateway.dev_login import (
     clean_name,
     user_id_for,
 )
+from memoria_gateway.frames import message_frame
 from memoria_gateway.memory_schemas import ErrorBody
 from memoria_gateway.security_headers import PAGE_HEADERS
 from memoria_gateway.user_rate_limit import per_user
 from memoria_runtime import metrics
 from memoria_runtime.auth import AuthError
+from memoria_runtime.bus.request_reply import RpcError
 from memoria_runtime.instance import instance_of
-from memoria_runtime.rpc import RpcError
 
 log = logging.getLogger("memoria.gateway.http")
 
@@ -177,19 +178,7 @@ def http_router(gateway: Gateway) -> APIRouter:
         last_of_cycle = {r.cycle_id: r.id for r in records if r.cycle_id}
         end_on = {last_of_cycle[s.cycle_id]: s for s in page.cycles if s.cycle_id in last_of_cycle}
         return [
-            MessageFrame(
-                id=r.id,
-                thread_id=thread_id,
-                cycle_id=r.cycle_id,
-                chat_history=r.chat_history,
-                modal=r.modal,
-                role=r.role,
-                content=r.content,
-                model=r.model,
-                created_at=r.created_at,
-                card=r.card,
-                cycle_end=end_on.get(r.id),
-            )
+            message_frame(r, thread_id, cycle_id=r.cycle_id, cycle_end=end_on.get(r.id))
             for r in records
         ]
 

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from starlette.websockets import WebSocket
 
 from memoria_gateway.frames import OutboundFrame
-from memoria_gateway.resume import EntryId, LiveGate
+from memoria_gateway.resume import LiveGate
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.health import stop_task
 
 log = logging.getLogger("memoria.gateway.hub")

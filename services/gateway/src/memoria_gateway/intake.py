@@ -22,7 +22,7 @@ from memoria_contracts.streams import Stream
 from memoria_gateway.error_words import one_line
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.signing import Signer
-from memoria_runtime.gate import ThreadGate
+from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.settings import GatewaySettings
 from memoria_runtime.telemetry import current_trace_carrier
 

@@ -63,7 +63,7 @@ from memoria_gateway.memory_schemas import (
     RefusedItem,
 )
 from memoria_runtime.auth import TokenIssuer
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
 
 log = logging.getLogger("memoria.gateway.memories")
 
@@ -98,7 +98,7 @@ F = TypeVar("F")
 
 
 class MemoryBackend(Protocol):
-    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses."""
+    """The calls of :class:`memoria_runtime.bus.memory_requests.MemoryClient` this API uses."""
 
     async def search(self, user_id: str, request: MemorySearch) -> MemoryFound | MemoryFailure:
         """Semantic or chronological search."""

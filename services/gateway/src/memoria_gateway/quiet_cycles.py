@@ -29,8 +29,9 @@ from memoria_contracts.events import Language
 from memoria_contracts.frames import MessageFrame
 from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.hub import ConnectionHub
-from memoria_runtime import i18n, presence
+from memoria_runtime import presence
 from memoria_runtime.health import stop_task
+from memoria_text import i18n
 
 log = logging.getLogger("memoria.gateway.quiet")
 

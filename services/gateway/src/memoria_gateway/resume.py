@@ -1,5 +1,4 @@
-"""Resuming a socket where the client left off: stream entry ids, and the order of live frames
-around a replay.
+"""Resuming a socket where the client left off: the order of live frames around a replay.
 
 A resuming socket is registered for live frames *before* the replay is read, so nothing
 published meanwhile can slip between the two. Live frames are held while the replay is sent,
@@ -10,36 +9,7 @@ in stream order, so what is left goes out exactly once, in order.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Final
-
-_ENTRY_ID: Final = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
-_MAX_PART: Final = 2**64 - 1  # Redis keeps both parts of an entry id as unsigned 64-bit
-
-
-@dataclass(frozen=True, order=True, slots=True)
-class EntryId:
-    """A Redis stream entry id, ``<milliseconds>-<sequence>``, ordered as Redis orders them."""
-
-    millis: int
-    sequence: int
-
-    @classmethod
-    def parse(cls, text: str | bytes) -> EntryId | None:
-        """The id, or None when ``text`` is not one."""
-        if isinstance(text, bytes):
-            text = text.decode("ascii", errors="replace")
-        match = _ENTRY_ID.fullmatch(text)
-        if match is None:
-            return None
-        millis, sequence = int(match[1]), int(match[2])
-        if millis > _MAX_PART or sequence > _MAX_PART:
-            return None
-        return cls(millis, sequence)
-
-    def __str__(self) -> str:
-        return f"{self.millis}-{self.sequence}"
+from memoria_runtime.bus.entry_id import EntryId
 
 
 class LiveGate:

@@ -9,7 +9,7 @@ from typing import Final, Protocol
 from memoria_contracts.frames import ClientSessionConfig, ErrorFrame, SessionConfigFrame
 from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionConfigUpdate
 from memoria_contracts.threads import ThreadFailure
-from memoria_runtime.rpc import RpcError
+from memoria_runtime.bus.request_reply import RpcError
 
 log = logging.getLogger("memoria.gateway.session")
 
@@ -18,7 +18,7 @@ NOT_ANSWERING: Final = "the memory service is not answering; send the frame agai
 
 
 class SessionBackend(Protocol):
-    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` the frame uses."""
+    """The calls of :class:`memoria_runtime.bus.memory_requests.MemoryClient` the frame uses."""
 
     async def session_config(
         self, user_id: str, request: SessionConfigGet

@@ -56,7 +56,7 @@ R = TypeVar("R")
 
 
 class ThreadBackend(SessionBackend, Protocol):
-    """The calls of :class:`memoria_runtime.memory_client.MemoryClient` this API uses: the
+    """The calls of :class:`memoria_runtime.bus.memory_requests.MemoryClient` this API uses: the
     session config's (as the WebSocket frame's) and the threads'."""
 
     async def threads(self, user_id: str, request: ThreadList) -> ThreadPage | ThreadFailure:

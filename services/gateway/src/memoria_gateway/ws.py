@@ -41,21 +41,23 @@ async def refuse(websocket: WebSocket, code: ErrorCode, message: str) -> None:
 
 
 def rate_limited(bucket: TokenBucket, wait: float) -> ErrorFrame:
-    seconds = retry_after_seconds(wait)
-    return ErrorFrame(
-        code="rate_limited",
-        message=f"too many messages: at most {bucket.per_minute} a minute on one connection "
-        f"(bursts of {bucket.burst}); try again in {seconds} s",
-        retry_after=seconds,
+    return _too_many(
+        f"at most {bucket.per_minute} a minute on one connection (bursts of {bucket.burst})",
+        wait,
     )
 
 
 def user_rate_limited(limit: UserRateLimit, wait: float) -> ErrorFrame:
+    return _too_many(
+        f"at most {limit.per_minute} a minute for one user, all connections together", wait
+    )
+
+
+def _too_many(limit: str, wait: float) -> ErrorFrame:
     seconds = retry_after_seconds(wait)
     return ErrorFrame(
         code="rate_limited",
-        message=f"too many messages: at most {limit.per_minute} a minute for one user, all "
-        f"connections together; try again in {seconds} s",
+        message=f"too many messages: {limit}; try again in {seconds} s",
         retry_after=seconds,
     )
 

@@ -1,24 +1,26 @@
 """Maintenance commands of the memory service: ``python -m memoria_memory.admin reembed``.
 
 `memoria reembed` runs this module in a subprocess, as `memoria run` runs the services: the
-CLI never imports a service (nor its embedder and vector database client).
+CLI never imports a service (nor its embedder and vector database client), and draws the
+progress this module reports on the socket it hands over (``progress_feed``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
 
 from memoria_memory.docstore import DocumentStoreError
 from memoria_memory.embedding.port import EmbeddingError
+from memoria_memory.progress_feed import ProgressSocket, RunningTotals
 from memoria_memory.reembed import (
     DEFAULT_BATCH,
     ReembedPlan,
-    ReembedProgress,
     ReembedReport,
     describe_issues,
     milvus_dropper,
@@ -27,7 +29,6 @@ from memoria_memory.reembed import (
 from memoria_memory.reembed import reembed as migrate
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors.port import VectorStoreError
-from memoria_runtime.progress import Tracker, track
 from memoria_runtime.settings import MemoryServiceSettings
 
 EXIT_OK = 0
@@ -55,19 +56,29 @@ def reembed(
         ),
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    progress_fd: Annotated[
+        int | None,
+        typer.Option(hidden=True, help="A socket to report progress on (`memoria reembed`)."),
+    ] = None,
 ) -> None:
     """Re-embed every memory with the embedding model the settings select now."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Its "run `memoria reembed`" warning is noise in the very run it asks for.
     logging.getLogger("memoria.memory.reconciler").setLevel(logging.ERROR)
+    feed = None if progress_fd is None else ProgressSocket.from_fd(progress_fd)
     code = asyncio.run(
-        _reembed(MemoryServiceSettings.load(), batch=batch, drop_old=drop_old, yes=yes)
+        _reembed(MemoryServiceSettings.load(), batch=batch, drop_old=drop_old, yes=yes, feed=feed)
     )
     raise typer.Exit(code)
 
 
 async def _reembed(
-    settings: MemoryServiceSettings, *, batch: int, drop_old: bool, yes: bool
+    settings: MemoryServiceSettings,
+    *,
+    batch: int,
+    drop_old: bool,
+    yes: bool,
+    feed: ProgressSocket | None = None,
 ) -> int:
     try:
         storage = await MemoryStorage.open(settings)
@@ -84,12 +95,13 @@ async def _reembed(
         if not yes and not typer.confirm("Go ahead?", default=False):
             typer.echo("Nothing changed.")
             return EXIT_OK
-        with track(sys.stderr, "re-embedding", "memories", planned.to_migrate) as tracker:
+        with _reporting(feed, planned.to_migrate):
+            totals = RunningTotals(feed.advance if feed else lambda _: None)
             report = await migrate(
                 storage,
                 batch=batch,
                 drop_old=drop_old,
-                progress=ProgressFeed(tracker),
+                progress=lambda done: totals(done.migrated + done.failed + done.skipped),
                 drop=milvus_dropper(settings.storage) if drop_old else None,
             )
         _show_report(report)
@@ -118,18 +130,17 @@ def _show_plan(planned: ReembedPlan, *, drop_old: bool) -> None:
         typer.echo(f"Then, if all migrate: drop {', '.join(old) or 'no collection'}.")
 
 
-class ProgressFeed:
-    """Hands the migration's running totals to a progress display (a bar with rate and time
-    left on a terminal, a line every few seconds elsewhere), as the steps it advanced by."""
-
-    def __init__(self, tracker: Tracker) -> None:
-        self._tracker = tracker
-        self._done = 0
-
-    def __call__(self, progress: ReembedProgress) -> None:
-        done = progress.migrated + progress.failed + progress.skipped
-        self._tracker.advance(done - self._done)
-        self._done = done
+@contextmanager
+def _reporting(feed: ProgressSocket | None, total: int) -> Iterator[None]:
+    """The migration's span on the CLI's display, if it handed one over."""
+    if feed is None:
+        yield
+        return
+    feed.start(total)
+    try:
+        yield
+    finally:
+        feed.end()
 
 
 def _show_report(report: ReembedReport) -> None:

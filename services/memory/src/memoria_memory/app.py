@@ -19,7 +19,7 @@ from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_memory.vectors import VectorStore
-from memoria_runtime.bus import MemoriaBroker, create_broker, subscribe_group
+from memoria_runtime.bus import ServiceBus, create_bus, subscribe_group
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import MemoryServiceSettings, MemorySettings
@@ -29,9 +29,9 @@ log = logging.getLogger("memoria.memory")
 
 def build_broker(
     settings: MemoryServiceSettings, provider: TracerProvider | None = None
-) -> tuple[MemoriaBroker, MemoryHandlers]:
+) -> tuple[ServiceBus, MemoryHandlers]:
     load_personas(settings.cycle)  # a bad personas file stops the service here, saying why
-    broker = create_broker(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     handlers = MemoryHandlers(settings)
     subscribe_group(
         broker,

@@ -28,11 +28,10 @@ from memoria_memory.docstore import Collection
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.ids import row_id_for
-from memoria_memory.memories.lexical_index import row_text
+from memoria_memory.memories.lexical_index import vector_rows
 from memoria_memory.memories.reconciler import ReconcileReport
 from memoria_memory.memories.repository import MEMORIES, MemoryRepository
 from memoria_memory.storage import MemoryStorage
-from memoria_memory.vectors import VectorRow
 from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
 from memoria_memory.vectors.port import COLLECTION_PREFIX
 from memoria_runtime.settings import StorageSettings
@@ -267,14 +266,7 @@ class _Migration:
         self, user_id: str, documents: list[MemoryDocument], vectors: dict[str, list[list[float]]]
     ) -> None:
         rows = [
-            VectorRow(
-                id=row_id_for(document.id, binding),
-                memory_id=document.id,
-                vector=vector,
-                text=row_text(binding, document.content),
-            )
-            for document in documents
-            for binding, vector in zip(document.bindings, vectors[document.id], strict=True)
+            row for document in documents for row in vector_rows(document, vectors[document.id])
         ]
         try:
             await self._storage.vectors.upsert(user_id, rows)

@@ -26,8 +26,9 @@ Why not FastStream's subscribers (ADR 0013): per entry they resolve the handler'
 with FastDepends and run a stack of middlewares (telemetry, Prometheus, logging,
 acknowledgement), which was most of a cycle's CPU on two cores; and a FastStream stream
 subscriber with ``min_idle_time`` only ever reclaims, so each group needed two subscribers
-polling Redis. FastStream still frames every entry, publishes, and documents the channels
-(AsyncAPI, :meth:`MemoriaBroker.document_readers`).
+polling Redis. What remains of FastStream is its entry format (``MESSAGE_FORMAT``,
+service_bus.py), so a FastStream client still reads and writes these streams; each reader
+declares its stream and group on the service's bus, for its AsyncAPI document (asyncapi.py).
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Group, Stream
 from memoria_runtime import metrics
-from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.deadletter import dead_letter
 from memoria_runtime.bus.entries import Entry, opened, read_entry
+from memoria_runtime.bus.service_bus import ServiceBus
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.bus.topology import create_stream
 from memoria_runtime.health import STOP_WAIT_S, stop_task, waiting_at
@@ -147,7 +148,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        broker: MemoriaBroker,
+        broker: ServiceBus,
         settings: BusSettings,
         *,
         stream: Stream,
@@ -524,7 +525,7 @@ def _by_stream(reply: Any) -> list[tuple[str, Any]]:
 
 
 def subscribe_group(
-    broker: MemoriaBroker,
+    broker: ServiceBus,
     settings: BusSettings,
     *,
     stream: Stream,

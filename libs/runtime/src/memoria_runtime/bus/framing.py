@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
-from memoria_runtime.bus.broker import MESSAGE_FORMAT
+from memoria_runtime.bus.service_bus import MESSAGE_FORMAT
 from memoria_runtime.bus.signing import Signer
 from memoria_runtime.telemetry import current_trace_carrier
 

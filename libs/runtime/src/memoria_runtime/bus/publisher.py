@@ -17,11 +17,11 @@ from redis.exceptions import NoScriptError
 from memoria_contracts.events import Envelope
 from memoria_contracts.streams import Stream
 from memoria_runtime import metrics
-from memoria_runtime.bus.broker import MemoriaBroker
 from memoria_runtime.bus.channels import Channel
 from memoria_runtime.bus.entries import DATA_FIELD
 from memoria_runtime.bus.framing import frame_for_stream
 from memoria_runtime.bus.routed import RoutedAppend
+from memoria_runtime.bus.service_bus import ServiceBus
 from memoria_runtime.bus.signing import Signer, signer_for
 from memoria_runtime.bus.topology import append, groups_of
 from memoria_runtime.partitions import Partition, Partitions
@@ -50,7 +50,7 @@ class EventPublisher:
     (ADR 0013). The entry is framed exactly as FastStream frames it."""
 
     def __init__(
-        self, broker: MemoriaBroker, settings: BusSettings, signer: Signer | None = None
+        self, broker: ServiceBus, settings: BusSettings, signer: Signer | None = None
     ) -> None:
         self._broker = broker
         self._partitions = settings.partitions

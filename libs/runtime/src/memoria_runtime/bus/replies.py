@@ -10,7 +10,7 @@ to whatever channel the frame names, as they did for FastStream's requests.
 
 After a broker restart redis-py reconnects the pub/sub connection and subscribes the
 channel again; a reply published while it was away is lost, which the caller sees as a
-timeout (rpc.py retries once).
+timeout (request_reply.py retries once).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from typing import Any, Final
 from redis.exceptions import RedisError, ResponseError
 
 from memoria_contracts.streams import READERS, Stream
+from memoria_runtime.bus.entry_id import EntryId
 from memoria_runtime.partitions import logical_name
 from memoria_runtime.settings import BusSettings
 
@@ -47,24 +48,6 @@ MIN_TRIM_INTERVAL_S: Final = 5.0
 MAX_TRIM_INTERVAL_S: Final = 60.0
 PINNED_WARNING: Final = 3
 """A group holding entries this many retentions old is named in the log."""
-
-
-@dataclass(frozen=True, order=True)
-class EntryId:
-    millis: int
-    sequence: int
-
-    @classmethod
-    def parse(cls, raw: bytes | str) -> EntryId:
-        text = raw.decode() if isinstance(raw, bytes) else raw
-        millis, _, sequence = text.partition("-")
-        return cls(int(millis), int(sequence or 0))
-
-    def next(self) -> EntryId:
-        return EntryId(self.millis, self.sequence + 1)
-
-    def __str__(self) -> str:
-        return f"{self.millis}-{self.sequence}"
 
 
 @dataclass(frozen=True)
@@ -109,8 +92,8 @@ async def group_positions(redis: Any, stream: str, groups: Iterable[str]) -> lis
         if int(group["pending"]):
             summary = await redis.xpending(stream, name)
             if summary["pending"] and summary["min"] is not None:
-                oldest = EntryId.parse(summary["min"])
-        positions.append(GroupPosition(name, EntryId.parse(group["last-delivered-id"]), oldest))
+                oldest = EntryId.of(summary["min"])
+        positions.append(GroupPosition(name, EntryId.of(group["last-delivered-id"]), oldest))
     return positions
 
 
@@ -125,7 +108,7 @@ async def trim_stream(redis: Any, stream: str, retention_s: float, now_ms: int) 
     first: Any = await redis.xrange(stream, count=1)
     if not first:
         return 0  # no stream, or nothing in it
-    oldest = EntryId.parse(first[0][0])
+    oldest = EntryId.of(first[0][0])
     groups = [group.value for group in READERS.get(Stream(logical_name(stream)), ())]
     positions = await group_positions(redis, stream, groups)
     cut = age_cut(retention_s, now_ms)

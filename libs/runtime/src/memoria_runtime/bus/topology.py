@@ -8,8 +8,8 @@ readers noticed, would be skipped, and its cycle would never start. So:
 
 * a stream is created only with all the groups of ``memoria_contracts.streams.READERS``
   (and the caller's own), each at the end of the new, empty stream: here, in one
-  transaction, or in the thread gate's scripts (gate.py), which append to ``chat.in`` and
-  create it the same way inside the script;
+  transaction, or in the thread gate's scripts (thread_gate.py), which append to
+  ``chat.in`` and create it the same way inside the script;
 * every other append is made with ``NOMKSTREAM``; an append that finds no stream gets
   ``None``, calls :func:`create_stream`, and is made again (publisher.py, replies.py).
 

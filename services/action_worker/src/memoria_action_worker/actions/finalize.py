@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request, steps_summary
+from memoria_action_worker.prompts import closing_reply
 from memoria_action_worker.registry import action
 from memoria_contracts.events import ActionOutcome
 
@@ -21,18 +21,6 @@ SYSTEM = (
 
 @action("Finalize", when_to_use=WHEN_TO_USE, ends_cycle=True)
 async def finalize(ctx: ActionContext) -> ActionOutcome:
-    request = agent_request(
-        ctx,
-        "Finalize",
-        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
-        f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nWrite the reply now.",
-    )
     # The closing summary is not part of the chat history (chat-history: false).
-    await ctx.chat.stream(
-        ctx.llm.chat(request),
-        chat_history=False,
-        role="assistant",
-        model=ctx.llm.chat_model(request),
-        closing=True,
-    )
+    await closing_reply(ctx, "Finalize", SYSTEM, "Write the reply now.", chat_history=False)
     return ActionOutcome(status="ok", ends_cycle=True, summary="replied to the user")

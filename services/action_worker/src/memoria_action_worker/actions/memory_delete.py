@@ -9,16 +9,13 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 from memoria_action_worker.context import ActionContext
 from memoria_action_worker.memory_steps import (
     MemoryCalls,
-    StepFailed,
+    Tally,
     bare_list_as,
     describe,
     explain,
     guarded,
-    language_name,
-    listing,
     make_plan,
     memories_block,
-    memories_count,
     memories_in,
     status,
     succeeded,
@@ -70,18 +67,6 @@ def _plan_prompt(ctx: ActionContext) -> Prompt:
     return chat_prompt(system, ctx.cycle, ask)
 
 
-def _summary(deleted: list[MemoryDeleted], not_found: list[str], refused: list[str]) -> str:
-    items = [describe(d.memory_id, d.deleted_content) for d in deleted]
-    summary = f"deleted {memories_count(len(deleted))}"
-    if items:
-        summary = f"{summary}: {listing(items)}"
-    if not_found:
-        summary += f"; not found: {listing(not_found)}"
-    if refused:
-        summary += f"; not deleted: {listing(refused)}"
-    return summary
-
-
 async def _delete(ctx: ActionContext) -> ActionOutcome:
     await status(ctx, "memory_delete_started")
     # ctx.plan: a re-run of the step deletes the same ids (already gone ones show as not found).
@@ -94,37 +79,27 @@ async def _delete(ctx: ActionContext) -> ActionOutcome:
     )
     calls = MemoryCalls(ctx)
     await status(ctx, "memory_delete_deleting")
-    deleted: list[MemoryDeleted] = []
-    not_found: list[str] = []
-    refused: list[str] = []
+    tally: Tally[MemoryDeleted] = Tally(
+        "deleted", lambda d: describe(d.memory_id, d.deleted_content)
+    )
     for memory_id in dict.fromkeys(plan.memory_ids):  # deleting twice would report "not found"
-        try:
-            reply = await calls.delete(memory_id)
-        except StepFailed as failure:
-            failure.progress = _summary(deleted, not_found, refused)
-            raise
-        if isinstance(reply, MemoryDeleted):
-            deleted.append(reply)
-        elif reply.code == "not_found":
-            not_found.append(memory_id)
-        else:
-            refused.append(f"{memory_id} ({reply.error_message})")
+        await tally.add(memory_id, calls.delete(memory_id))
     results = {
         "deleted": [
-            {"memory_id": d.memory_id, "deleted_content": d.deleted_content} for d in deleted
+            {"memory_id": d.memory_id, "deleted_content": d.deleted_content} for d in tally.done
         ],
-        "not_found": not_found,
-        "not_deleted": refused,
+        "not_found": tally.not_found,
+        "not_deleted": tally.refused,
     }
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just deleted.",
         results=results,
     )
     arguments = {"memory_ids": list(dict.fromkeys(plan.memory_ids))}
-    return succeeded(_summary(deleted, not_found, refused), [explanation], arguments)
+    return succeeded(tally.summary(), [explanation], arguments)
 
 
 @action("MemoryDelete", when_to_use=WHEN_TO_USE, ends_cycle=False)

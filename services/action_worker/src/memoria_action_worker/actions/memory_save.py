@@ -12,21 +12,20 @@ from memoria_action_worker.context import ActionContext
 from memoria_action_worker.memory_steps import (
     Content,
     MemoryCalls,
-    StepFailed,
     bare_list_as,
     check_content,
     describe,
     explain,
     guarded,
     language_name,
-    listing,
     make_plan,
-    memories_count,
     memory_result,
     memory_types_block,
+    outcome_summary,
     short,
     status,
     succeeded,
+    with_progress,
 )
 from memoria_action_worker.prompts import chat_prompt
 from memoria_action_worker.registry import action
@@ -42,7 +41,7 @@ from memoria_contracts.memory import (
     MemoryType,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
+from memoria_text.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemorySave"
 MAX_SAVES: Final = 10  # one message rarely holds more facts; more is likely a runaway plan
@@ -143,16 +142,13 @@ def _dated(plan: SavePlan, said: datetime) -> SavePlan:
 
 
 def _summary(saved: list[MemorySaved], refused: list[tuple[PlannedMemory, str]]) -> str:
-    items = [
+    done = [
         describe(s.memory_id, s.memory.content) + ("" if s.created else " (already saved)")
         for s in saved
     ]
-    summary = f"saved {memories_count(len(saved))}"
-    if items:
-        summary = f"{summary}: {listing(items)}"
-    if refused:
-        summary += "; not saved: " + listing([f'"{short(p.content)}" ({e})' for p, e in refused])
-    return summary
+    return outcome_summary(
+        "saved", done, refused=[f'"{short(p.content)}" ({e})' for p, e in refused]
+    )
 
 
 async def _save(ctx: ActionContext) -> ActionOutcome:
@@ -190,11 +186,7 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
             creation_datetime=ctx.said_at,  # when it was told, not when this step ran
         )
         offset += len(planned.bindings)
-        try:
-            reply = await calls.save(request)
-        except StepFailed as failure:
-            failure.progress = _summary(saved, refused)
-            raise
+        reply = await with_progress(calls.save(request), lambda: _summary(saved, refused))
         if isinstance(reply, MemorySaved):
             saved.append(reply)
         else:
@@ -215,7 +207,7 @@ async def _save(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just saved.",
         results=results,
     )

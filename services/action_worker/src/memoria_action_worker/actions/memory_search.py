@@ -44,9 +44,10 @@ from memoria_contracts.memory import (
     QueryText,
     SearchMode,
     check_window,
+    near_the_best,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import said_on
+from memoria_text.relative_dates import said_on
 
 TASK: Final = "MemorySearch"
 
@@ -135,21 +136,6 @@ def _plan_prompt(ctx: ActionContext, retrieved: list[Memory]) -> Prompt:
     return chat_prompt(system, ctx.cycle, ask)
 
 
-def near_the_best(memories: list[Memory], share: float) -> list[Memory]:
-    """The memories whose relevance is at least ``share`` of the best one's: a memory far
-    below the best match answers the search less than the cards around it, and a card of
-    it reads as an answer ("Where do I live?" → the city, not the sister's bassoon)."""
-    best = max((m.relevance_score or 0.0 for m in memories), default=0.0)
-    if best <= 0.0 or share <= 0.0:
-        return memories
-    return [m for m in memories if (m.relevance_score or 0.0) >= share * best]
-
-
-def matches(count: int) -> list[CardInfo]:
-    """Each card's note, in the order shown: the first is the best match."""
-    return [CardInfo(kind="found", match="best" if n == 0 else "related") for n in range(count)]
-
-
 async def _search(ctx: ActionContext) -> ActionOutcome:
     await status(ctx, "memory_search_started")
     retrieved = memories_in(ctx.cycle.transcript)
@@ -206,7 +192,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         role="system",
         chat_history=True,
         contents=[m.model_dump(mode="json") for m in memories],
-        cards=matches(len(memories)) if plan.mode == "semantic" else [],
+        cards=CardInfo.found_in_order(len(memories)) if plan.mode == "semantic" else [],
     )
     window = {
         name: moment.isoformat()
@@ -223,7 +209,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain the memory lookup you just did.",
         results=results,
         bindings={m.memory_id: m.bindings for m in memories},

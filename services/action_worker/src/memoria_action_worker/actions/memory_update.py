@@ -12,7 +12,7 @@ from memoria_action_worker.context import ActionContext
 from memoria_action_worker.memory_steps import (
     Content,
     MemoryCalls,
-    StepFailed,
+    Tally,
     bare_list_as,
     check_content,
     explain,
@@ -22,7 +22,6 @@ from memoria_action_worker.memory_steps import (
     listing,
     make_plan,
     memories_block,
-    memories_count,
     memories_in,
     memory_types_block,
     short,
@@ -41,7 +40,7 @@ from memoria_contracts.memory import (
     MemoryUpdated,
 )
 from memoria_llm.port import Prompt
-from memoria_llm.relative_dates import resolve_in_bindings, resolve_in_content, said_on
+from memoria_text.relative_dates import resolve_in_bindings, resolve_in_content, said_on
 
 TASK: Final = "MemoryUpdate"
 MAX_UPDATES: Final = 10  # a correction touches a few memories; more is likely a runaway plan
@@ -153,20 +152,6 @@ def _dated(plan: UpdatePlan, said: datetime) -> UpdatePlan:
     return plan.model_copy(update={"updates": updates, "content": content})
 
 
-def _summary(updated: list[MemoryUpdated], not_found: list[str], refused: list[str]) -> str:
-    items = [
-        f'{u.memory_id} ("{short(u.old_content)}" -> "{short(u.new_content)}")' for u in updated
-    ]
-    summary = f"updated {memories_count(len(updated))}"
-    if items:
-        summary = f"{summary}: {listing(items)}"
-    if not_found:
-        summary += f"; not found: {listing(not_found)}"
-    if refused:
-        summary += f"; not updated: {listing(refused)}"
-    return summary
-
-
 async def _update(ctx: ActionContext) -> ActionOutcome:
     await status(ctx, "memory_update_started")
     # ctx.plan: a re-run of the step applies the same changes instead of asking again.
@@ -187,9 +172,10 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         plan = resolved
     calls = MemoryCalls(ctx)
     await status(ctx, "memory_update_recording")
-    updated: list[MemoryUpdated] = []
-    not_found: list[str] = []
-    refused: list[str] = []
+    tally: Tally[MemoryUpdated] = Tally(
+        "updated",
+        lambda u: f'{u.memory_id} ("{short(u.old_content)}" -> "{short(u.new_content)}")',
+    )
     for planned in plan.updates:
         request = MemoryUpdate(
             memory_id=planned.memory_id,
@@ -199,17 +185,8 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
             bindings=planned.bindings,
             source="chat",
         )
-        try:
-            reply = await calls.update(request)
-        except StepFailed as failure:
-            failure.progress = _summary(updated, not_found, refused)
-            raise
-        if isinstance(reply, MemoryUpdated):
-            updated.append(reply)
-        elif reply.code == "not_found":
-            not_found.append(planned.memory_id)
-        else:
-            refused.append(f"{planned.memory_id} ({reply.error_message})")
+        await tally.add(planned.memory_id, calls.update(request))
+    updated = tally.done
     # What is stored now, as cards, each with what it replaced.
     cards = await ctx.chat.post_all(
         modal="memory",
@@ -223,13 +200,13 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
             {"memory_id": u.memory_id, "old_content": u.old_content, "new_content": u.new_content}
             for u in updated
         ],
-        "not_found": not_found,
-        "not_updated": refused,
+        "not_found": tally.not_found,
+        "not_updated": tally.refused,
     }
     explanation = await explain(
         ctx,
         task=TASK,
-        system=EXPLAIN_SYSTEM.format(language=language_name(ctx)),
+        system=EXPLAIN_SYSTEM,
         ask="Explain what you just updated.",
         results=results,
     )
@@ -238,7 +215,7 @@ async def _update(ctx: ActionContext) -> ActionOutcome:
         "memory_ids": [planned.memory_id for planned in plan.updates],
         "written_ids": [u.memory_id for u in updated],
     }
-    return succeeded(_summary(updated, not_found, refused), [*cards, explanation], arguments)
+    return succeeded(tally.summary(), [*cards, explanation], arguments)
 
 
 def _unclear_target(ctx: ActionContext, plan: UpdatePlan) -> UpdatePlan:

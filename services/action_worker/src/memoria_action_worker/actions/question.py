@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memoria_action_worker.context import ActionContext
-from memoria_action_worker.prompts import LANGUAGE_NAMES, agent_request, steps_summary
+from memoria_action_worker.prompts import closing_reply
 from memoria_action_worker.registry import action
 from memoria_contracts.events import ActionOutcome
 
@@ -21,18 +21,8 @@ SYSTEM = (
 
 @action("Question", when_to_use=WHEN_TO_USE, ends_cycle=True)
 async def question(ctx: ActionContext) -> ActionOutcome:
-    request = agent_request(
-        ctx,
-        "Question",
-        SYSTEM.format(language=LANGUAGE_NAMES[ctx.language]),
-        f"Steps taken in this cycle:\n{steps_summary(ctx.cycle)}\n\nAsk your question now.",
-    )
-    record = await ctx.chat.stream(
-        ctx.llm.chat(request),
-        chat_history=True,
-        role="assistant",
-        model=ctx.llm.chat_model(request),
-        closing=True,
+    record = await closing_reply(
+        ctx, "Question", SYSTEM, "Ask your question now.", chat_history=True
     )
     return ActionOutcome(
         status="ok",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from memoria_decision.core.commands import Reply, fold, read_reply
+from memoria_text.commands import Reply, command_text, read_reply
 
 
 def _words(text: str) -> frozenset[str]:
@@ -106,18 +106,18 @@ _STEM: Final = 5
 
 def answers(message: str, question: str) -> bool:
     """Whether ``message`` answers what was asked about ``question`` (the user's message)."""
-    text = fold(message)
+    text = command_text(message)
     if not text or _REFUSAL.match(text) or _WHOLE.match(text):
         return False
     if read_reply(message, "en").kind == Reply.DECLINE:  # "no", "cancel", "esquece"
         return False
     # "é" (is) folds to "e" (and): told apart before folding.
-    words = ["eh" if w == "é" else fold(w) for w in message.lower().split()]
+    words = ["eh" if w == "é" else command_text(w) for w in message.lower().split()]
     words = [w for word in words for w in _WORD.findall(word)]
     if not words or _asks(message, text, words):
         return False
     if len(words) > 1 and (words[0] in _SUBJECTS or any(w in _VERBS for w in words)):
-        return _about(words, _WORD.findall(fold(question)))
+        return _about(words, _WORD.findall(command_text(question)))
     return True
 
 

@@ -43,11 +43,6 @@ class RefreshLock:
 
 
 @dataclass(frozen=True)
-class AddUsage:
-    spent: dict[str, tuple[int, int]]
-
-
-@dataclass(frozen=True)
 class SetDeadline:
     step: int
 
@@ -97,7 +92,7 @@ class Note:
     why: str  # nothing to do but say why (logged)
 
 
-_Writes = Post | Save | RefreshLock | AddUsage | SetDeadline | ClearDeadline | RequestAction
+_Writes = Post | Save | RefreshLock | SetDeadline | ClearDeadline | RequestAction
 _Thread = PutPending | ClearPending | MarkEnded | Announce | Release | Requeue | Note
 Effect = Create | AskMemory | Choose | _Writes | _Thread
 LEADS_ON = (Create, AskMemory, Choose)

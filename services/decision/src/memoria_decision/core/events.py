@@ -4,7 +4,7 @@ transition writes: the core reads no clock."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -73,6 +73,7 @@ class Undecided(Event):
 
     reason: Literal["llm_error", "no_workers"]
     detail: str = ""
+    spent: dict[str, tuple[int, int]] = field(default_factory=dict)  # a failed call's tokens
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from memoria_contracts.chat import CardInfo, ChatRecord
 from memoria_contracts.events import ActionCompleted, HistoryPage, HistoryQuery, StepRecord
-from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearch
+from memoria_contracts.memory import MAX_BINDING_CHARS, MemoryFound, MemorySearch, near_the_best
 from memoria_contracts.personas import ActivePersona, PersonaReset, detect_switch
 from memoria_contracts.session import SessionConfigGet, SessionConfigState, SessionPersonaApplied
 from memoria_decision.core import effects, events, fast_paths, outputs
@@ -36,7 +37,7 @@ from memoria_decision.core.state import (
     Work,
 )
 from memoria_llm.conversation import bounded_summary
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 Transition = effects.Transition
 QUESTION_ACTION: Final = "Question"  # ends a cycle asking the user: its question stays pending
@@ -70,9 +71,9 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             )
             return _begin(state, stored, config)
         case events.Answered(purpose="recall", replies=(reply,)) if opening:
-            found = reply.memories if isinstance(reply, MemoryFound) else []
-            cards = (outputs.card(state, f"{RECALL_STEP}.{n}", m) for n, m in enumerate(found, 1))
-            return _create(state.but(transcript=(*state.transcript, *cards)))
+            return _create(
+                state.but(transcript=(*state.transcript, *_recalled(state, reply, config)))
+            )
         case events.Answered(purpose="persona", replies=(reply,)) if idle:
             # Unrecorded, the reset still applies; the next cycle detects the switch again.
             chose = Transition(state.but(persona_recorded=True), (effects.Choose(state.next_step),))
@@ -85,8 +86,8 @@ def decide(state: Stored | None, event: events.Event, config: Config) -> Transit
             return decide(stored, events.Redelivered(event.at), config)
         case events.Chosen() if idle:
             return _chosen(state, event)
-        case events.Undecided(reason=reason, detail=detail) if idle:
-            return outputs.end(state, reason, state.text(reason, detail=detail))
+        case events.Undecided(reason=reason, detail=detail, spent=spent) if idle:
+            return outputs.end(state.spending(spent), reason, state.text(reason, detail=detail))
         case events.Completed(completed=completed) if not opening:
             return _completed(state, completed, config)
         case events.StepOverdue(step=step) if not opening:
@@ -183,6 +184,18 @@ def _begin(state: CycleState, stored: SessionConfigState, config: Config) -> Tra
     return Transition(begun, (effects.AskMemory("recall", (search,)),))
 
 
+def _recalled(state: CycleState, reply: events.Reply, config: Config) -> list[ChatRecord]:
+    """The memories recalled with the message as cards, best first: those near the best
+    match (a memory far below it answers the message less than the cards around it)."""
+    found = reply.memories if isinstance(reply, MemoryFound) else []
+    near = near_the_best(found, config.relative_relevance)
+    notes = CardInfo.found_in_order(len(near))
+    return [
+        outputs.card(state, f"{RECALL_STEP}.{n}", memory, note)
+        for n, (memory, note) in enumerate(zip(near, notes, strict=True), 1)
+    ]
+
+
 def _create(state: CycleState) -> Transition:
     running = state.but(status="running")
     return Transition(running, (effects.Create(running),))
@@ -250,9 +263,8 @@ def _chosen(state: CycleState, event: events.Chosen) -> Transition:
         request_event_id=event.request_event_id,
         tool_call=event.tool_call,
     )
-    waiting = state.but(pending=pending)
-    saved = (effects.AddUsage(event.spent), effects.Save(waiting))
-    return Transition(waiting, (*saved, *_request(waiting)))
+    waiting = state.but(pending=pending).spending(event.spent)
+    return Transition(waiting, (effects.Save(waiting), *_request(waiting)))
 
 
 def _request(state: CycleState) -> tuple[effects.Effect, ...]:
@@ -288,7 +300,7 @@ def _completed(state: CycleState, completed: ActionCompleted, config: Config) ->
         kept = (m for m in outcome.messages if m.chat_history)
         recorded = state.but(
             steps=(*state.steps, record), transcript=(*state.transcript, *kept), pending=None
-        )
+        ).spending(completed.tokens)
         return _after_step(recorded, completed, config, recorded=step).after(*records)
     if pending is not None and pending.step == step + 1:
         return Transition(state, _request(state))

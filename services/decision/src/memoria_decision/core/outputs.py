@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any, Final
 
-from memoria_contracts.chat import ChatRecord, ToolCall
+from memoria_contracts.chat import CardInfo, ChatRecord, ToolCall
 from memoria_contracts.events import CycleEndReason, StepRecord
 from memoria_contracts.text import one_line
 from memoria_decision.core import effects
@@ -46,10 +46,10 @@ def notice(state: CycleState, name: str, text: str) -> effects.Post:
     return post(state, name, content=text, **_LINE)
 
 
-def card(state: CycleState, suffix: str, memory: Any) -> ChatRecord:
+def card(state: CycleState, suffix: str, memory: Any, note: CardInfo | None = None) -> ChatRecord:
     """A memory as MemorySearch shows it (in the history: "the second one" can follow)."""
     shown = ChatRecord.memory_card(f"{state.cycle_id}.{suffix}", state.cycle_id, memory)
-    return shown.model_copy(update={"created_at": state.work.now})
+    return shown.model_copy(update={"created_at": state.work.now, "card": note})
 
 
 def call_id(cycle_id: str, step: int) -> str:

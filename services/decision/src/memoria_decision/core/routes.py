@@ -22,9 +22,9 @@ from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import Language, PendingQuestion
 from memoria_contracts.text import one_line
 from memoria_decision.core.answers import answers
-from memoria_decision.core.commands import Command, Reply, read_choice, read_reply, recognize
 from memoria_decision.core.state import PendingAction, PendingKind, Route, RouteKind
-from memoria_runtime import i18n
+from memoria_text import i18n
+from memoria_text.commands import Command, Reply, read_choice, read_reply, recognize
 
 EXCERPT_CHARS: Final = 80  # of each candidate's content, in the "which memory?" question
 _QUESTIONS: Final[dict[PendingKind, str]] = {

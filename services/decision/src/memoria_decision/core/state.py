@@ -22,7 +22,7 @@ from memoria_contracts.history import HistorySummary
 from memoria_contracts.memory import ContentKind
 from memoria_contracts.personas import ActivePersona, Persona, PersonaApplied
 from memoria_contracts.session import SessionConfig, SessionConfigOverrides, SessionConfigState
-from memoria_runtime import i18n
+from memoria_text import i18n
 
 
 class Frozen(BaseModel):
@@ -122,6 +122,7 @@ class CycleState(Frozen):
     persona_record: PersonaApplied | None = None
     persona_recorded: bool = False
     route: Route | None = None
+    tokens: dict[str, tuple[int, int]] = {}  # what its LLM calls spent, by model: (in, out)
     work: Work = Field(default_factory=Work, exclude=True)
 
     @property
@@ -150,6 +151,16 @@ class CycleState(Frozen):
 
     def but(self, **changes: Any) -> CycleState:
         return self.model_copy(update=changes)
+
+    def spending(self, tokens: Mapping[str, tuple[int, int]]) -> CycleState:
+        """With ``tokens`` (by model) added to what the cycle spent."""
+        if not tokens:
+            return self
+        total = dict(self.tokens)
+        for model, (input_tokens, output_tokens) in tokens.items():
+            before_in, before_out = total.get(model, (0, 0))
+            total[model] = (before_in + input_tokens, before_out + output_tokens)
+        return self.but(tokens=total)
 
     def working(self, **changes: Any) -> CycleState:
         return self.but(work=self.work.model_copy(update=changes))
@@ -192,6 +203,7 @@ class Config:
     personas: Mapping[str, Persona]
     default_persona: str
     pending_ttl_s: int
+    relative_relevance: float  # recalled cards: the least share of the best match's score
 
     @property
     def pending_minutes(self) -> int:

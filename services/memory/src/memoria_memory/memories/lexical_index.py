@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any, Final
 
 from memoria_memory.memories.documents import MemoryDocument
 from memoria_memory.memories.ids import row_id_for
 from memoria_memory.memories.repository import MemoryRepository
-from memoria_memory.vectors import TextRow, VectorStore
+from memoria_memory.vectors import TextRow, VectorRow, VectorStore
 
 PAGE: Final = 200  # memories read, indexed and recorded as done per step
 MIGRATION_PREFIX: Final = "lexical_index"
@@ -36,6 +37,20 @@ def text_rows(document: MemoryDocument) -> list[TextRow]:
             text=row_text(binding, document.content),
         )
         for binding in document.bindings
+    ]
+
+
+def vector_rows(document: MemoryDocument, vectors: Sequence[Sequence[float]]) -> list[VectorRow]:
+    """A memory's rows, one per binding, each with its vector (``vectors`` in binding order)
+    and its lexical text."""
+    return [
+        VectorRow(
+            id=row_id_for(document.id, binding),
+            memory_id=document.id,
+            vector=vector,
+            text=row_text(binding, document.content),
+        )
+        for binding, vector in zip(document.bindings, vectors, strict=True)
     ]
 
 

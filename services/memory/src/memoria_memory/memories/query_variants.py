@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from memoria_memory.vectors.analysis import STOP_WORDS, fold, listed
+from memoria_memory.vectors.analysis import STOP_WORDS, listed
+from memoria_text.folding import fold
 
 # Question words, longest first, so "how many" wins over "how" and "o que" over "que".
 _EN_WH: Final = (

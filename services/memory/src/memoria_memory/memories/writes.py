@@ -33,11 +33,11 @@ from memoria_memory.embedding import Embedder
 from memoria_memory.faults import Faults
 from memoria_memory.memories import clock
 from memoria_memory.memories.documents import MemoryDocument, PendingWrite
-from memoria_memory.memories.ids import content_key_for, memory_id_for, row_id_for, row_ids_for
-from memoria_memory.memories.lexical_index import row_text, text_rows
+from memoria_memory.memories.ids import content_key_for, memory_id_for, row_ids_for
+from memoria_memory.memories.lexical_index import text_rows, vector_rows
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.memories.row_writes import RowWrites
-from memoria_memory.vectors import VectorRow, VectorStore
+from memoria_memory.vectors import VectorStore
 
 log = logging.getLogger("memoria.memory.writes")
 
@@ -303,15 +303,7 @@ class MemoryWriter:
             or len(vectors) != len(document.bindings)
         ):
             vectors = await self.embedder.passages(document.bindings)
-        rows = [
-            VectorRow(
-                id=row_id_for(document.id, binding),
-                memory_id=document.id,
-                vector=vector,
-                text=row_text(binding, document.content),
-            )
-            for binding, vector in zip(document.bindings, vectors, strict=True)
-        ]
+        rows = vector_rows(document, vectors)
         await self.row_writes.upsert(document.user_id, rows)
         self.faults.point("save.after_vectors" if pending.op == "save" else "update.after_vectors")
         if pending.stale:

@@ -13,11 +13,12 @@ spaces; Milvus' standard tokenizer splits them back unchanged.
 from __future__ import annotations
 
 import re
-import unicodedata
 from functools import lru_cache
 from typing import Final
 
 import Stemmer
+
+from memoria_text.folding import fold
 
 
 def listed(words: str) -> frozenset[str]:
@@ -65,12 +66,6 @@ STEM_CACHE_WORDS: Final = 65_536
 
 _english = Stemmer.Stemmer("english")
 _portuguese = Stemmer.Stemmer("portuguese")
-
-
-def fold(text: str) -> str:
-    """Lower case without accents (combining marks dropped after decomposition)."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
 
 
 @lru_cache(maxsize=STEM_CACHE_WORDS)

@@ -3,13 +3,17 @@ rate, time left) on a terminal, and a plain line every few seconds when the outp
 or a file (a log, CI), so a long run is never silent and never fills a log with redraws.
 
 Messages that must appear while it runs (a bad line of an import) go through :meth:`note`:
-on a terminal they are printed above the bar instead of through it.
+on a terminal they are printed above the bar instead of through it. A command the CLI runs in
+a process of its own (`memoria reembed`) reports on a socket, and :func:`relay` shows it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Final, Protocol, TextIO
 
@@ -128,3 +132,39 @@ def track(
         columns += [TextColumn("{task.completed} " + unit), RateColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, redirect_stdout=False, redirect_stderr=False) as bar:
         yield BarTracker(bar, bar.add_task(what, total=total))
+
+
+def relay(sock: socket.socket, stream: TextIO, what: str, unit: str) -> None:
+    """Show what a command in another process reports on ``sock`` (JSON lines: ``{"total":
+    N}``, ``{"advance": n}``, ``{"end": true}``; ``memoria_memory.progress_feed``) until it
+    ends or the socket closes. The end is answered once the display is closed, so the
+    command's next output is never drawn over."""
+    with sock.makefile("rb") as lines:
+        for line in lines:
+            if "total" in (started := _message(line)):
+                total = started["total"]
+                with track(stream, what, unit, total if isinstance(total, int) else None) as shown:
+                    ended = _follow(lines, shown)
+                if ended:
+                    with contextlib.suppress(OSError):
+                        sock.sendall(b"\n")
+                return
+
+
+def _follow(lines: Iterable[bytes], shown: Tracker) -> bool:
+    for line in lines:
+        message = _message(line)
+        if message.get("end"):
+            return True
+        count = message.get("advance")
+        if isinstance(count, int):
+            shown.advance(count)
+    return False
+
+
+def _message(line: bytes) -> dict[str, object]:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}

@@ -9,7 +9,7 @@ from typing import Final
 
 import pytest
 
-from memoria_llm.relative_dates import (
+from memoria_text.relative_dates import (
     find_relative_dates,
     past_span,
     resolve_in_content,

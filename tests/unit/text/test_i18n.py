@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoria_runtime.i18n import TEXTS, detect_language, text
+from memoria_text.i18n import TEXTS, detect_language, text
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from memoria_contracts.events import Envelope, RpcFailure
 from memoria_contracts.streams import Stream
-from memoria_runtime.bus.broker import MemoriaBroker
+from memoria_runtime.bus.service_bus import ServiceBus
 from memoria_runtime.bus.signing import reply_channel, signer_for
 from memoria_runtime.settings import BusSettings
 from memoria_runtime.telemetry import current_trace_carrier
@@ -23,7 +23,7 @@ class RpcError(Exception):
 
 
 class RpcClient:
-    def __init__(self, broker: MemoriaBroker, settings: BusSettings, stream: Stream) -> None:
+    def __init__(self, broker: ServiceBus, settings: BusSettings, stream: Stream) -> None:
         self._broker = broker
         self._stream = stream
         self._partitions = settings.partitions

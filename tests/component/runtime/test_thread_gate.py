@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 
 from memoria_contracts.streams import READERS, Group, Stream
 from memoria_runtime import keys
-from memoria_runtime.gate import KeyWrite, ThreadGate
+from memoria_runtime.bus.thread_gate import KeyWrite, ThreadGate
 from memoria_runtime.partitions import Partitions
 
 PARTITIONS = Partitions()

@@ -12,12 +12,12 @@ on folded text: "Apague TODAS as minhas memórias!" is "apague todas as minhas m
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Generic, TypeVar
 
 from memoria_contracts.events import Language
+from memoria_text.folding import fold
 
 
 class Command(StrEnum):
@@ -42,16 +42,56 @@ class Recognized(Generic[K]):
     language: Language  # of the words that matched: the reply is written in it
 
 
-_SPACES: Final = re.compile(r"\s+")
+# Beyond folding, a command's words are read with hyphens as spaces ("never-mind") and no
+# punctuation at the ends ("Delete all my memories!").
 _EDGES: Final = re.compile(r"^[\s.!?,;:…]+|[\s.!?,;:…]+$")
-_APOSTROPHES: Final = str.maketrans({"’": "'", "‘": "'", "`": "'", "-": " "})
 
 
-def fold(message: str) -> str:
-    """Lower case, accents removed, hyphens as spaces, single spaces, no edge punctuation."""
-    decomposed = unicodedata.normalize("NFKD", message.translate(_APOSTROPHES))
-    bare = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-    return _EDGES.sub("", _SPACES.sub(" ", bare).strip())
+def command_text(message: str) -> str:
+    """``message`` as the command patterns read it: folded, hyphens as spaces, no edge
+    punctuation."""
+    return _EDGES.sub("", fold(message.replace("-", " ")))
+
+
+# -- the words of the commands ---------------------------------------------------------------
+# One vocabulary for the commands, read here whole and anchored (a command runs with no model,
+# so only a message that is the command and nothing more is one) and by the offline planner
+# as cue words at the start of a longer message (memoria_offline.intents: it *is* the model,
+# and reads what the user wants from cues). Regular-expression alternations on folded text.
+
+DELETE_VERBS_EN: Final = r"delete|erase|remove|wipe|clear|forget|purge"
+"""What asks to delete everything: "wipe all my memories"."""
+DELETE_VERBS_PT: Final = (
+    r"apague|apaga|apagar|delete|deleta|deletar|exclua|exclui|excluir|remova|remove|remover|"
+    r"esqueca|esquece|esquecer|limpe|limpa|limpar|elimine|elimina|eliminar|zere|zera|zerar"
+)
+ERASE_VERBS_EN: Final = r"forget|delete|erase|remove"
+"""What asks to delete one thing ("forget that"): no "wipe" or "clear", which name no
+memory ("clear skies today")."""
+ERASE_VERBS_PT: Final = (
+    r"apague|apaga|apagar|deleta|deletar|exclua|exclui|excluir|remova|remove|remover"
+)
+FORGET_VERBS_PT: Final = r"esqueca|esquece|esquecer"
+""""Esquece" alone is "forget it"; "apaga" alone names nothing."""
+THAT_EN: Final = (
+    r"that|it|this|what i (?:just )?(?:said|told you)|the last (?:one|thing)(?: i (?:said|"
+    r"told you))?"
+)
+THAT_PT: Final = (
+    r"isso|isto|aquilo|essa|esse|o que eu (?:acabei de )?(?:disse|falei|contei)|"
+    r"a ultima (?:coisa|que eu (?:disse|falei))"
+)
+LIST_VERBS_EN: Final = r"list|show|display|print|read"
+LIST_VERBS_PT: Final = r"liste|lista|listar|mostre|mostra|mostrar|exiba|exibe|exibir"
+CANCEL_EN: Final = r"cancel(?: it| that| this)?|never ?mind|abort"
+CANCEL_PT: Final = (
+    r"cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|desisto|abortar?"
+)
+YES_EN: Final = r"yes|yeah|yep|sure|confirm|confirmed|do it"
+"""A yes as the start of a longer message too ("yes, go ahead"). The yeses that are one only
+as the whole reply ("y", "of course", "absolutely", "go ahead") are added below: "of course I
+like tea" is no yes."""
+YES_PT: Final = r"sim|pode|confirmo|isso"
 
 
 def _whole(lead: str, core: str, tail: str) -> re.Pattern[str]:
@@ -77,52 +117,37 @@ _EN_MEMORIES: Final = r"(?:saved |stored )?memories(?: (?:you have )?(?:of|about
 _PT_MEMORIES: Final = r"memorias(?: (?:que (?:voce|vc) (?:tem|guardou) )?(?:sobre|de) mim)?"
 
 _EN_DELETE_ALL: Final = (
-    r"(?:delete|erase|remove|wipe|clear|forget|purge) "
+    rf"(?:{DELETE_VERBS_EN}) "
     r"(?:(?:all (?:of )?(?:my |your |the )?|every one of (?:my|your|the) |each of (?:my|your) )"
     rf"{_EN_MEMORIES}|every (?:single )?memory(?: (?:you have )?(?:of|about|on) me)?|"
     r"(?:all )?(?:of )?everything you (?:know|remember|have saved|saved|stored) about me|"
     r"(?:all (?:of )?)?(?:your|my) (?:whole |entire )?memory)"
 )
 _PT_DELETE_ALL: Final = (
-    r"(?:apague|apaga|apagar|delete|deleta|deletar|exclua|exclui|excluir|remova|remove|"
-    r"remover|esqueca|esquece|esquecer|limpe|limpa|limpar|elimine|elimina|eliminar|zere|zera|"
-    r"zerar) "
+    rf"(?:{DELETE_VERBS_PT}) "
     rf"(?:todas (?:as )?(?:minhas |suas )?{_PT_MEMORIES}|"
     r"toda (?:a )?(?:sua |minha )?memoria|(?:a )?(?:sua|minha) memoria(?: inteira)?|"
     r"tudo (?:o )?que (?:voce|vc) (?:sabe|lembra|guardou|salvou) (?:sobre|de) mim)"
 )
 _EN_LIST_ALL: Final = (
-    r"(?:(?:list|show|display|print|read)(?: me)?(?: all)?(?: of)?(?: my| your| the)? "
+    rf"(?:(?:{LIST_VERBS_EN})(?: me)?(?: all)?(?: of)?(?: my| your| the)? "
     rf"{_EN_MEMORIES}|what are (?:all )?my memories|"
     r"what memories do you have(?: (?:of|about|on) me)?)"
 )
 _PT_LIST_ALL: Final = (
-    r"(?:(?:liste|lista|listar|mostre|mostra|mostrar|exiba|exibe|exibir)(?: me)?"
+    rf"(?:(?:{LIST_VERBS_PT})(?: me)?"
     rf"(?: todas)?(?: as)?(?: minhas| suas)? {_PT_MEMORIES}|"
     r"quais (?:sao )?(?:as )?(?:minhas )?memorias(?: que (?:voce|vc) tem(?: (?:sobre|de) mim)?)?)"
 )
 # "Forget that" / "forget it" / "esqueça isso" are no cancel when nothing is pending: they ask
 # to forget the last thing the user told, whatever the turn before was (a question, a search,
 # small talk). As a reply to a pending question they decline it (_EN_NO, _PT_NO).
-_EN_FORGET_LAST: Final = (
-    r"(?:forget|delete|erase|remove|undo)(?: about)? "
-    r"(?:that|it|this|what i (?:just )?(?:said|told you)|the last (?:one|thing)(?: i (?:said|"
-    r"told you))?)(?: too| as well)?"
-)
-_PT_THAT: Final = (
-    r"(?:isso|isto|aquilo|essa|esse|o que eu (?:acabei de )?(?:disse|falei|contei)|"
-    r"a ultima (?:coisa|que eu (?:disse|falei)))"
-)
-# "Esquece" alone is "forget it"; "apaga" alone names nothing.
+_EN_FORGET_LAST: Final = rf"(?:{ERASE_VERBS_EN}|undo)(?: about)? (?:{THAT_EN})(?: too| as well)?"
 _PT_FORGET_LAST: Final = (
-    rf"(?:(?:esqueca|esquece|esquecer)(?: {_PT_THAT})?|"
-    r"(?:apague|apaga|apagar|deleta|deletar|exclua|exclui|excluir|remova|remove|remover) "
-    rf"{_PT_THAT})(?: tambem)?"
+    rf"(?:(?:{FORGET_VERBS_PT})(?: (?:{THAT_PT}))?|(?:{ERASE_VERBS_PT}) (?:{THAT_PT}))(?: tambem)?"
 )
-_EN_CANCEL: Final = r"(?:cancel(?: it| that| this)?|never ?mind|abort)"
-_PT_CANCEL: Final = (
-    r"(?:cancela(?:r)?(?: isso)?|cancele(?: isso)?|deixa (?:pra|para) la|desisto|abortar?)"
-)
+_EN_CANCEL: Final = rf"(?:{CANCEL_EN})"
+_PT_CANCEL: Final = rf"(?:{CANCEL_PT})"
 
 _COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
     (Command.DELETE_ALL, "en", _whole(_EN_LEAD, _EN_DELETE_ALL, _EN_TAIL)),
@@ -138,15 +163,14 @@ _COMMANDS: Final[tuple[tuple[Command, Language, re.Pattern[str]], ...]] = (
 # Answers to "are you sure?". Only a clear yes confirms: "ok", "hmm", "maybe" or anything
 # else is not a yes, and a destructive action must not run on a guess.
 _EN_YES: Final = (
-    r"(?:yes|yeah|yep|yup|y|sure|of course|absolutely|confirm|confirmed|i confirm|go ahead|"
-    r"do it|delete them(?: all)?)"
+    rf"(?:{YES_EN}|yup|y|of course|absolutely|i confirm|go ahead|delete them(?: all)?)"
     r"(?:,? (?:please|do it|go ahead|delete (?:them|it|everything)(?: all)?|i'?m sure|"
     r"i am sure|confirm(?:ed)?|i confirm))*"
 )
 _PT_YES: Final = (
-    r"(?:sim|s|isso|claro(?: que sim)?|com certeza|confirmo|confirmar|confirma|confirmado|"
-    r"pode|pode sim|pode apagar(?: (?:tudo|todas))?|(?:apague|apaga)(?: (?:tudo|todas))?|"
-    r"manda ver|tenho certeza)"
+    rf"(?:{YES_PT}|s|claro(?: que sim)?|com certeza|confirmar|confirma|confirmado|pode sim|"
+    r"pode apagar(?: (?:tudo|todas))?|(?:apague|apaga)(?: (?:tudo|todas))?|manda ver|"
+    r"tenho certeza)"
     r"(?:,? (?:sim|pode|pode apagar(?: (?:tudo|todas))?|(?:apague|apaga)(?: (?:tudo|todas))?|"
     r"por favor|tenho certeza|confirmo))*"
 )
@@ -176,7 +200,7 @@ _REPLIES: Final[tuple[tuple[Reply, Language, re.Pattern[str]], ...]] = (
 
 def recognize(message: str) -> Recognized[Command] | None:
     """The command this message is, if it is clearly and only one."""
-    text = fold(message)
+    text = command_text(message)
     for command, language, pattern in _COMMANDS:
         if pattern.match(text):
             return Recognized(command, language)
@@ -185,7 +209,7 @@ def recognize(message: str) -> Recognized[Command] | None:
 
 def read_reply(message: str, asked_in: Language) -> Recognized[Reply]:
     """How ``message`` answers a pending confirmation asked in ``asked_in``."""
-    text = fold(message)
+    text = command_text(message)
     for reply, language, pattern in _REPLIES:
         if pattern.match(text):
             return Recognized(reply, language)
@@ -237,16 +261,18 @@ def read_choice(message: str, candidates: list[tuple[str, str]]) -> Choice:
     picks nothing."""
     raw = message.strip()
     for index, (memory_id, _) in enumerate(candidates):
-        if fold(raw).strip("\"'") == memory_id.lower():
+        if command_text(raw).strip("\"'") == memory_id.lower():
             return Choice(index)
     quoted = _QUOTED.search(raw)
     if quoted:
-        needle = fold(quoted.group(1))
+        needle = command_text(quoted.group(1))
         hits = [
-            i for i, (_, excerpt) in enumerate(candidates) if needle and needle in fold(excerpt)
+            i
+            for i, (_, excerpt) in enumerate(candidates)
+            if needle and needle in command_text(excerpt)
         ]
         return Choice(hits[0]) if len(hits) == 1 else Choice(None)
-    text = fold(raw)
+    text = command_text(raw)
     for pattern in (_EN_PICK, _PT_PICK):
         match = pattern.match(text)
         if match is None:

@@ -21,10 +21,10 @@ from memoria_runtime.settings import BusSettings
 
 __all__ = [
     "MESSAGE_FORMAT",
-    "MemoriaBroker",
     "MessageFormat",
+    "ServiceBus",
     "StreamReader",
-    "create_broker",
+    "create_bus",
 ]
 
 _UNNAMED_SERVICE = "memoria"
@@ -43,11 +43,11 @@ class StreamReader(Protocol):
     async def stop(self) -> None: ...
 
 
-class MemoriaBroker:
-    """The bus of one service: its Redis client, its stream readers (consumer.py, the
-    gateway's fan-out) and reply inbox (replies.py), which start and stop with it, and the
-    channels it reads and writes (its AsyncAPI document). Why plain redis-py: ADR 0013;
-    why no FastStream broker at all: ADR 0025."""
+class ServiceBus:
+    """The bus of one service (not a broker: the broker is Redis): its Redis client, its
+    stream readers (consumer.py, the gateway's fan-out) and reply inbox (replies.py), which
+    start and stop with it, and the channels it reads and writes (its AsyncAPI document).
+    Why plain redis-py: ADR 0013; why no FastStream broker at all: ADR 0025."""
 
     message_format: type[MessageFormat] = MESSAGE_FORMAT
 
@@ -113,14 +113,14 @@ class MemoriaBroker:
             self._redis = None
 
 
-def create_broker(
+def create_bus(
     settings: BusSettings,
     *,
     tracer_provider: TracerProvider | None = None,
     service: str | None = None,
-) -> MemoriaBroker:
+) -> ServiceBus:
     """``service`` labels the bus' metrics and names its spans' tracer."""
     provider = tracer_provider or trace.get_tracer_provider()
-    return MemoriaBroker(
+    return ServiceBus(
         settings, service=service or _UNNAMED_SERVICE, tracer=provider.get_tracer("memoria.bus")
     )

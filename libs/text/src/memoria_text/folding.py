@@ -1,8 +1,10 @@
-"""Text helpers for the rules: match without accents or case, keep the user's own words.
+"""Folding: text compared without case or accents, the user's own words kept.
 
-Rules run on a *folded* copy of the message (lower case, no accents, single spaces), but what
-gets stored must be what the user wrote, so :class:`Folded` maps every folded position back
-to the original text.
+Rules run on a *folded* copy of a message (case folded, accents removed, typographic
+apostrophes made straight, whitespace runs as one space, no space at the ends): "Apague TODAS
+as minhas memórias" and "apague todas as minhas memorias" are one text, and so are "ação" and
+"acao" in the lexical index. What gets stored must be what the user wrote, so
+:class:`Folded` maps every folded position back to the original text.
 """
 
 from __future__ import annotations
@@ -10,21 +12,28 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from typing import Final
 
-_SPACES = re.compile(r"\s+")
-_EDGES = re.compile(r"^[\s,:;.!-]+|[\s.!;,]+$")
+_SPACES: Final = re.compile(r"\s+")
+_EDGES: Final = re.compile(r"^[\s,:;.!-]+|[\s.!;,]+$")
 # Phones type "I’m" with a typographic apostrophe; the rules are written with "'".
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+_APOSTROPHES: Final = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
 
 
 def straight_apostrophes(text: str) -> str:
     return text.translate(_APOSTROPHES)
 
 
-def fold_char(ch: str) -> str:
-    ch = straight_apostrophes(ch)
-    decomposed = unicodedata.normalize("NFKD", ch)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+def fold_letters(text: str) -> str:
+    """Case folded, accents dropped, apostrophes straight; spacing left as it is. Character
+    by character: one may fold to none (a combining accent) or to more than one ("ß", "ss")."""
+    decomposed = unicodedata.normalize("NFKD", straight_apostrophes(text).casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def fold(text: str) -> str:
+    """``text`` folded; the same as ``Folded.of(text).text``, without the position map."""
+    return _SPACES.sub(" ", fold_letters(text)).strip()
 
 
 @dataclass(frozen=True)
@@ -38,13 +47,11 @@ class Folded:
         chars: list[str] = []
         origin: list[int] = []
         for index, ch in enumerate(original):
-            if ch.isspace():
-                if chars and chars[-1] != " ":
-                    chars.append(" ")
-                    origin.append(index)
-                continue
-            for folded in fold_char(ch):
-                chars.append(folded)
+            for folded in fold_letters(ch):
+                space = folded.isspace()
+                if space and (not chars or chars[-1] == " "):
+                    continue
+                chars.append(" " if space else folded)
                 origin.append(index)
         while chars and chars[-1] == " ":
             chars.pop()
@@ -63,10 +70,6 @@ class Folded:
         if folded_index >= len(self._origin):
             return ""
         return self.original[self._origin[folded_index] :]
-
-
-def fold(text: str) -> str:
-    return Folded.of(text).text
 
 
 def strip_edges(text: str) -> str:

@@ -46,8 +46,8 @@ from memoria_contracts.threads import (
     ThreadRequest,
     ThreadSaved,
 )
-from memoria_runtime.bus.broker import MemoriaBroker
-from memoria_runtime.rpc import RpcClient, RpcError
+from memoria_runtime.bus.request_reply import RpcClient, RpcError
+from memoria_runtime.bus.service_bus import ServiceBus
 from memoria_runtime.settings import BusSettings
 from memoria_runtime.telemetry import current_trace_carrier
 
@@ -58,7 +58,7 @@ R = TypeVar("R")
 
 
 class MemoryClient:
-    def __init__(self, broker: MemoriaBroker, settings: BusSettings) -> None:
+    def __init__(self, broker: ServiceBus, settings: BusSettings) -> None:
         self._rpc = RpcClient(broker, settings, Stream.MEMORY_RPC)
 
     async def _call(
