@@ -48,7 +48,11 @@ def stack(
         "rules": [{"match": "", "decide": ["Finalize"], "chat": {"Finalize": ANSWER}}],
         "prompt_log": str(prompt_log),
     }
-    with running_stack(redis_url, milvus_server.uri, data_dir, script) as running:
+    # Every memory above the session's bar is recalled, so the session's memory_limit is what
+    # caps the cards (the cut relative to the best match has tests of its own).
+    with running_stack(
+        redis_url, milvus_server.uri, data_dir, script, memory_relative_relevance="0"
+    ) as running:
         yield running
 
 
@@ -128,6 +132,10 @@ async def test_proactive_retrieval_shows_memories_before_the_first_decision(
     cards = memory_frames(frames)
     assert len(cards) == 2  # memory_limit
     assert all(card["chat-history"] and card["role"] == "system" for card in cards)
+    assert [(card["card"]["kind"], card["card"]["match"]) for card in cards] == [
+        ("found", "best"),
+        ("found", "related"),
+    ]
     ids = [f["id"] for f in frames if f["type"] == "message"]
     first_decision = next(i for i, f in enumerate(ids) if f.endswith(".1.status"))
     assert all(ids.index(card["id"]) < first_decision for card in cards)
