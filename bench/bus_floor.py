@@ -314,7 +314,7 @@ def sample_envelope(key: str) -> Envelope:
 
 def bench_settings(redis_url: str, consumer: str) -> Settings:
     # Explicit values only, so a MEMORIA_* variable or a .env file cannot change the run.
-    return Settings(
+    return Settings.load(
         redis_url=redis_url, consumer_name=consumer, otel_exporter="none", bus_secret=BUS_SECRET
     )
 
@@ -342,17 +342,17 @@ def hop_broker(
     arrivals: Arrivals,
 ) -> ServiceBus:
     """Hop ``index`` as a service would build it: its own broker, reader and reclaimer."""
-    broker = create_bus(settings, tracer_provider=provider)
+    broker = create_bus(settings.bus, tracer_provider=provider)
     stream = streams[index]
     handler: EventHandler
     if index + 1 < len(streams):
-        publisher = EventPublisher(broker, settings)
+        publisher = EventPublisher(broker, settings.bus)
         publisher.declare(streams[index + 1], "benchmark hop")
         handler = forwarder(publisher, streams[index + 1])
     else:
         handler = recorder(arrivals)
     subscribe_group(
-        broker, settings, stream=stream, group=group, handler=handler, description="benchmark"
+        broker, settings.bus, stream=stream, group=group, handler=handler, description="benchmark"
     )
     return broker
 
@@ -364,7 +364,7 @@ async def bus_chain(redis_url: str, hops: int) -> AsyncIterator[Chain[Envelope]]
     source_settings = bench_settings(redis_url, "bench-source")
     # As the services run by default: spans are made and propagated, not recorded.
     # One provider, because the process-wide one can be installed only once.
-    provider = setup_tracing("bench", source_settings)
+    provider = setup_tracing("bench", source_settings.telemetry)
     groups = list(Group)  # a distinct group per hop while there are enough of them
     brokers = [
         hop_broker(
@@ -377,8 +377,8 @@ async def bus_chain(redis_url: str, hops: int) -> AsyncIterator[Chain[Envelope]]
         )
         for index in range(hops)
     ]
-    source = create_bus(source_settings, tracer_provider=provider)
-    publisher = EventPublisher(source, source_settings)
+    source = create_bus(source_settings.bus, tracer_provider=provider)
+    publisher = EventPublisher(source, source_settings.bus)
     publisher.declare(streams[0], "benchmark source")
     brokers.append(source)
     for broker in brokers:
@@ -479,7 +479,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
 
 async def run(options: Options) -> str:
     async with embedded_valkey() as redis_url:
-        maxlen = bench_settings(redis_url, "bench").stream_maxlen  # what the bus trims to
+        maxlen = bench_settings(redis_url, "bench").bus.stream_maxlen  # what the bus trims to
         async with raw_chain(redis_url, options.hops, maxlen) as chain:
             raw = await measure(chain, options.samples, options.warmup)
         async with bus_chain(redis_url, options.hops) as bus_path:

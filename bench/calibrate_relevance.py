@@ -105,7 +105,7 @@ def make_embedder(name: str) -> Embedder:
     from memoria_runtime.settings import Settings
 
     try:
-        return create_embedder(Settings(embedder="llm"), None)
+        return create_embedder(Settings.load(embedder="llm"), None)
     except ValueError as exc:  # e.g. no GEMINI_API_KEY: say so without a traceback
         raise SystemExit(f"cannot make the llm embedder: {exc}") from exc
 

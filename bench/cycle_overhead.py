@@ -457,21 +457,23 @@ class Meter:
 async def measure(
     stack: Stack, running: Servers, options: Options
 ) -> tuple[dict[str, list[int]], dict[str, Costs]]:
-    settings = Settings(
+    settings = Settings.load(
         redis_url=stack.redis_url,
         consumer_name="bench-client",
         otel_exporter="none",
         bus_secret=BUS_SECRET,
     )
-    setup_tracing("bench", settings)  # spans made, not recorded: as the services run
-    broker = create_bus(settings)
-    parts = MemoryParts(MemoryClient(broker, settings), settings.memory_min_relevance, [], "")
+    setup_tracing("bench", settings.telemetry)  # spans made, not recorded: as the services run
+    broker = create_bus(settings.bus)
+    parts = MemoryParts(
+        MemoryClient(broker, settings.bus), settings.memory.memory_min_relevance, [], ""
+    )
     samples: dict[str, list[int]] = {}
     url = stack.ws_url(USER)
     pids = {name: process.pid for name, process in stack.processes.items()}
     pids |= {"valkey": running.valkey_pid, "milvus-lite": running.milvus_pid, "bench": os.getpid()}
     meter = Meter(Redis.from_url(stack.redis_url), pids)
-    maxlen = settings.stream_maxlen
+    maxlen = settings.bus.stream_maxlen
     async with (
         floor_chain("finalize", FINALIZE_HOPS, stack.redis_url, maxlen) as f_trip,
         floor_chain("search", SEARCH_HOPS, stack.redis_url, maxlen) as s_trip,

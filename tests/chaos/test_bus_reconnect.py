@@ -46,9 +46,9 @@ def message(text: str) -> Envelope:
 async def test_a_publish_right_after_a_broker_restart_succeeds(
     server: ValkeyServer, how: signal.Signals
 ) -> None:
-    settings = Settings(redis_url=f"redis://127.0.0.1:{server.port}/0", bus_secret="reconnect")
-    broker: ServiceBus = create_bus(settings)
-    publisher = EventPublisher(broker, settings)
+    settings = Settings.load(redis_url=f"redis://127.0.0.1:{server.port}/0", bus_secret="reconnect")
+    broker: ServiceBus = create_bus(settings.bus)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.CHAT_OUT, "test")
     await broker.start()
     try:
@@ -66,7 +66,7 @@ async def test_a_request_right_after_a_broker_restart_is_answered(
 ) -> None:
     """The server's group reader and the client's reply channel both come back by
     themselves: no memory request fails for good because the broker restarted."""
-    settings = Settings(
+    settings = Settings.load(
         redis_url=f"redis://127.0.0.1:{server.port}/0",
         bus_secret="reconnect",
         rpc_timeout_seconds=5.0,
@@ -77,19 +77,19 @@ async def test_a_request_right_after_a_broker_restart_is_answered(
             user_id=event.user_id, thread_id=event.thread_id, payload=HistoryPage(messages=[])
         )
 
-    serving = create_bus(settings)
+    serving = create_bus(settings.bus)
     subscribe_group(
         serving,
-        settings,
+        settings.bus,
         stream=Stream.MEMORY_RPC,
         group=Group.MEMORY,
         handler=answer,
         description="test",
     )
-    asking = create_bus(settings)
+    asking = create_bus(settings.bus)
     await serving.start()
     await asking.start()
-    client = RpcClient(asking, settings, Stream.MEMORY_RPC)
+    client = RpcClient(asking, settings.bus, Stream.MEMORY_RPC)
 
     def query() -> Envelope:
         return Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=1))

@@ -25,7 +25,7 @@ from memoria_memory.session_configs import answer_session
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.settings import Settings
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings.load(_env_file=None)
 
 
 @pytest.fixture(params=BOTH)

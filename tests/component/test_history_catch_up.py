@@ -27,6 +27,7 @@ from memoria_memory.threads import ThreadRepository
 from memoria_runtime import metrics
 from memoria_runtime.bus import Delivery
 from memoria_runtime.partitions import Partitions
+from memoria_runtime.settings import Settings
 
 CHAT_OUT, GROUP = Stream.CHAT_OUT.value, Group.MEMORY_HISTORY.value
 SHORT_WAIT_S = 0.3
@@ -173,7 +174,7 @@ async def handlers(tmp_path: Path, redis: Redis) -> AsyncIterator[MemoryHandlers
     await history.setup()
     threads = ThreadRepository(store)
     await threads.setup()
-    served = MemoryHandlers()
+    served = MemoryHandlers(Settings.load(_env_file=None))
     storage = SimpleNamespace(history=history, summaries=None, summarizer=None)
     served.attach(cast(MemoryStorage, storage), threads, catch_up(redis, LONG_WAIT_S))
     try:

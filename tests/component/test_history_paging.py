@@ -20,6 +20,7 @@ from memoria_memory.history import HistoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 USER, OTHER, THREAD = "ana", "bob", "t-long"
 STORED = 23
@@ -52,7 +53,7 @@ async def handlers(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
             await history.save(USER, THREAD, record(n), seq=1000 + n)
         await history.save(USER, THREAD, record(STORED, tool=True), seq=1000 + STORED)
         await history.save(OTHER, THREAD, record(900), seq=999)
-        served = MemoryHandlers()
+        served = MemoryHandlers(Settings.load(_env_file=None))
         served.attach(cast(MemoryStorage, SimpleNamespace(history=history)), threads)
         yield served
 

@@ -55,7 +55,7 @@ class Service:
         self.summaries = SummaryStore(store.collection(SUMMARIES))
         self.summarizer = HistorySummarizer(self.history, self.summaries, bounds, delay_s)
         self.threads = ThreadRepository(store)
-        self.handlers = MemoryHandlers()
+        self.handlers = MemoryHandlers(Settings.load(_env_file=None))
         storage = SimpleNamespace(
             history=self.history, summaries=self.summaries, summarizer=self.summarizer
         )
@@ -251,7 +251,7 @@ async def test_a_cycle_gets_its_history_and_its_session_config_in_one_request(
     await service.threads.update_session_config(
         USER,
         SessionConfigPatch.model_validate({"memory_limit": 3}).as_update(THREAD),
-        default_persona=Settings(_env_file=None).default_persona,
+        default_persona=Settings.load(_env_file=None).cycle.default_persona,
     )
 
     page = await service.page(session=True)
@@ -264,7 +264,7 @@ async def test_a_cycle_gets_its_history_and_its_session_config_in_one_request(
     assert fresh.messages == []
     assert fresh.session is not None
     assert fresh.session.overrides == SessionConfigOverrides()
-    assert fresh.session.config.memory_limit == Settings(_env_file=None).memory_limit
+    assert fresh.session.config.memory_limit == Settings.load(_env_file=None).memory.memory_limit
     # Not asked, not read.
     assert (await service.page()).session is None
 

@@ -23,7 +23,7 @@ from memoria_memory.memories import lexical_index
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import TextRow, VectorStore
 from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
-from memoria_runtime.settings import MemoryRetrieval, Settings
+from memoria_runtime.settings import MemoryRetrieval, MemoryServiceSettings, Settings
 
 DIM = 40  # used by no other test: its collections are dropped here
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.usefixtures("storage_broker")
 def settings(tmp_path: Path, milvus_uri: str, retrieval: MemoryRetrieval) -> Settings:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": [{"match": ""}], "embedding_dim": DIM}))
-    return Settings(
+    return Settings.load(
         data_dir=tmp_path,
         docstore_url=f"sqlite:///{tmp_path / 'memoria.db'}",
         milvus_uri=milvus_uri,
@@ -82,7 +82,7 @@ def made_by(storage: MemoryStorage, collections: list[str]) -> str:
 
 @asynccontextmanager
 async def opened(config: Settings) -> AsyncIterator[MemoryStorage]:
-    storage = await MemoryStorage.open(config)
+    storage = await MemoryStorage.open(config.process(MemoryServiceSettings))
     try:
         yield storage
     finally:

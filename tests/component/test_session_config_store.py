@@ -23,7 +23,7 @@ from memoria_memory.session_configs import answer_session
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.settings import Settings
 
-SETTINGS = Settings(_env_file=None, memory_limit=20, system_prompt="Default prompt.")
+SETTINGS = Settings.load(_env_file=None, memory_limit=20, system_prompt="Default prompt.")
 
 
 @pytest.fixture(params=BOTH)

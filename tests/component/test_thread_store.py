@@ -28,6 +28,7 @@ from memoria_memory.history import HistoryRepository
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 LONG_QUESTION = (
@@ -408,7 +409,7 @@ async def test_the_handler_recounts_a_redelivered_entry_after_a_crash(
     counting it; the consumer hands the entry over again, marked as a redelivery."""
     chat = Chat(store)
     await chat.setup()
-    handlers = MemoryHandlers()
+    handlers = MemoryHandlers(Settings.load(_env_file=None))
     summarizer = SimpleNamespace(schedule=lambda *_: None)
     storage = SimpleNamespace(history=chat.history, summarizer=summarizer)
     handlers.attach(cast(MemoryStorage, storage), chat.threads)

@@ -251,7 +251,9 @@ async def test_while_the_broker_is_away_searches_go_to_milvus_and_writes_fail_lo
     milvus_uri: str, collection: str, tmp_path: Path
 ) -> None:
     with restartable_broker(tmp_path) as server:
-        broker = redis_clients.connect(Settings(redis_url=f"redis://127.0.0.1:{server.port}/0"))
+        broker = redis_clients.connect(
+            Settings.load(redis_url=f"redis://127.0.0.1:{server.port}/0").bus
+        )
         [replica] = await replicas(milvus_uri, collection, broker, count=1)
         try:
             await replica.store.upsert(ALICE, rows(("a", axis(0)), ("b", axis(1))))

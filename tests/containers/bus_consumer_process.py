@@ -21,10 +21,10 @@ HANDLING = "handling"
 
 
 async def consume_forever(redis_url: str, consumer: str, reclaim_idle_ms: int) -> None:
-    settings = Settings(
+    settings = Settings.load(
         redis_url=redis_url, consumer_name=consumer, reclaim_idle_ms=reclaim_idle_ms
     )
-    broker = create_bus(settings)
+    broker = create_bus(settings.bus)
     never = asyncio.Event()
 
     async def handler(event: Envelope, delivery: Delivery) -> None:
@@ -33,7 +33,7 @@ async def consume_forever(redis_url: str, consumer: str, reclaim_idle_ms: int) -
 
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=Stream.CHAT_IN,
         group=Group.DECISION,
         handler=handler,

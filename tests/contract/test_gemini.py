@@ -109,7 +109,7 @@ def gemini_settings(base_url: str, **overrides: object) -> Settings:
         "llm_timeout_seconds": 2.0,
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings.load(_env_file=None, **values)
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ async def make(fake: FakeGemini, spans: InMemorySpanExporter) -> AsyncIterator[A
     def build(**overrides: object) -> GeminiModel:
         model = GeminiModel(
             GeminiConfig.model_validate(
-                gemini_settings(fake.base_url, **overrides), from_attributes=True
+                gemini_settings(fake.base_url, **overrides).llm, from_attributes=True
             ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
@@ -460,7 +460,7 @@ async def test_the_base_url_setting_is_read_from_the_environment(
     monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
     monkeypatch.setenv("MEMORIA_GEMINI_BASE_URL", fake.base_url)
     monkeypatch.setenv("MEMORIA_MODEL_CHAT", "gemini-from-env")
-    model = language_model(Settings(_env_file=None))
+    model = language_model(Settings.load(_env_file=None).llm)
     try:
         assert model.name == "gemini"
         assert model.label(Mode.CHAT) == "gemini-from-env"

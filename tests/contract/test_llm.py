@@ -84,7 +84,7 @@ def gemini_settings(base_url: str, **overrides: object) -> Settings:
         "llm_timeout_seconds": 2.0,
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings.load(_env_file=None, **values)
 
 
 def openai_settings(base_url: str) -> Settings:
@@ -98,7 +98,7 @@ def openai_settings(base_url: str) -> Settings:
         "llm_retries": 3,
         "llm_timeout_seconds": 2.0,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings.load(_env_file=None, **values)
 
 
 def request(task: str, text: str = MESSAGE) -> LLMRequest:
@@ -176,7 +176,7 @@ async def provider(
         openai_fake.reset()
         compatible = OpenAICompatibleModel(
             OpenAIConfig.model_validate(
-                openai_settings(openai_fake.base_url), from_attributes=True
+                openai_settings(openai_fake.base_url).llm, from_attributes=True
             ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
@@ -188,7 +188,7 @@ async def provider(
     else:
         fake.reset()
         model = GeminiModel(
-            GeminiConfig.model_validate(gemini_settings(fake.base_url), from_attributes=True),
+            GeminiConfig.model_validate(gemini_settings(fake.base_url).llm, from_attributes=True),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=TEST_BACKOFF_S,
         )

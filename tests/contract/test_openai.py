@@ -114,7 +114,7 @@ def openai_settings(base_url: str | None, **overrides: object) -> Settings:
         "llm_timeout_seconds": 2.0,
         **overrides,
     }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings.load(_env_file=None, **values)
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ async def make(fake: FakeOpenAI, spans: InMemorySpanExporter) -> AsyncIterator[A
     def build(backoff_max_s: float = TEST_BACKOFF_S, **overrides: object) -> OpenAICompatibleModel:
         model = OpenAICompatibleModel(
             OpenAIConfig.model_validate(
-                openai_settings(fake.base_url, **overrides), from_attributes=True
+                openai_settings(fake.base_url, **overrides).llm, from_attributes=True
             ),
             backoff_base_s=TEST_BACKOFF_S,
             backoff_max_s=backoff_max_s,
@@ -704,7 +704,7 @@ async def test_leaving_a_stream_early_closes_it_and_its_span(
 
 
 async def test_auto_with_a_base_url_is_the_openai_compatible_provider(fake: FakeOpenAI) -> None:
-    model = language_model(openai_settings(fake.base_url, llm_provider="auto"))
+    model = language_model(openai_settings(fake.base_url, llm_provider="auto").llm)
     try:
         assert isinstance(model, OpenAICompatibleModel)
         assert model.label(Mode.CHAT) == MODEL
@@ -714,23 +714,23 @@ async def test_auto_with_a_base_url_is_the_openai_compatible_provider(fake: Fake
 
 def test_a_gemini_key_wins_over_a_base_url(fake: FakeOpenAI) -> None:
     settings = openai_settings(fake.base_url, llm_provider="auto", gemini_api_key="k")
-    assert language_model(settings).name == "gemini"
+    assert language_model(settings.llm).name == "gemini"
 
 
 def test_auto_without_key_or_base_url_is_offline() -> None:
-    assert language_model(openai_settings(None, llm_provider="auto")).name == "offline"
+    assert language_model(openai_settings(None, llm_provider="auto").llm).name == "offline"
 
 
 def test_a_missing_model_is_a_clear_error(fake: FakeOpenAI) -> None:
     settings = openai_settings(fake.base_url, openai_model=None, openai_model_chat="chat-model")
     with pytest.raises(ValueError, match="MEMORIA_OPENAI_MODEL") as caught:
-        language_model(settings)
+        language_model(settings.llm)
     assert "reasoning" in str(caught.value)
 
 
 def test_the_openai_provider_needs_a_base_url() -> None:
     with pytest.raises(ValueError, match="MEMORIA_OPENAI_BASE_URL"):
-        language_model(openai_settings(None))
+        language_model(openai_settings(None).llm)
 
 
 async def test_the_settings_are_read_from_the_environment(
@@ -742,7 +742,7 @@ async def test_the_settings_are_read_from_the_environment(
     monkeypatch.setenv("MEMORIA_OPENAI_BASE_URL", fake.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     monkeypatch.setenv("MEMORIA_OPENAI_MODEL", "model-from-env")
-    model = language_model(Settings(_env_file=None))
+    model = language_model(Settings.load(_env_file=None).llm)
     try:
         assert model.name == "openai"
         await collect(model.chat(conversation()))

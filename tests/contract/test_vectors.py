@@ -607,8 +607,8 @@ async def test_the_factory_opens_the_collection_of_the_embedder(
     milvus_uri: str,
 ) -> None:
     embedder = f"contract-factory-{uuid.uuid4().hex[:8]}"
-    settings = Settings(milvus_uri=milvus_uri, vector_isolation="partition_key")
-    store = await open_vector_store(settings, embedder, DIM)
+    settings = Settings.load(milvus_uri=milvus_uri, vector_isolation="partition_key")
+    store = await open_vector_store(settings.storage, embedder, DIM)
     try:
         assert store.collection == collection_name(embedder, DIM)
         assert store.dim == DIM

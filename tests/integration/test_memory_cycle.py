@@ -135,7 +135,7 @@ async def test_saved_in_one_thread_found_in_another_only_by_its_owner(stack: Sta
     assert [m["content"] for m in found] == [PEANUTS]
     card = next(f for f in asking if f["type"] == "message" and f["modal"] == "memory")
     assert card["chat-history"] is True
-    assert found[0]["relevance_score"] >= Settings(_env_file=None).memory_min_relevance
+    assert found[0]["relevance_score"] >= Settings.load(_env_file=None).memory.memory_min_relevance
     explanation = [
         f
         for f in asking

@@ -56,7 +56,7 @@ def assert_services(
 def test_embedded_profile_starts_valkey_and_milvus_first_then_the_services(
     tmp_path: Path,
 ) -> None:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=Path("data"),
         embedded_redis_port=6411,
         embedded_milvus_port=19611,
@@ -85,7 +85,7 @@ def test_external_profile_starts_no_broker_or_milvus_and_passes_the_urls_on(
 ) -> None:
     url = "redis://broker.example:6379/3"
     milvus = "http://milvus.example:19530"
-    settings = Settings(data_dir=tmp_path / "d", redis_url=url, milvus_uri=milvus)
+    settings = Settings.load(data_dir=tmp_path / "d", redis_url=url, milvus_uri=milvus)
     specs = build_specs(settings)
 
     assert not {"valkey", "milvus"} & {spec.name for spec in specs}
@@ -96,7 +96,7 @@ def test_redis_url_from_the_environment_selects_the_external_profile(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/0")
-    specs = build_specs(Settings(data_dir=tmp_path))
+    specs = build_specs(Settings.load(data_dir=tmp_path))
     assert [spec.name for spec in specs] == ["milvus", *(name for name, _ in SERVICES)]
     specs = specs[1:]
     assert all(
@@ -111,7 +111,7 @@ def test_with_the_password_memoria_run_makes_every_part_requires_and_uses_it(
     data = tmp_path / "data"
     embedded_broker.broker_dir(data).mkdir(parents=True)  # as memoria run's checks leave it
     (data / EMBEDDED_PASSWORD_FILE).write_text("the-password")
-    settings = Settings(data_dir=data, embedded_redis_port=6411, embedded_milvus_port=19611)
+    settings = Settings.load(data_dir=data, embedded_redis_port=6411, embedded_milvus_port=19611)
     valkey, milvus, *services = build_specs(settings)
     config = embedded_broker.config_file(data)
     assert valkey.argv == embedded_broker.argv(6411, data, config)

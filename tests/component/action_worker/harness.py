@@ -232,7 +232,7 @@ class Harness:
     redis: Redis
     memory: FakeMemoryService = field(default_factory=FakeMemoryService)
     publisher: RecordingPublisher = field(default_factory=RecordingPublisher)
-    settings: Settings = field(default_factory=lambda: Settings(_env_file=None))
+    settings: Settings = field(default_factory=lambda: Settings.load(_env_file=None))
 
     def context(
         self,

@@ -40,8 +40,8 @@ async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
     assert search.queries == SEARCH_PLAN["queries"]
     assert search.vectors == [[0.0, 16.0], [1.0, 17.0]]
     assert search.embedder == EMBEDDER
-    assert search.limit == harness.settings.memory_limit
-    assert search.min_relevance == harness.settings.memory_min_relevance
+    assert search.limit == harness.settings.memory.memory_limit
+    assert search.min_relevance == harness.settings.memory.memory_min_relevance
     assert {(s.thread_id, s.cycle_id) for s in harness.memory.sent} == {(THREAD_ID, CYCLE_ID)}
 
     cards = [f for f in harness.publisher.frames() if f["modal"] == "memory"]
@@ -63,7 +63,7 @@ async def test_posts_one_memory_card_per_result_and_skips_what_the_cycle_has(
     assert rerank_request.task == "MemoryRerank"
     plan_prompt = plan_request.prompt.messages[-1].content
     assert "mem_old1" in plan_prompt  # shown as already retrieved, so not looked for again
-    assert harness.settings.memory_type_descriptions["constraint"] in plan_prompt
+    assert harness.settings.memory.memory_type_descriptions["constraint"] in plan_prompt
     found = json.loads(explain_request.metadata["results"])["found"]
     assert [f["memory_id"] for f in found] == ["mem_nuts1", "mem_vegan1"]
     assert "some key" not in explain_request.prompt.messages[-1].content
@@ -202,7 +202,7 @@ async def test_a_rerank_that_fails_shows_every_memory_found_and_tells_nobody(
 
 async def test_no_rerank_when_turned_off(harness: Harness) -> None:
     store(harness, OLD, PEANUTS, VEGAN)
-    harness.settings = Settings(_env_file=None, memory_rerank=False)
+    harness.settings = Settings.load(_env_file=None, memory_rerank=False)
     answer = {"MemoryRerank": {"relevant": ["mem_vegan1"]}}
     ctx, llm = harness.context("MemorySearch", SEARCH_PLAN, also=answer)
 
@@ -231,7 +231,7 @@ async def test_cards_near_the_best_match_only_each_saying_how_it_matched(
     """With no model's rerank, a memory far below the best match gets no card ("Where do I
     live?" showed the sister's bassoon at a tenth of the city's relevance); the first card is
     the best match. (A model's rerank sees every memory found: test_memory_rerank.)"""
-    harness.settings = harness.settings.model_copy(update={"memory_rerank": False})
+    harness.settings = harness.settings.updated(memory_rerank=False)
     scored = {
         "mem_city": ("I live in Recife", 0.39),
         "mem_near": ("I moved to Recife in 2020", 0.2),

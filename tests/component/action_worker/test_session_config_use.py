@@ -83,7 +83,7 @@ async def test_without_a_session_the_settings_apply(harness: Harness) -> None:
     [request] = llm.requests
     identity = "You are Memoria, an assistant with long-term memory."
     rest = request.prompt.system.removeprefix(identity).lstrip()
-    assert rest.startswith(harness.settings.system_prompt)
+    assert rest.startswith(harness.settings.cycle.system_prompt)
     assert request.model is None
 
 
@@ -92,7 +92,7 @@ async def test_answers_speak_as_the_cycles_persona_and_reset_after_a_switch(
 ) -> None:
     """Personas: the persona decision sends is the identity of Finalize (and the other answers),
     worded for the thread's chat model; in the cycle after a switch, the hard reset."""
-    tutor = load_personas(harness.settings).get("tutor")
+    tutor = load_personas(harness.settings.cycle).get("tutor")
     assert tutor is not None
     reset = PersonaReset(seq=1, previous_id="memoria", previous_name="Memoria", turn=0)
     for persona, expected in (

@@ -16,12 +16,13 @@ from memoria_contracts.events import (
     ChatDelta,
     ChatPosted,
 )
+from memoria_contracts.llm_settings import DEFAULT_LLM_PRICES
 from memoria_contracts.memory import MemorySearch
 from memoria_contracts.streams import Stream
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import keys
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
+from memoria_runtime.settings import Settings
 
 from .harness import CYCLE_ID, FakeMemoryService, memory, step_delivery, step_requested
 from .plans import SEARCH_PLAN
@@ -49,7 +50,7 @@ async def ready_worker(
     )
     publisher = WritingPublisher(redis_url, WORKER_STREAMS)
     worker = StepRunner(
-        settings=Settings(_env_file=None),
+        settings=Settings.load(_env_file=None),
         worker="worker-under-test",
         llm_prices=DEFAULT_LLM_PRICES,
         redis=redis,
@@ -153,9 +154,11 @@ async def test_a_step_of_an_ended_cycle_is_not_run_and_its_records_expire_with_t
 
     await redis.delete(keys.cycle_ended(ONE, CYCLE_ID))
     await worker.on_action_requested(step_requested("MemorySearch", 2), step_delivery(2))
-    settings = Settings(_env_file=None)
+    settings = Settings.load(_env_file=None)
     kept_for = (
-        settings.cycle_max_steps * settings.step_timeout_seconds + 60 + keys.REDELIVERY_SLACK_S
+        settings.cycle.cycle_max_steps * settings.cycle.step_timeout_seconds
+        + 60
+        + keys.REDELIVERY_SLACK_S
     )
     for key in (keys.step_done(ONE, CYCLE_ID, 2), keys.step_plan(ONE, CYCLE_ID, 2)):
         assert 0 < await redis.ttl(key) <= kept_for

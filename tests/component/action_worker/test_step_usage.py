@@ -16,12 +16,13 @@ from memoria_contracts.events import (
     ActionSpec,
     Envelope,
 )
+from memoria_contracts.llm_settings import DEFAULT_LLM_PRICES
 from memoria_contracts.streams import Stream
 from memoria_llm.port import LLMRequest, Prompt, PromptMessage
 from memoria_llm.scripted import Script, ScriptedModel, ScriptRule
 from memoria_runtime import metrics
 from memoria_runtime.partitions import Partitions
-from memoria_runtime.settings import DEFAULT_LLM_PRICES, Settings
+from memoria_runtime.settings import Settings
 
 from .harness import (
     FakeMemoryService,
@@ -76,7 +77,7 @@ SCRIPT = Script(
 
 def runner(redis: Redis, publisher: RecordingPublisher) -> StepRunner:
     return StepRunner(
-        settings=Settings(_env_file=None),
+        settings=Settings.load(_env_file=None),
         worker="worker-under-test",
         llm_prices=DEFAULT_LLM_PRICES,
         redis=redis,

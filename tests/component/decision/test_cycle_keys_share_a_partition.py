@@ -31,9 +31,9 @@ from memoria_runtime.envelopes import follow
 from memoria_runtime.settings import Settings
 from tests.component.decision.test_fast_path_runs import InProcessMemories
 
-SETTINGS = Settings(_env_file=None, bus_partitions=4)
+SETTINGS = Settings.load(_env_file=None, bus_partitions=4)
 USER = "ana"
-PART = SETTINGS.partitions.of(USER)
+PART = SETTINGS.bus.partitions.of(USER)
 SEARCH = ActionSpec(name="MemorySearch", description="Look in the memories.", ends_cycle=False)
 LAST = "memoria:written-last"  # untagged: where the server's reports are read up to
 REPORTS_WITHIN_S = 30  # generous: a loaded machine
@@ -79,7 +79,7 @@ async def test_every_key_a_threads_cycles_write_is_in_its_users_partition(
     redis: Redis, reports: PubSub
 ) -> None:
     assert PART.tag  # four partitions: every key of a thread carries a hash tag
-    await catalog.advertise(redis, "w", [SEARCH, FINALIZE], 60, partitions=SETTINGS.partitions)
+    await catalog.advertise(redis, "w", [SEARCH, FINALIZE], 60, partitions=SETTINGS.bus.partitions)
     await written(redis, reports)  # the adverts: every partition's catalog
     publisher = RecordingPublisher()
     engine = scripted_engine(

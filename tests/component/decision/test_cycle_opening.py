@@ -30,7 +30,7 @@ from memoria_text import i18n
 PARTITIONS = Partitions()
 ONE = PARTITIONS.all[0]  # the embedded default: one partition, keys untagged
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings.load(_env_file=None)
 
 
 def config_with_limit(limit: int) -> SessionConfigState:

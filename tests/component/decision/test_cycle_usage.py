@@ -41,7 +41,7 @@ def engine_for(
         publisher,
         rules=[ScriptRule(decide=decide or ["Finalize"])],
         # A test without workers here is about usage, not about waiting for them.
-        settings=Settings(
+        settings=Settings.load(
             _env_file=None, llm_prices={"scripted": SCRIPTED_PRICE}, no_workers_wait_seconds=0
         ),
     )

@@ -26,7 +26,7 @@ WORKER_LATE_S = 0.6
 
 def engine_waiting(redis: Redis, publisher: RecordingPublisher, seconds: float) -> CycleExecutor:
     return scripted_engine(
-        redis, publisher, settings=Settings(_env_file=None, no_workers_wait_seconds=seconds)
+        redis, publisher, settings=Settings.load(_env_file=None, no_workers_wait_seconds=seconds)
     )
 
 

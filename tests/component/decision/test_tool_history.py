@@ -62,7 +62,7 @@ def engine_for(redis: Redis, publisher: RecordingPublisher, memory: MemoryClient
         publisher,
         rules=[ScriptRule(decide=["MemorySearch", "Finalize"])],
         memory=memory,
-        settings=Settings(_env_file=None, history_summary_prompt_chars=PROMPT_CHARS),
+        settings=Settings.load(_env_file=None, history_summary_prompt_chars=PROMPT_CHARS),
     )
 
 

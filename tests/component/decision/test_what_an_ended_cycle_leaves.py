@@ -24,14 +24,14 @@ from memoria_runtime import catalog, keys
 from memoria_runtime.envelopes import follow
 from memoria_runtime.settings import Settings
 
-ONE = Settings(_env_file=None).partitions.all[0]  # the embedded default: keys untagged
+ONE = Settings.load(_env_file=None).bus.partitions.all[0]  # the embedded default: keys untagged
 
 LEFT_BYTES = 1024
 LONG_MESSAGE = "Please remember all of this: " + "my garden has roses and tulips. " * 60
 
 
 async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) -> None:
-    settings = Settings(_env_file=None)
+    settings = Settings.load(_env_file=None)
     await catalog.advertise(redis, "worker-1", [FINALIZE], ttl_s=60)
     publisher = RecordingPublisher()
     engine = scripted_engine(redis, publisher, settings=settings)
@@ -58,12 +58,12 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
     print(f"running state {running} B; left after the end: {sizes} (TTL s: {ttls})")
     assert sum(sizes.values()) <= LEFT_BYTES, sizes
     assert running is not None and running > sum(sizes.values())
-    window = released_ttl_s(settings)
+    window = released_ttl_s(settings.bus)
     assert 0 < ttls[keys.cycle_state(ONE, cycle_id)] <= window
     assert (
         0
         < ttls[keys.cycle_ended(ONE, cycle_id)]
-        <= keys.step_record_ttl_s(settings.thread_lock_ttl_s)
+        <= keys.step_record_ttl_s(settings.cycle.thread_lock_ttl_s)
     )
     stored = await engine.store.load(ONE, cycle_id)
     assert isinstance(stored, Released) and stored.end_reason == "done"
@@ -72,6 +72,6 @@ async def test_an_ended_cycle_leaves_under_a_kilobyte_for_minutes(redis: Redis) 
 def test_the_tombstone_outlives_every_redelivery_of_the_cycles_events() -> None:
     """An entry whose handler died is delivered again once idle ``reclaim_idle_ms`` (the
     reclaimer looks at least every 2 s), and parked after 4 × ``max_deliveries``."""
-    assert released_ttl_s(Settings(_env_file=None)) == (30 + 2) * 5 * 4
-    quick = Settings(_env_file=None, reclaim_idle_ms=5_000, max_deliveries=3)
-    assert released_ttl_s(quick) == (5 + 2) * 3 * 4
+    assert released_ttl_s(Settings.load(_env_file=None).bus) == (30 + 2) * 5 * 4
+    quick = Settings.load(_env_file=None, reclaim_idle_ms=5_000, max_deliveries=3)
+    assert released_ttl_s(quick.bus) == (5 + 2) * 3 * 4

@@ -423,7 +423,9 @@ def test_settings_are_real_and_dev_login_is_off(docs: tuple[Manifest, ...]) -> N
     assert data["MEMORIA_DEV_LOGIN"] == "false"
     unknown = [key for key in data if key not in names and key != KEDA_ADDRESS_KEY]
     assert unknown == []
-    Settings.model_validate({names[key]: value for key, value in data.items() if key in names})
+    Settings.load(
+        _env_file=None, **{names[key]: value for key, value in data.items() if key in names}
+    )
     for key in ("MEMORIA_REDIS_URL", "MEMORIA_DOCSTORE_URL", "MEMORIA_MILVUS_URI"):
         parts = urlsplit(data[key])
         assert parts.username is None and parts.password is None, f"credentials in {key}"

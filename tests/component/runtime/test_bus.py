@@ -48,7 +48,7 @@ def settings_for(redis_url: str, **overrides: object) -> Settings:
         "bus_secret": BUS_SECRET,
     }
     values.update(overrides)
-    return Settings(**values)  # type: ignore[arg-type]
+    return Settings.load(**values)  # type: ignore[arg-type]
 
 
 def message(text: str = "hello") -> Envelope:
@@ -89,17 +89,17 @@ async def start(
     slots: int = DEFAULT_SLOTS,
     group: Group = Group.DECISION,
 ) -> EventPublisher:
-    broker = create_bus(settings)
+    broker = create_bus(settings.bus)
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=stream,
         group=group,
         handler=handler,  # type: ignore[arg-type]
         description="test",
         slots=slots,
     )
-    publisher = EventPublisher(broker, settings)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(stream, "test")
     await broker.start()
     running.append(broker)
@@ -226,8 +226,8 @@ async def test_a_consumer_group_removed_under_a_running_consumer_is_created_agai
 
 
 async def publisher_alone(running: list[ServiceBus], settings: Settings) -> EventPublisher:
-    broker = create_bus(settings)
-    publisher = EventPublisher(broker, settings)
+    broker = create_bus(settings.bus)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.CHAT_IN, "test")
     await broker.start()
     running.append(broker)
@@ -357,7 +357,7 @@ async def test_services_mid_rotation_of_the_bus_secret_take_each_others_entries(
         (running[1], step_2, Stream.CHAT_IN, "to step 1"),
         (running[0], step_1, Stream.CHAT_OUT, "to step 2"),
     ):
-        writer = EventPublisher(broker, settings)
+        writer = EventPublisher(broker, settings.bus)
         writer.declare(stream, "test")
         await writer.publish(stream, message(text))
     await eventually(lambda: sorted(seen) == ["to step 1", "to step 2"])
@@ -443,8 +443,8 @@ async def test_a_busy_consumer_leaves_the_backlog_to_new_replicas(
 
     # The backlog is there before the first consumer reads (as when workers were all busy).
     await redis.xgroup_create(Stream.CHAT_IN.value, Group.DECISION.value, id="0", mkstream=True)
-    sender = create_bus(settings_for(redis_url, consumer_name="sender"))
-    publisher = EventPublisher(sender, settings_for(redis_url))
+    sender = create_bus(settings_for(redis_url, consumer_name="sender").bus)
+    publisher = EventPublisher(sender, settings_for(redis_url).bus)
     publisher.declare(Stream.CHAT_IN, "test")
     await sender.start()
     running.append(sender)
@@ -517,7 +517,7 @@ async def test_request_reply(redis: Redis, redis_url: str, running: list[Service
 
     settings = settings_for(redis_url)
     await start(running, settings, handler, Stream.MEMORY_RPC)
-    client = RpcClient(running[0], settings, Stream.MEMORY_RPC)
+    client = RpcClient(running[0], settings.bus, Stream.MEMORY_RPC)
 
     def query(limit: int) -> Envelope:
         return Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=limit))
@@ -541,7 +541,7 @@ async def test_a_request_sent_before_its_server_ever_started_is_answered(
 
     settings = settings_for(redis_url, rpc_timeout_seconds=WAIT_S)
     await publisher_alone(running, settings)
-    client = RpcClient(running[-1], settings, Stream.MEMORY_RPC)
+    client = RpcClient(running[-1], settings.bus, Stream.MEMORY_RPC)
     asking = asyncio.create_task(
         client.call(Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=5)))
     )
@@ -567,7 +567,7 @@ async def test_concurrent_requests_each_get_their_own_reply(
 
     settings = settings_for(redis_url)
     await start(running, settings, handler, Stream.MEMORY_RPC)
-    client = RpcClient(running[0], settings, Stream.MEMORY_RPC)
+    client = RpcClient(running[0], settings.bus, Stream.MEMORY_RPC)
     replies = await asyncio.gather(
         *(
             client.call(
@@ -586,9 +586,9 @@ async def test_a_forged_reply_is_refused(redis: Redis, redis_url: str, signed_by
     """Someone reading memory.rpc answers first on the requester's private channel: the
     requester refuses any reply not signed for its own request."""
     settings = settings_for(redis_url, rpc_timeout_seconds=5.0)
-    client_broker = create_bus(settings)
+    client_broker = create_bus(settings.bus)
     await client_broker.start()
-    client = RpcClient(client_broker, settings, Stream.MEMORY_RPC)
+    client = RpcClient(client_broker, settings.bus, Stream.MEMORY_RPC)
     request = Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=5))
 
     async def impostor() -> None:
@@ -624,10 +624,10 @@ async def test_a_forged_reply_is_refused(redis: Redis, redis_url: str, signed_by
 
 async def test_request_without_a_server_times_out(redis: Redis, redis_url: str) -> None:
     settings = settings_for(redis_url, rpc_timeout_seconds=0.3)
-    broker = create_bus(settings)
+    broker = create_bus(settings.bus)
     await broker.start()
     try:
-        client = RpcClient(broker, settings, Stream.MEMORY_RPC)
+        client = RpcClient(broker, settings.bus, Stream.MEMORY_RPC)
         with pytest.raises(TimeoutError):
             await client.call(
                 Envelope(user_id="ana", thread_id="t1", payload=HistoryQuery(limit=1))

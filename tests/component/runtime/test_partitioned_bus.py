@@ -51,7 +51,7 @@ async def test_events_go_to_their_users_partition_and_one_consumer_reads_them_al
     redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     settings = settings_for(redis_url, bus_partitions=PARTITIONS)
-    partitions = settings.partitions
+    partitions = settings.bus.partitions
     assert len(spread(partitions)) == PARTITIONS  # every partition has users
     seen: list[tuple[str, str]] = []
 
@@ -97,12 +97,12 @@ async def test_entries_with_the_same_id_in_two_partitions_are_both_handled(
     redis: Redis, redis_url: str, running: list[ServiceBus]
 ) -> None:
     settings = settings_for(redis_url, bus_partitions=PARTITIONS)
-    users = [users[0] for users in spread(settings.partitions).values()][:2]
+    users = [users[0] for users in spread(settings.bus.partitions).values()][:2]
     publisher = await start(running, settings, lambda *_: None, Stream.CHAT_IN)
     await running[0].stop()
     running.clear()
     for user in users:  # the same id in two partitions
-        key = settings.partitions.of(user).scoped(Stream.CHAT_IN.value)
+        key = settings.bus.partitions.of(user).scoped(Stream.CHAT_IN.value)
         framed = await publisher._framed(Stream.CHAT_IN, message(user, "same id"))
         await redis.xadd(key, {"__data__": framed}, id="1-1")
     seen: list[str] = []
@@ -152,7 +152,7 @@ async def test_the_gate_appends_to_the_threads_partition(redis: Redis) -> None:
 
 
 async def test_a_service_with_another_layout_refuses_to_start(redis: Redis) -> None:
-    mine = settings_for("redis://unused", bus_partitions=PARTITIONS).bus_layout
+    mine = settings_for("redis://unused", bus_partitions=PARTITIONS).bus.bus_layout
     assert mine == "partitions=4;tagged=1;fanout=routed"
     await ensure_same_layout(redis, mine)
     await ensure_same_layout(redis, mine)  # the same: fine
@@ -162,5 +162,5 @@ async def test_a_service_with_another_layout_refuses_to_start(redis: Redis) -> N
         settings_for("redis://unused", bus_partitions=PARTITIONS, fan_out="broadcast"),
     ):
         with pytest.raises(LayoutMismatch, match="partitions=4") as refused:
-            await ensure_same_layout(redis, other.bus_layout)
+            await ensure_same_layout(redis, other.bus.bus_layout)
     assert "memoria:bus:layout" in str(refused.value)

@@ -16,11 +16,11 @@ from memoria_runtime.settings import Settings
 
 
 def settings(**values: object) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+    return Settings.load(_env_file=None, **values)
 
 
 def test_out_of_the_box_the_default_and_the_examples() -> None:
-    catalog = load_personas(settings())
+    catalog = load_personas(settings().cycle)
     assert next(p.id for p in catalog) == "memoria"
     assert {"memoria", "tutor", "coach"} <= {p.id for p in catalog}
     assert catalog.default.name == "Memoria"
@@ -31,7 +31,7 @@ def test_a_file_replaces_the_examples_and_may_set_the_default(tmp_path: Path) ->
     path = tmp_path / "personas.json"
     persona = {"id": "chef", "name": "Chef", "description": "Cooks.", "identity": "You cook."}
     path.write_text(json.dumps({"personas": [persona]}))
-    catalog = load_personas(settings(personas_file=path, default_persona="chef"))
+    catalog = load_personas(settings(personas_file=path, default_persona="chef").cycle)
     assert [p.id for p in catalog] == ["chef", "memoria"]
     assert "tutor" not in catalog
 
@@ -62,15 +62,15 @@ def test_a_bad_file_is_a_clear_error(tmp_path: Path, content: str, message: str)
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(PersonaConfigError, match=message) as raised:
-        load_personas(settings(personas_file=path))
+        load_personas(settings(personas_file=path).cycle)
     assert str(path) in str(raised.value)
 
 
 def test_a_missing_file_or_default_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PersonaConfigError, match="cannot read"):
-        load_personas(settings(personas_file=tmp_path / "nope.json"))
+        load_personas(settings(personas_file=tmp_path / "nope.json").cycle)
     with pytest.raises(PersonaConfigError, match="MEMORIA_DEFAULT_PERSONA='pirate'"):
-        load_personas(settings(default_persona="pirate"))
+        load_personas(settings(default_persona="pirate").cycle)
 
 
 @pytest.mark.parametrize("service", ["memoria_decision", "memoria_gateway"])

@@ -29,9 +29,9 @@ async def _socket_of(client: Redis) -> socket.socket:
 @contextlib.asynccontextmanager
 async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
     if kind == "own pool":
-        client = redis_clients.connect(settings)
+        client = redis_clients.connect(settings.bus)
     else:
-        client = redis_clients.connect_bounded(settings, max_connections=2, wait_s=1.0)
+        client = redis_clients.connect_bounded(settings.bus, max_connections=2, wait_s=1.0)
     try:
         yield client
     finally:
@@ -42,7 +42,7 @@ async def client_of(kind: str, settings: Settings) -> AsyncIterator[Redis]:
 async def test_a_connection_probes_a_silent_broker_and_gives_up_on_it(
     redis_url: str, kind: str
 ) -> None:
-    async with client_of(kind, Settings(redis_url=redis_url)) as client:
+    async with client_of(kind, Settings.load(redis_url=redis_url)) as client:
         sock = await _socket_of(client)
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         probing = {
@@ -73,8 +73,8 @@ def test_a_command_after_its_connection_was_reset_is_sent_again_on_any_event_loo
 
     async def reset_then_ping() -> bool:
         async with FaultProxy(("127.0.0.1", valkey_server.port)) as proxy:
-            settings = Settings(redis_url=f"redis://127.0.0.1:{proxy.port}/0")
-            client = redis_clients.connect(settings)
+            settings = Settings.load(redis_url=f"redis://127.0.0.1:{proxy.port}/0")
+            client = redis_clients.connect(settings.bus)
             try:
                 await client.ping()
                 assert proxy.reset_all() == 1

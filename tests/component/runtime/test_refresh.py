@@ -126,8 +126,8 @@ async def test_a_worker_advertises_again_as_soon_as_the_broker_is_back(
 ) -> None:
     """The worker's advert round falls in a broker outage: once the broker is back, the advert
     is in the catalog within a second or so — not when the next round comes."""
-    settings = Settings(redis_url=f"redis://127.0.0.1:{broker.port}/0")
-    client = redis_clients.connect(settings)
+    settings = Settings.load(redis_url=f"redis://127.0.0.1:{broker.port}/0")
+    client = redis_clients.connect(settings.bus)
     broker.stop()
 
     async def advertise() -> None:

@@ -53,14 +53,14 @@ def test_the_fingerprint_names_the_key_without_showing_it() -> None:
 
 
 def test_a_configured_secret_wins_over_the_data_directory(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, bus_secret=SecretStr("configured"), _env_file=None)
-    assert signer_for(settings).fingerprint == Signer("configured").fingerprint
+    settings = Settings.load(data_dir=tmp_path, bus_secret=SecretStr("configured"), _env_file=None)
+    assert signer_for(settings.bus).fingerprint == Signer("configured").fingerprint
     assert not (tmp_path / "bus_secret").exists()
 
 
 def _read_secret(data_dir: str, queue: multiprocessing.Queue[str]) -> None:
-    settings = Settings(data_dir=Path(data_dir), _env_file=None)
-    queue.put(load_or_create_secret(settings, None, "bus_secret"))
+    settings = Settings.load(data_dir=Path(data_dir), _env_file=None)
+    queue.put(load_or_create_secret(settings.data, None, "bus_secret"))
 
 
 def test_processes_starting_together_agree_on_one_generated_secret(tmp_path: Path) -> None:
@@ -103,13 +103,13 @@ def test_during_a_rotation_both_secrets_are_accepted_and_only_the_current_one_si
 
 
 def test_rotation_secrets_come_from_the_settings(tmp_path: Path) -> None:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=tmp_path,
         bus_secret=SecretStr("new"),
         bus_secret_previous=SecretStr("old"),
         _env_file=None,
     )
-    signer = signer_for(settings)
+    signer = signer_for(settings.bus)
     assert signer.fingerprint == Signer("new").fingerprint
     assert signer.previous_fingerprint == Signer("old").fingerprint
     assert signer.next_fingerprint is None

@@ -176,15 +176,15 @@ async def test_the_call_is_counted_like_any_other() -> None:
 
 
 def test_on_with_a_model_off_offline_or_when_turned_off() -> None:
-    settings = Settings(_env_file=None)
-    assert settings.memory_rerank is True
-    assert enabled(settings, Recording([]))
-    offline = language_model(Settings(_env_file=None, llm_provider="offline"))
-    assert not enabled(settings, offline)
-    off = Settings(_env_file=None, memory_rerank=False)
-    assert not enabled(off, Recording([]))
+    settings = Settings.load(_env_file=None)
+    assert settings.memory.memory_rerank is True
+    assert enabled(settings.memory, Recording([]))
+    offline = language_model(Settings.load(_env_file=None, llm_provider="offline").llm)
+    assert not enabled(settings.memory, offline)
+    off = Settings.load(_env_file=None, memory_rerank=False)
+    assert not enabled(off.memory, Recording([]))
 
 
 def test_the_setting_reads_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORIA_MEMORY_RERANK", "false")
-    assert Settings(_env_file=None).memory_rerank is False
+    assert Settings.load(_env_file=None).memory.memory_rerank is False

@@ -50,7 +50,7 @@ def test_default_is_port_8000_on_loopback() -> None:
 
 
 def recorded_instance(tmp_path: Path, **ports: object) -> None:
-    settings = Settings(_env_file=None, **ports)  # type: ignore[arg-type]
+    settings = Settings.load(_env_file=None, **ports)
     (tmp_path / "data").mkdir(exist_ok=True)
     instance.record(settings, tmp_path / "data")
 
@@ -97,7 +97,9 @@ def test_the_url_option_wins_over_everything(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_given_settings_are_used_as_they_are() -> None:
-    assert gateway_url(settings=Settings(_env_file=None, gateway_port=8125)).endswith(":8125")
+    assert gateway_url(settings=Settings.load(_env_file=None, gateway_port=8125).gateway).endswith(
+        ":8125"
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
@@ -136,5 +138,5 @@ def test_doctor_checks_the_same_gateway(monkeypatch: pytest.MonkeyPatch) -> None
     from memoria_cli.doctor import describe
 
     monkeypatch.setenv("MEMORIA_URL", "http://from-env:3")
-    config = describe(Settings(_env_file=None), "offline", "", None)
+    config = describe(Settings.load(_env_file=None), "offline", "", None)
     assert config.gateway_url == "http://from-env:3"

@@ -23,7 +23,7 @@ from memoria_runtime.settings import Settings
 
 
 def settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **values)
+    return Settings.load(_env_file=None, **values)
 
 
 def test_defaults_come_from_the_settings() -> None:

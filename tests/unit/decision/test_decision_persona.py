@@ -13,8 +13,8 @@ from memoria_runtime.personas import load_personas
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
-SETTINGS = Settings(_env_file=None)
-COACH = load_personas(SETTINGS).get("coach")
+SETTINGS = Settings.load(_env_file=None)
+COACH = load_personas(SETTINGS.cycle).get("coach")
 CATALOG = [ActionSpec(name="Finalize", description="Answer.", ends_cycle=True)]
 
 

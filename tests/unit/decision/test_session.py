@@ -14,7 +14,7 @@ from memoria_offline.cycle import view
 from memoria_runtime.session_defaults import session_defaults
 from memoria_runtime.settings import Settings
 
-SETTINGS = Settings(_env_file=None)
+SETTINGS = Settings.load(_env_file=None)
 WHEN = datetime(2025, 1, 2, tzinfo=UTC)
 CYCLE = "cyc_1"
 PEANUTS = Memory(

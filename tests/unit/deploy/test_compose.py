@@ -262,22 +262,22 @@ def test_default_environment_is_valid_settings(monkeypatch: pytest.MonkeyPatch) 
         for key, raw in _environment(_services()[name]).items():
             given = dict.fromkeys(REQUIRED_SECRETS, secret)
             monkeypatch.setenv(key, _interpolate(raw, given))
-        settings = Settings(_env_file=None)
-        assert settings.redis_url == "redis://redis:6379/0"
-        assert settings.docstore_url == "mongodb://mongodb:27017/memoria"
-        assert settings.milvus_uri == "http://milvus:19530"
-        assert settings.vector_isolation == "partition_key"
-        assert settings.otel_exporter == "otlp"
-        assert settings.otel_endpoint == "http://otel-collector:4318"
-        assert settings.metrics_port == OPS_PORT
-        assert settings.dev_login is False
-        assert settings.auth_secret is not None
-        assert settings.auth_secret.get_secret_value() == secret
-        assert settings.bus_secret is not None
-        assert settings.bus_secret.get_secret_value() == secret
-        assert settings.consumer_name is None
-        assert not settings.gemini_api_key
-        assert not settings.openai_base_url
+        settings = Settings.load(_env_file=None)
+        assert settings.bus.redis_url == "redis://redis:6379/0"
+        assert settings.storage.docstore_url == "mongodb://mongodb:27017/memoria"
+        assert settings.storage.milvus_uri == "http://milvus:19530"
+        assert settings.storage.vector_isolation == "partition_key"
+        assert settings.telemetry.otel_exporter == "otlp"
+        assert settings.telemetry.otel_endpoint == "http://otel-collector:4318"
+        assert settings.telemetry.metrics_port == OPS_PORT
+        assert settings.auth.dev_login is False
+        assert settings.auth.auth_secret is not None
+        assert settings.auth.auth_secret.get_secret_value() == secret
+        assert settings.bus.bus_secret is not None
+        assert settings.bus.bus_secret.get_secret_value() == secret
+        assert settings.bus.consumer_name is None
+        assert not settings.llm.gemini_api_key
+        assert not settings.llm.openai_base_url
 
 
 # -- .env.example --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memoria_gateway.app import create_app
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings, Settings
 
 JSON = {"content-type": "application/json"}
 LIMIT = 4096
@@ -22,14 +22,16 @@ BULK_LIMIT = 65536
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(
+    return Settings.load(
         _env_file=None, data_dir=tmp_path, max_body_bytes=LIMIT, max_bulk_body_bytes=BULK_LIMIT
     )
 
 
 @pytest.fixture
 def client(settings: Settings) -> TestClient:
-    return TestClient(create_app(settings), raise_server_exceptions=False)
+    return TestClient(
+        create_app(settings.process(GatewayProcessSettings)), raise_server_exceptions=False
+    )
 
 
 def chunks(total: int, size: int = 1024) -> Iterator[bytes]:
@@ -92,7 +94,7 @@ def test_the_openai_route_refuses_in_its_own_error_shape(client: TestClient) -> 
 async def test_the_body_is_not_read_past_the_limit(settings: Settings) -> None:
     """Read at the ASGI level: the app stops asking for the body once it passes the limit,
     however much more the client would send."""
-    app = create_app(settings)
+    app = create_app(settings.process(GatewayProcessSettings))
     sent_chunks = 0
     total_chunks = 1000
 

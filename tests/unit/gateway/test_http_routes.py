@@ -26,7 +26,7 @@ USER_IDS = TypeAdapter(UserId)
 def client() -> TestClient:
     issuer = TokenIssuer(SECRET, 3600)
     gateway = SimpleNamespace(
-        settings=Settings(_env_file=None, dev_login=True),
+        settings=Settings.load(_env_file=None, dev_login=True),
         tokens=lambda: issuer,
         requests=None,
     )
@@ -91,7 +91,7 @@ def test_the_token_route_refuses_a_bad_request(client: TestClient, request_body:
 
 def test_the_limits_route_tells_the_message_limit() -> None:
     gateway = SimpleNamespace(
-        settings=Settings(_env_file=None, max_message_chars=1234, max_frame_bytes=5678),
+        settings=Settings.load(_env_file=None, max_message_chars=1234, max_frame_bytes=5678),
         tokens=lambda: TokenIssuer(SECRET, 60),
         requests=None,
     )

@@ -10,15 +10,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from memoria_gateway.app import create_app
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings, Settings
 
 _REFERENCE = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']|(?:url)\s*:\s*['"]([^'"]+)['"]""")
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> TestClient:
-    settings = Settings(_env_file=None, data_dir=tmp_path)
-    return TestClient(create_app(settings))
+    settings = Settings.load(_env_file=None, data_dir=tmp_path)
+    return TestClient(create_app(settings.process(GatewayProcessSettings)))
 
 
 def references(html: str) -> list[str]:

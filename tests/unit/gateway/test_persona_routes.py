@@ -35,8 +35,8 @@ from memoria_runtime.personas import load_personas
 from memoria_runtime.settings import Settings
 
 SECRET = "a-test-secret-long-enough-for-hs256"
-SETTINGS = Settings(_env_file=None)
-PERSONAS = load_personas(SETTINGS)
+SETTINGS = Settings.load(_env_file=None)
+PERSONAS = load_personas(SETTINGS.cycle)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from memoria_gateway.http_routes import http_router
 from memoria_gateway.origins import origin_allowed
 from memoria_gateway.security_headers import PAGE_POLICY
 from memoria_runtime.auth import AuthError, TokenIssuer
-from memoria_runtime.settings import Settings
+from memoria_runtime.settings import GatewayProcessSettings, Settings
 
 SECRET = "a-test-secret-long-enough-for-hs256"
 WEEK_S = 7 * 24 * 3600
@@ -33,7 +33,7 @@ WEEK_S = 7 * 24 * 3600
 def login_client(base_url: str, **settings: object) -> TestClient:
     issuer = TokenIssuer(SECRET, 3600)
     gateway = SimpleNamespace(
-        settings=Settings(_env_file=None, dev_login=True, **settings),  # type: ignore[arg-type]
+        settings=Settings.load(_env_file=None, dev_login=True, **settings),
         tokens=lambda: issuer,
         requests=None,
     )
@@ -106,8 +106,8 @@ def test_a_gateway_starts_where_the_dev_login_is_off_local_or_allowed(
 
 
 def test_settings_default_to_a_loopback_bind() -> None:
-    settings = Settings(_env_file=None)
-    assert exposed_dev_login(settings.dev_login, settings.gateway_host, []) is None
+    settings = Settings.load(_env_file=None)
+    assert exposed_dev_login(settings.auth.dev_login, settings.gateway.gateway_host, []) is None
 
 
 # -- token lifetime --------------------------------------------------------------------------
@@ -167,8 +167,10 @@ def test_only_the_gateways_own_pages_and_the_configured_ones_open_a_socket(
 
 @pytest.fixture
 def app_client(tmp_path: Path) -> TestClient:
-    settings = Settings(_env_file=None, data_dir=tmp_path)
-    return TestClient(create_app(settings), base_url="http://127.0.0.1:8000")
+    settings = Settings.load(_env_file=None, data_dir=tmp_path)
+    return TestClient(
+        create_app(settings.process(GatewayProcessSettings)), base_url="http://127.0.0.1:8000"
+    )
 
 
 def test_a_socket_from_a_foreign_page_is_refused_at_the_handshake(app_client: TestClient) -> None:

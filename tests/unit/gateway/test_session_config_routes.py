@@ -22,7 +22,7 @@ from memoria_runtime.auth import TokenIssuer
 from memoria_runtime.settings import Settings
 
 SECRET = "a-test-secret-long-enough-for-hs256"
-SETTINGS = Settings(_env_file=None, system_prompt="Be kind.", memory_limit=20)
+SETTINGS = Settings.load(_env_file=None, system_prompt="Be kind.", memory_limit=20)
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ async def test_the_frame_says_when_the_memory_service_is_away(
 
 
 def test_the_socket_parses_the_frame_and_refuses_bad_ones() -> None:
-    intake = Intake(SETTINGS, None, None)  # type: ignore[arg-type]  # parse needs none
+    intake = Intake(SETTINGS.gateway, None, None)  # type: ignore[arg-type]  # parse needs none
     parsed = intake.parse('{"type": "session_config", "thread_id": "t1", "config": {}}')
     assert isinstance(parsed, ClientSessionConfig) and parsed.config is not None
     for raw in (

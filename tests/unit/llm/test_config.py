@@ -9,18 +9,18 @@ import pytest
 
 from memoria_contracts.chat import ChatRecord
 from memoria_contracts.events import CycleContext
+from memoria_contracts.llm_settings import LlmSettings
 from memoria_llm.config import GeminiConfig, LLMConfig, OpenAIConfig
 from memoria_llm.factory import create_language_model
 from memoria_llm.port import LLMOutputError, LLMRequest, Prompt
 from memoria_offline import OfflineModel
 from memoria_offline.selection import language_model
-from memoria_runtime.settings import Settings
 
 LLM_SOURCE = Path(__file__).parents[3] / "libs" / "llm" / "src" / "memoria_llm"
 
 
-def settings(**values: object) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+def settings(**values: object) -> LlmSettings:
+    return LlmSettings(_env_file=None, **values)  # type: ignore[arg-type]
 
 
 def test_without_a_key_or_a_base_url_no_provider_is_configured() -> None:

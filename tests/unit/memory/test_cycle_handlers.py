@@ -43,6 +43,7 @@ from memoria_memory.summarizer import COLLECTION as SUMMARIES
 from memoria_memory.summarizer import HistorySummarizer, SummaryBounds, SummaryStore
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 MESSAGE_ID = "msg_01hzy3k2v7q9r8s6t5u4w3x2y1"
@@ -60,7 +61,7 @@ async def handlers(tmp_path: Path) -> AsyncIterator[MemoryHandlers]:
     await threads.setup()
     cycles = CycleLog(store)
     await cycles.setup()
-    handlers = MemoryHandlers()
+    handlers = MemoryHandlers(Settings.load(_env_file=None))
     # The chat.out handler needs only the history and its summarizer of what storage holds.
     summarizer = HistorySummarizer(
         history,

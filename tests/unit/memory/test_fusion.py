@@ -70,7 +70,7 @@ def test_the_default_cut_off_separates_an_answer_from_an_unrelated_memory() -> N
     memories): the answer to "what food do I dislike?" shares a word with it and sits above
     the dense cut-off; an unrelated fact asked in Portuguese scores a middling cosine and
     shares no word."""
-    cut_off = Settings(_env_file=None).memory_min_relevance
+    cut_off = Settings.load(_env_file=None).memory.memory_min_relevance
     fusion = Fusion("hybrid")
     assert fusion.relevance(0.71, 2.5) >= cut_off  # "I dislike mushrooms"
     assert fusion.relevance(0.56, None) < cut_off  # "Moro no Porto" for the food question

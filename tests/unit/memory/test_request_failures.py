@@ -18,6 +18,7 @@ from memoria_memory.handlers import CANNOT_BE_DONE, MemoryHandlers, cannot_be_do
 from memoria_memory.storage import MemoryStorage
 from memoria_memory.threads import ThreadRepository
 from memoria_runtime.bus import Delivery
+from memoria_runtime.settings import Settings
 
 DELIVERY = Delivery(
     stream="memoria:memory.rpc", group="memory", entry_id="1-0", data=b"", redelivered=False
@@ -32,7 +33,7 @@ def failing(error: BaseException) -> Any:
 
 
 def handlers_failing_with(error: BaseException) -> MemoryHandlers:
-    handlers = MemoryHandlers()
+    handlers = MemoryHandlers(Settings.load(_env_file=None))
     storage = SimpleNamespace(writer=SimpleNamespace(save=failing(error)))
     threads = SimpleNamespace(rename=failing(error))
     handlers.attach(cast(MemoryStorage, storage), cast(ThreadRepository, threads))

@@ -47,15 +47,15 @@ def test_a_token_no_key_signed_or_expired_is_refused_during_a_rotation() -> None
 
 
 def test_tokens_are_signed_with_the_current_secret_only(tmp_path: Path) -> None:
-    settings = Settings(
+    settings = Settings.load(
         data_dir=tmp_path,
         auth_secret=SecretStr(NEW),
         auth_secret_previous=SecretStr(OLD),
         auth_secret_next=None,
         _env_file=None,
     )
-    issued = TokenIssuer.from_settings(settings).issue("ana")
+    issued = TokenIssuer.from_settings(settings.auth).issue("ana")
     assert jwt.decode(issued, NEW, algorithms=["HS256"], issuer="memoria")["sub"] == "ana"
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(issued, OLD, algorithms=["HS256"], issuer="memoria")
-    assert TokenIssuer.from_settings(settings).verify(token(OLD)) == "ana"
+    assert TokenIssuer.from_settings(settings.auth).verify(token(OLD)) == "ana"

@@ -1,24 +1,27 @@
 """Settings come in components (bus, auth, gateway, storage, LLM, memories, cycle,
 telemetry): each reads its own variables from the environment, under the same names as the
-whole, and every setting belongs to exactly one component. Each service process reads only
-the components it uses."""
+whole, and every setting belongs to exactly one component. A process's settings hold the
+components it uses as fields, and each service process reads only those."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
 import memoria_action_worker.__main__ as action_worker_main
 import memoria_decision.__main__ as decision_main
 import memoria_memory.__main__ as memory_main
+from memoria_contracts.llm_settings import LlmSettings
 from memoria_runtime import service
 from memoria_runtime.lifecycle import Lifecycle
 from memoria_runtime.personas import PersonaConfigError
 from memoria_runtime.settings import (
-    COMPONENTS,
     ActionWorkerSettings,
     AuthSettings,
     BusSettings,
@@ -27,40 +30,41 @@ from memoria_runtime.settings import (
     DecisionSettings,
     GatewayProcessSettings,
     GatewaySettings,
-    LlmSettings,
     MemoryServiceSettings,
     MemorySettings,
+    ProcessSettings,
     ServiceProcessSettings,
     Settings,
     StorageSettings,
     TelemetrySettings,
     env_names,
+    own_fields,
 )
 
-COMPONENTS_UNDER_TEST = [
-    BusSettings,
-    AuthSettings,
-    GatewaySettings,
+# The order of docs/configuration.md's table.
+EVERY_COMPONENT: list[type[BaseSettings]] = [
+    DataSettings,
     StorageSettings,
     LlmSettings,
     MemorySettings,
+    BusSettings,
+    AuthSettings,
+    GatewaySettings,
     CycleSettings,
     TelemetrySettings,
 ]
 
 
-def _own_fields(component: type[object]) -> set[str]:
-    """Fields the component declares itself (not those of a base such as DataSettings)."""
-    return set(getattr(component, "__annotations__", {}))
-
-
 def test_every_setting_belongs_to_exactly_one_component() -> None:
     owners: dict[str, list[str]] = {}
-    for component in [DataSettings, *COMPONENTS_UNDER_TEST]:
-        for name in _own_fields(component):
+    for component in EVERY_COMPONENT:
+        for name in own_fields(component):
             owners.setdefault(name, []).append(component.__name__)
-    assert set(owners) == set(Settings.model_fields)
+    assert set(owners) == set(env_names().values())
     assert {name: where for name, where in owners.items() if len(where) > 1} == {}
+    # The data directory is one setting, read by every component that keeps files.
+    assert owners["data_dir"] == ["DataSettings"]
+    assert "data_dir" in BusSettings.model_fields and "data_dir" in StorageSettings.model_fields
 
 
 def test_each_component_reads_its_variables_under_the_names_of_the_whole(
@@ -79,24 +83,77 @@ def test_each_component_reads_its_variables_under_the_names_of_the_whole(
     assert CycleSettings().actions_disabled == ["Question", "MemoryDelete"]
     assert MemorySettings().fault_injection == ["save.after_document"]
     assert GatewaySettings().gateway_port == 8123
-    whole = Settings()
-    assert (whole.effective_redis_url, whole.gateway_port) == (bus.effective_redis_url, 8123)
+    whole = Settings.load()
+    assert whole.bus.effective_redis_url == bus.effective_redis_url
+    assert whole.gateway.gateway_port == 8123
+    assert whole.llm == llm
 
 
-def test_the_documented_order_lists_every_component_once() -> None:
-    assert sorted(c.__name__ for c in COMPONENTS) == sorted(
-        c.__name__ for c in [DataSettings, *COMPONENTS_UNDER_TEST]
-    )
+def test_the_whole_holds_every_component_once_in_the_documented_order() -> None:
+    assert list(Settings.components().values()) == EVERY_COMPONENT
+
+
+def test_a_setting_given_by_name_reaches_every_component_that_holds_it(tmp_path: Path) -> None:
+    whole = Settings.load(_env_file=None, data_dir=tmp_path, max_body_bytes=2048)
+    assert whole.gateway.max_body_bytes == 2048
+    held = [whole.data, whole.bus, whole.auth, whole.storage]
+    assert [component.data_dir for component in held] == [tmp_path] * 4
+
+
+def test_a_setting_no_component_of_the_process_holds_is_refused() -> None:
+    with pytest.raises(TypeError, match="gateway_port"):
+        DecisionSettings.load(_env_file=None, gateway_port=8123)
+    with pytest.raises(TypeError, match="no_such_setting"):
+        Settings.load(_env_file=None, no_such_setting=1)
+
+
+def test_a_dotenv_file_is_read_by_every_component(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text("MEMORIA_GATEWAY_PORT=8124\nMEMORIA_STREAM_MAXLEN=4321\n")
+    monkeypatch.chdir(tmp_path)
+    whole = Settings.load()
+    assert (whole.gateway.gateway_port, whole.bus.stream_maxlen) == (8124, 4321)
+    assert Settings.load(_env_file=None).gateway.gateway_port == 8000
+    elsewhere = tmp_path / "elsewhere.env"
+    elsewhere.write_text("MEMORIA_GATEWAY_PORT=8125\n")
+    assert GatewayProcessSettings.load(_env_file=elsewhere).gateway.gateway_port == 8125
+
+
+def test_a_process_takes_its_components_from_the_whole() -> None:
+    whole = Settings.load(_env_file=None, stream_maxlen=999)
+    gateway = whole.process(GatewayProcessSettings)
+    assert gateway.bus is whole.bus and gateway.auth is whole.auth
+    with pytest.raises(ValidationError):
+        gateway.bus = BusSettings()  # type: ignore[misc]
+
+
+def test_a_copy_replaces_single_settings_where_they_are_held() -> None:
+    whole = Settings.load(_env_file=None)
+    changed = whole.updated(memory_rerank=False, stream_maxlen=7)
+    assert (changed.memory.memory_rerank, changed.bus.stream_maxlen) == (False, 7)
+    assert changed.llm is whole.llm and whole.memory.memory_rerank is True
+    with pytest.raises(TypeError, match="no_such_setting"):
+        whole.updated(no_such_setting=1)
+    # A single setting's name is no component: model_copy would keep it where nothing reads it.
+    with pytest.raises(TypeError, match="memory_rerank"):
+        whole.model_copy(update={"memory_rerank": False})
+    assert whole.model_copy(update={"bus": changed.bus}).bus.stream_maxlen == 7
+
+
+def test_a_process_settings_field_must_be_a_component() -> None:
+    class Odd(ProcessSettings):
+        bus: BusSettings
+        port: int
+
+    with pytest.raises(TypeError, match=r"Odd\.port is not a settings component"):
+        Odd.components()
 
 
 def test_the_gateway_process_reads_no_llm_key_nor_storage_address() -> None:
-    fields = set(GatewayProcessSettings.model_fields)
-    assert not fields & (_own_fields(LlmSettings) | _own_fields(StorageSettings))
-    assert {"auth_secret", "bus_secret", "gateway_port", "default_persona"} <= fields
-
-
-def _reads(process: type[object], component: type[object]) -> bool:
-    return _own_fields(component) <= set(getattr(process, "model_fields", {}))
+    components = set(GatewayProcessSettings.components().values())
+    assert not components & {LlmSettings, StorageSettings}
+    assert {AuthSettings, BusSettings, GatewaySettings, CycleSettings} <= components
 
 
 @pytest.mark.parametrize(
@@ -111,13 +168,9 @@ def _reads(process: type[object], component: type[object]) -> bool:
     ],
 )
 def test_each_service_process_reads_only_the_components_it_uses(
-    process: type[ServiceProcessSettings], components: set[type[object]]
+    process: type[ProcessSettings], components: set[type[object]]
 ) -> None:
-    read = {component for component in COMPONENTS_UNDER_TEST if _reads(process, component)}
-    assert read == components | {TelemetrySettings}
-    # Nothing half-read either: a field of a component left out is not there.
-    left_out = set(COMPONENTS_UNDER_TEST) - read
-    assert not set(process.model_fields) & set().union(*(_own_fields(c) for c in left_out))
+    assert set(process.components().values()) == components | {TelemetrySettings}
 
 
 @pytest.mark.parametrize(
@@ -161,10 +214,15 @@ def test_a_service_is_not_stopped_by_another_components_bad_variable(
     with pytest.raises(SystemExit, match="stopped before serving"):
         service.run_service("decision", DecisionSettings, build)
     (settings,) = built
-    assert settings.consumer == "decision-under-test"
+    assert settings.bus.consumer == "decision-under-test"
     assert not hasattr(settings, "auth_secret")  # the token secret never reached it
-    with pytest.raises(ValueError, match="gateway_port"):
-        Settings()
+    with pytest.raises(ValidationError, match="gateway_port") as whole:
+        Settings.load()
+    # The whole deployment's view says every malformed variable at once, without its value.
+    assert [error["loc"] for error in whole.value.errors()] == [
+        ("token_ttl_seconds",),
+        ("gateway_port",),
+    ]
 
 
 # Every variable Memoria reads: a public interface (deployments set them), so the split into

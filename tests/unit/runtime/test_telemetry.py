@@ -46,7 +46,9 @@ def test_a_carrier_brings_its_trace_back() -> None:
 
 
 def test_without_an_exporter_spans_are_not_recorded_and_their_trace_still_travels() -> None:
-    tracer = tracer_provider("test", Settings(otel_exporter="none")).get_tracer("test")
+    tracer = tracer_provider("test", Settings.load(otel_exporter="none").telemetry).get_tracer(
+        "test"
+    )
     with tracer.start_as_current_span("origin") as origin:
         assert not origin.is_recording()
         assert origin.get_span_context().is_valid  # a trace id for the logs and the cycle
@@ -59,12 +61,14 @@ def test_without_an_exporter_spans_are_not_recorded_and_their_trace_still_travel
 def test_an_exporting_service_records_its_spans_under_a_parent_that_does_not(
     tmp_path: Path,
 ) -> None:
-    quiet = tracer_provider("quiet", Settings(otel_exporter="none")).get_tracer("quiet")
+    quiet = tracer_provider("quiet", Settings.load(otel_exporter="none").telemetry).get_tracer(
+        "quiet"
+    )
     with quiet.start_as_current_span("upstream"):
         carrier = current_trace_carrier()  # its sampled flag is off
     path = tmp_path / "spans.jsonl"
-    settings = Settings(otel_exporter="console", otel_console_path=str(path))
-    provider = tracer_provider("loud", settings)
+    settings = Settings.load(otel_exporter="console", otel_console_path=str(path))
+    provider = tracer_provider("loud", settings.telemetry)
     with attached_trace(carrier), provider.get_tracer("loud").start_as_current_span("here") as s:
         assert s.is_recording()
     provider.shutdown()  # flushes the batch

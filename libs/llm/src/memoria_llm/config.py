@@ -1,19 +1,17 @@
 """What the providers need to know, and nothing else.
 
-Each remote provider takes its own small config. Field names are those of the service
-settings that hold the same values (``MEMORIA_LLM_RETRIES`` → ``llm_retries``), so a service
-builds a config from its settings object by attribute (:meth:`LLMConfig.of`) without this
-package importing the settings, and the environment variables keep their names.
+The settings themselves (names, defaults, environment variables) are declared once, in
+:class:`memoria_contracts.llm_settings.LlmSettings`; each remote provider takes the part of
+them it needs, checked (a Gemini config has a key, an OpenAI-compatible one a base URL).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
+from memoria_contracts.llm_settings import LlmProvider, LlmSettings
 
 
 class RemoteConfig(BaseModel):
@@ -22,29 +20,36 @@ class RemoteConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, from_attributes=True)
 
-    llm_timeout_seconds: float = 60.0
-    llm_retries: int = 3
-    embedding_dim: int = 768
+    llm_timeout_seconds: float
+    llm_retries: int
+    embedding_dim: int
+
+    @classmethod
+    def defaults(cls, *, embedding_dim: int) -> RemoteConfig:
+        """The settings' defaults (no environment read), for vectors of ``embedding_dim``."""
+        return cls.model_validate(
+            LlmSettings.model_construct(embedding_dim=embedding_dim), from_attributes=True
+        )
 
 
 class GeminiConfig(RemoteConfig):
     gemini_api_key: SecretStr
-    gemini_base_url: str | None = None
-    model_reasoning_heavy: str = "gemini-2.5-pro"
-    model_reasoning: str = "gemini-2.5-flash"
-    model_chat: str = "gemini-2.5-flash"
-    model_embedding: str = "gemini-embedding-001"
+    gemini_base_url: str | None
+    model_reasoning_heavy: str
+    model_reasoning: str
+    model_chat: str
+    model_embedding: str
 
 
 class OpenAIConfig(RemoteConfig):
     openai_base_url: str
-    openai_api_key: SecretStr | None = None
-    openai_model: str | None = None
-    openai_model_reasoning_heavy: str | None = None
-    openai_model_reasoning: str | None = None
-    openai_model_chat: str | None = None
-    openai_tool_messages: bool = True
-    openai_embedding_model: str | None = None
+    openai_api_key: SecretStr | None
+    openai_model: str | None
+    openai_model_reasoning_heavy: str | None
+    openai_model_reasoning: str | None
+    openai_model_chat: str | None
+    openai_tool_messages: bool
+    openai_embedding_model: str | None
 
 
 class LLMConfig(BaseModel):
@@ -53,22 +58,21 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    llm_provider: LlmProvider = "auto"
+    llm_provider: LlmProvider
     gemini: GeminiConfig | None = None
     openai: OpenAIConfig | None = None
     scripted_llm_file: Path | None = None
 
     @classmethod
-    def of(cls, settings: object) -> LLMConfig:
-        """The config held by ``settings``: any object with the fields' names as attributes."""
+    def of(cls, settings: LlmSettings) -> LLMConfig:
         gemini = openai = None
-        if getattr(settings, "gemini_api_key", None) is not None:
+        if settings.gemini_api_key is not None:
             gemini = GeminiConfig.model_validate(settings, from_attributes=True)
-        if getattr(settings, "openai_base_url", None):
+        if settings.openai_base_url:
             openai = OpenAIConfig.model_validate(settings, from_attributes=True)
         return cls(
-            llm_provider=getattr(settings, "llm_provider", "auto"),
+            llm_provider=settings.llm_provider,
             gemini=gemini,
             openai=openai,
-            scripted_llm_file=getattr(settings, "scripted_llm_file", None),
+            scripted_llm_file=settings.scripted_llm_file,
         )

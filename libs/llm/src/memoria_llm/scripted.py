@@ -67,7 +67,7 @@ class ScriptedModel(RemoteModel):
     name = system = LABEL
 
     def __init__(self, script: Script) -> None:
-        super().__init__(RemoteConfig(embedding_dim=script.embedding_dim))
+        super().__init__(RemoteConfig.defaults(embedding_dim=script.embedding_dim))
         self._script = script
 
     def label(self, mode: Mode) -> str:

@@ -4,11 +4,11 @@ providers' package knows nothing of the planner (which depends on it)."""
 
 from __future__ import annotations
 
+from memoria_contracts.llm_settings import LlmSettings
 from memoria_llm.config import LLMConfig
 from memoria_llm.factory import create_language_model
 from memoria_llm.port import LanguageModel
 from memoria_offline.model import OfflineModel
-from memoria_runtime.settings import LlmSettings
 
 
 def language_model(settings: LlmSettings) -> LanguageModel:

@@ -20,7 +20,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel
 
-from memoria_runtime.settings import DataSettings
+from memoria_runtime.settings import DataSettings, Settings
 
 ID_CHARS: Final = 16
 RECORD_FILE: Final = "instance.json"
@@ -42,11 +42,16 @@ def instance_of(settings: DataSettings) -> str:
     return instance_id(resolved_data_dir(settings))
 
 
-def record(settings: BaseModel, data_dir: Path) -> Path:
+def record(settings: Settings, data_dir: Path) -> Path:
     """Write down where this instance listens (`memoria run`, at start), so that a command
     given only MEMORIA_DATA_DIR finds it (:func:`with_recorded`)."""
     path = data_dir / RECORD_FILE
-    values = {name: getattr(settings, name) for name in RECORDED}
+    values = {
+        name: getattr(component, name)
+        for component in (settings.bus, settings.gateway, settings.storage)
+        for name in RECORDED
+        if name in type(component).model_fields
+    }
     draft = path.with_name(f".{RECORD_FILE}.{os.getpid()}")
     fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -77,3 +82,15 @@ def with_recorded(settings: S, data_dir: Path) -> S:
     if not taken:
         return settings
     return settings.model_copy(update=taken)
+
+
+def with_recorded_ports(settings: Settings) -> Settings:
+    """:func:`with_recorded` for every component that holds something written down."""
+    root = resolved_data_dir(settings.data)
+    return settings.model_copy(
+        update={
+            "bus": with_recorded(settings.bus, root),
+            "gateway": with_recorded(settings.gateway, root),
+            "storage": with_recorded(settings.storage, root),
+        }
+    )

@@ -168,20 +168,26 @@ def run_service(
     settings the service uses, so no other component's secret reaches the process and no
     other component's malformed variable stops it."""
     keep_files_private()
-    settings = settings_class()
-    configure_logging(settings.log_level)
-    provider = setup_tracing(name, settings)
+    settings = settings_class.load()
+    configure_logging(settings.telemetry.log_level)
+    provider = setup_tracing(name, settings.telemetry)
     logging.getLogger(f"memoria.{name}").info(
-        "starting as consumer %s on %s", settings.consumer, redact(settings.effective_redis_url)
+        "starting as consumer %s on %s",
+        settings.bus.consumer,
+        redact(settings.bus.effective_redis_url),
     )
     health = Health()
-    stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
+    stop_ops = (
+        ops.serve(settings.telemetry.metrics_port, health)
+        if settings.telemetry.metrics_port
+        else None
+    )
     try:
         try:
             own = build(settings, provider)
         except PersonaConfigError as exc:
             raise SystemExit(f"memoria {name}: {exc}") from None  # the message, no traceback
-        asyncio.run(serve_until_stopped(service_lifecycle(name, settings, own, health)))
+        asyncio.run(serve_until_stopped(service_lifecycle(name, settings.bus, own, health)))
     finally:
         if stop_ops is not None:
             stop_ops()

@@ -10,11 +10,11 @@ def session_defaults(settings: SessionSettings, thread_id: str) -> SessionConfig
     """``chat_model`` is null: the provider's configured chat model answers."""
     return SessionConfig(
         thread_id=thread_id,
-        system_prompt=settings.system_prompt,
+        system_prompt=settings.cycle.system_prompt,
         chat_model=None,
-        memory_limit=settings.memory_limit,
-        memory_min_relevance=settings.memory_min_relevance,
-        memory_type_descriptions=dict(settings.memory_type_descriptions),
-        proactive_retrieval=settings.proactive_retrieval,
-        persona=settings.default_persona,
+        memory_limit=settings.memory.memory_limit,
+        memory_min_relevance=settings.memory.memory_min_relevance,
+        memory_type_descriptions=dict(settings.memory.memory_type_descriptions),
+        proactive_retrieval=settings.memory.proactive_retrieval,
+        persona=settings.cycle.default_persona,
     )

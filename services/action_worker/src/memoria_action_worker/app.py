@@ -27,27 +27,27 @@ log = logging.getLogger("memoria.action_worker")
 def build_broker(
     settings: ActionWorkerSettings, provider: TracerProvider | None = None
 ) -> tuple[ServiceBus, StepRunner]:
-    load_personas(settings)  # the default persona of requests without one; checked here
+    load_personas(settings.cycle)  # the default persona of requests without one; checked here
     strategy_files()  # a broken persona strategy file stops the worker here, saying why
-    broker = create_bus(settings, tracer_provider=provider, service=SERVICE_NAME)
-    publisher = EventPublisher(broker, settings)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.ACTIONS_DONE, "A step's outcome, for decision.")
     publisher.declare(Stream.CHAT_OUT, "Status lines, streamed deltas and messages of a step.")
     runner = StepRunner(
         settings=settings,
-        worker=settings.consumer,
-        llm_prices=settings.llm_prices,
-        redis=redis_clients.connect(settings),
+        worker=settings.bus.consumer,
+        llm_prices=settings.llm.llm_prices,
+        redis=redis_clients.connect(settings.bus),
         publisher=publisher,
-        llm=language_model(settings),
-        memory=MemoryClient(broker, settings),
-        actions=load_actions(extra_modules=settings.action_modules).enabled(
-            settings.actions_disabled
+        llm=language_model(settings.llm),
+        memory=MemoryClient(broker, settings.bus),
+        actions=load_actions(extra_modules=settings.cycle.action_modules).enabled(
+            settings.cycle.actions_disabled
         ),
     )
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=Stream.ACTIONS,
         group=Group.ACTION_WORKER,
         handler=runner.on_action_requested,
@@ -81,7 +81,9 @@ def build_app(settings: ActionWorkerSettings, provider: TracerProvider | None = 
 
     async def withdraw_advert() -> None:
         with contextlib.suppress(Exception):  # it expires anyway
-            await catalog.withdraw(runner.redis, settings.consumer, partitions=settings.partitions)
+            await catalog.withdraw(
+                runner.redis, settings.bus.consumer, partitions=settings.bus.partitions
+            )
 
     async def say_ready() -> None:
         log.info("action worker ready: %s (LLM: %s)", ", ".join(runner.actions), runner.llm.name)
@@ -89,6 +91,6 @@ def build_app(settings: ActionWorkerSettings, provider: TracerProvider | None = 
     lifecycle.add(stop=close_clients)
     lifecycle.add(broker.start, broker.stop)
     lifecycle.add(stop=withdraw_advert)
-    lifecycle.add_task(lambda: _advertise_forever(runner, settings))
+    lifecycle.add_task(lambda: _advertise_forever(runner, settings.bus))
     lifecycle.add(say_ready)
     return lifecycle

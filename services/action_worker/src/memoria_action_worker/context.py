@@ -228,7 +228,8 @@ class ActionContext:
                 pass  # written by an older version of the action: make a new one
         made = await produce()
         raw = made.model_dump_json()
-        await self.redis.set(key, raw, ex=keys.step_record_ttl_s(self.settings.thread_lock_ttl_s))
+        ttl_s = keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s)
+        await self.redis.set(key, raw, ex=ttl_s)
         if self.stored_plan is not None:
             self.stored_plan.raw = raw.encode()
         return made
@@ -261,4 +262,4 @@ class ActionContext:
         """The persona the cycle answers as; the configured default, with no reset,
         when the request comes from a decision service that does not send it."""
         sent = self.request.context.persona
-        return sent or ActivePersona(persona=load_personas(self.settings).default)
+        return sent or ActivePersona(persona=load_personas(self.settings.cycle).default)

@@ -96,7 +96,7 @@ class StepRunner:
             pipe.set(
                 done_key,
                 completed.model_dump_json(),
-                ex=keys.step_record_ttl_s(self.settings.thread_lock_ttl_s),
+                ex=keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s),
             )
             await self.publisher.queue(pipe, Stream.ACTIONS_DONE, completed)
             await self.publisher.execute(pipe)
@@ -128,7 +128,7 @@ class StepRunner:
         round trip: a done step may get a lease it never uses, which nothing reads, and a
         step that needs no plan reads an absent key."""
         key = keys.step_lease(part, cycle_id, step)
-        ttl = int(self.settings.step_timeout_seconds) + 1
+        ttl = int(self.settings.cycle.step_timeout_seconds) + 1
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(done_key)
             pipe.set(key, entry_id, nx=True, ex=ttl)

@@ -36,9 +36,9 @@ def build_broker(
     settings: DecisionSettings, provider: TracerProvider | None = None
 ) -> tuple[ServiceBus, CycleExecutor]:
     strategy_files()  # a broken persona strategy file stops the service here, saying why
-    broker = create_bus(settings, tracer_provider=provider, service=SERVICE_NAME)
-    redis = redis_clients.connect(settings)
-    publisher = EventPublisher(broker, settings)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
+    redis = redis_clients.connect(settings.bus)
+    publisher = EventPublisher(broker, settings.bus)
     publisher.declare(Stream.ACTIONS, "The next step of a cycle, for any action worker.")
     publisher.declare(Stream.CHAT_OUT, "The user's message echo, status lines and cycle ends.")
     publisher.declare(Stream.CHAT_IN, "The next queued message of a thread (from release).")
@@ -48,14 +48,16 @@ def build_broker(
         publisher=publisher,
         gate=ThreadGate(
             redis,
-            lock_ttl_s=settings.thread_lock_ttl_s,
-            stream_maxlen=settings.stream_maxlen,
-            partitions=settings.partitions,
+            lock_ttl_s=settings.cycle.thread_lock_ttl_s,
+            stream_maxlen=settings.bus.stream_maxlen,
+            partitions=settings.bus.partitions,
         ),
-        store=CycleStore(redis, settings.partitions, released_ttl_s=released_ttl_s(settings)),
-        deadlines=Deadlines(redis, settings.partitions),
-        memory=MemoryClient(broker, settings),
-        chooser=Chooser(settings, redis, language_model(settings)),
+        store=CycleStore(
+            redis, settings.bus.partitions, released_ttl_s=released_ttl_s(settings.bus)
+        ),
+        deadlines=Deadlines(redis, settings.bus.partitions),
+        memory=MemoryClient(broker, settings.bus),
+        chooser=Chooser(settings, redis, language_model(settings.llm)),
     )
     for stream, handler, description in (
         (Stream.CHAT_IN, engine.on_chat_in, "Start a thought cycle for a user message."),
@@ -63,7 +65,7 @@ def build_broker(
     ):
         subscribe_group(
             broker,
-            settings,
+            settings.bus,
             stream=stream,
             group=Group.DECISION,
             handler=handler,

@@ -57,17 +57,17 @@ class Chooser:
     async def choose(self, state: CycleState, entries: Mapping[bytes, bytes]) -> events.Event:
         """``entries``: the action catalog of the user's partition, as read. The decision's
         tokens go with what it leads to, a failed decision's too (they were spent)."""
-        part = self.settings.partitions.of(state.user_id)
-        until = asyncio.get_running_loop().time() + self.settings.no_workers_wait_seconds
+        part = self.settings.bus.partitions.of(state.user_id)
+        until = asyncio.get_running_loop().time() + self.settings.cycle.no_workers_wait_seconds
         while not (catalog := await live_actions(self.redis, entries, part)):
             if asyncio.get_running_loop().time() >= until:
                 return events.Undecided(utcnow(), "no_workers")
             await asyncio.sleep(_WORKERS_POLL_S)
             entries = await self.redis.hgetall(keys.action_catalog(part))
-        prices = self.settings.llm_prices
+        prices = self.settings.llm.llm_prices
         try:
             with accounting.spent(service=SERVICE_NAME, prices=prices) as spent:
-                async with asyncio.timeout(self.settings.step_timeout_seconds):
+                async with asyncio.timeout(self.settings.cycle.step_timeout_seconds):
                     action = await self._ask(state, catalog)
         except (LLMError, TimeoutError) as exc:
             detail = str(exc) or type(exc).__name__
@@ -81,7 +81,7 @@ class Chooser:
         names = [spec.name for spec in catalog]
         rejected: list[str] = []
         model = self.llm.label(Mode.REASONING_HEAVY)
-        for attempt in range(self.settings.decision_retries + 1):
+        for attempt in range(self.settings.cycle.decision_retries + 1):
             request = LLMRequest(
                 task="decide",
                 prompt=decision_prompt(

@@ -49,17 +49,17 @@ _SWEEP_BATCH: Final = 50  # deadlines handled per sweep
 
 
 def core_config(settings: DecisionSettings) -> Config:
-    personas = load_personas(settings)
+    personas = load_personas(settings.cycle)
     return Config(
-        max_steps=settings.cycle_max_steps,
-        step_timeout_s=settings.step_timeout_seconds,
-        history_limit=settings.history_limit,
-        summary_chars=settings.history_summary_prompt_chars,
+        max_steps=settings.cycle.cycle_max_steps,
+        step_timeout_s=settings.cycle.step_timeout_seconds,
+        history_limit=settings.cycle.history_limit,
+        summary_chars=settings.cycle.history_summary_prompt_chars,
         default_session=session_defaults(settings, "default"),
         personas={persona.id: persona for persona in personas},
         default_persona=personas.default_id,
         pending_ttl_s=PENDING_ACTION_TTL_S,
-        relative_relevance=settings.memory_relative_relevance,
+        relative_relevance=settings.memory.memory_relative_relevance,
     )
 
 
@@ -181,7 +181,7 @@ class CycleExecutor:
                     lambda answer: self.gate.refreshed(answer, *lock),
                 )
             case effects.SetDeadline(step):
-                seconds = self.settings.step_timeout_seconds
+                seconds = self.settings.cycle.step_timeout_seconds
                 batch.hold(lambda p: self.deadlines.queue_set(p, part, cycle_id, step, seconds))
             case effects.ClearDeadline(step):
                 batch.hold(lambda p: self.deadlines.queue_clear(p, part, cycle_id, step))
@@ -200,7 +200,7 @@ class CycleExecutor:
             case effects.MarkEnded():
                 mark, reason = keys.cycle_ended(part, cycle_id), state.end_reason or "done"
                 # Workers look for it while a step runs or its request may come again.
-                ttl_s = keys.step_record_ttl_s(self.settings.thread_lock_ttl_s)
+                ttl_s = keys.step_record_ttl_s(self.settings.cycle.thread_lock_ttl_s)
                 batch.hold(lambda pipe: pipe.set(mark, reason, ex=ttl_s))
             case effects.Announce():
                 self._announce(state, batch)
@@ -237,7 +237,7 @@ class CycleExecutor:
         """``cycle.ended`` with the cycle's usage (its decisions' tokens and its steps'); None
         when no call reported any (the offline planner), rather than a cost of 0 nobody
         measured."""
-        tokens, prices = state.tokens, self.settings.llm_prices
+        tokens, prices = state.tokens, self.settings.llm.llm_prices
         usage = accounting.priced(tokens, prices) if tokens else None
         reason = state.end_reason or "done"
         # The span's attributes: OpenTelemetry's GenAI names where there is one.

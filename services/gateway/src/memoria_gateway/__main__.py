@@ -40,11 +40,11 @@ def exit_zero_after_a_stop_signal() -> None:
 
 def refuse_an_open_dev_login(settings: GatewayProcessSettings) -> None:
     """Stop here rather than serve a password-free login beyond this machine by accident."""
-    hosts = settings.dev_login_hosts
-    problem = exposed_dev_login(settings.dev_login, settings.gateway_host, hosts)
+    hosts = settings.auth.dev_login_hosts
+    problem = exposed_dev_login(settings.auth.dev_login, settings.gateway.gateway_host, hosts)
     if problem is not None:
         raise SystemExit(f"memoria {SERVICE_NAME}: cannot start: {problem}")
-    if settings.dev_login and not is_loopback(host_name(settings.gateway_host)):
+    if settings.auth.dev_login and not is_loopback(host_name(settings.gateway.gateway_host)):
         log.warning(
             "the dev login (no password) is on and answers on %s: whoever reaches the gateway "
             "under those names can log in as anyone",
@@ -55,13 +55,17 @@ def refuse_an_open_dev_login(settings: GatewayProcessSettings) -> None:
 def main() -> None:
     exit_zero_after_a_stop_signal()
     keep_files_private()
-    settings = GatewayProcessSettings()
-    configure_logging(settings.log_level)
+    settings = GatewayProcessSettings.load()
+    configure_logging(settings.telemetry.log_level)
     refuse_an_open_dev_login(settings)
-    provider = setup_tracing(SERVICE_NAME, settings)
+    provider = setup_tracing(SERVICE_NAME, settings.telemetry)
     # The same ops port as every other service, so one image health check fits all four.
     health = Health()
-    stop_ops = ops.serve(settings.metrics_port, health) if settings.metrics_port else None
+    stop_ops = (
+        ops.serve(settings.telemetry.metrics_port, health)
+        if settings.telemetry.metrics_port
+        else None
+    )
     try:
         try:
             app = create_app(settings, provider, health, freeze_heap=True)
@@ -69,10 +73,10 @@ def main() -> None:
             raise SystemExit(f"memoria {SERVICE_NAME}: {exc}") from None  # no traceback
         uvicorn.run(
             app,
-            host=settings.gateway_host,
-            port=settings.gateway_port,
+            host=settings.gateway.gateway_host,
+            port=settings.gateway.gateway_port,
             log_config=None,
-            ws_max_size=settings.max_frame_bytes * _HARD_FRAME_CAP_FACTOR,
+            ws_max_size=settings.gateway.max_frame_bytes * _HARD_FRAME_CAP_FACTOR,
             ws_ping_interval=20.0,
         )
     finally:

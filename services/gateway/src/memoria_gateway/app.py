@@ -45,25 +45,29 @@ def create_app(
     """``health`` (when given) is kept up to date for the ops port; the gateway's own
     ``/livez`` and ``/readyz`` answer from the request itself. ``freeze_heap``: as in
     service_lifecycle. Starts and stops with the lifecycle every service has (service.py)."""
-    personas = load_personas(settings)  # a bad personas file stops the gateway here
+    personas = load_personas(settings.cycle)  # a bad personas file stops the gateway here
     broker, gateway = build_broker(settings, provider)
     own = Lifecycle()
 
     async def issue_tokens() -> None:
-        gateway.issuer = TokenIssuer.from_settings(settings)  # may create the secret file
+        gateway.issuer = TokenIssuer.from_settings(settings.auth)  # may create the secret file
 
     async def close_redis() -> None:
         await gateway.redis.aclose()
 
     async def say_ready() -> None:
-        log.info("gateway ready on http://%s:%d/", settings.gateway_host, settings.gateway_port)
+        log.info(
+            "gateway ready on http://%s:%d/",
+            settings.gateway.gateway_host,
+            settings.gateway.gateway_port,
+        )
 
     own.add(issue_tokens, close_redis)
     own.add(broker.start, broker.stop)
     own.add(gateway.quiet.start, gateway.quiet.stop)
     own.add(say_ready)
     lifecycle = service_lifecycle(
-        SERVICE_NAME, settings, own, health or Health(), freeze_heap=freeze_heap
+        SERVICE_NAME, settings.bus, own, health or Health(), freeze_heap=freeze_heap
     )
 
     @contextlib.asynccontextmanager
@@ -99,7 +103,7 @@ def create_app(
 
     def body_limit(path: str) -> int:
         bulk = path in BULK_PATHS
-        return settings.max_bulk_body_bytes if bulk else settings.max_body_bytes
+        return settings.gateway.max_bulk_body_bytes if bulk else settings.gateway.max_body_bytes
 
     app.add_middleware(BodyLimit, limit_for=body_limit, refusal=refusal_body)
     app.add_middleware(SecurityHeaders)

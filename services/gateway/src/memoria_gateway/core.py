@@ -65,33 +65,40 @@ class Gateway:
 def build_broker(
     settings: GatewayProcessSettings, provider: TracerProvider | None = None
 ) -> tuple[ServiceBus, Gateway]:
-    broker = create_bus(settings, tracer_provider=provider, service=SERVICE_NAME)
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     redis = redis_clients.connect_bounded(
-        settings, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
+        settings.bus, max_connections=REDIS_POOL_SIZE, wait_s=REDIS_POOL_WAIT_S
     )
     gate = ThreadGate(
         redis,
-        lock_ttl_s=settings.thread_lock_ttl_s,
-        stream_maxlen=settings.stream_maxlen,
-        partitions=settings.partitions,
+        lock_ttl_s=settings.cycle.thread_lock_ttl_s,
+        stream_maxlen=settings.bus.stream_maxlen,
+        partitions=settings.bus.partitions,
     )
-    signer = signer_for(settings)
+    signer = signer_for(settings.bus)
     hub = ConnectionHub()
     gateway = Gateway(
         settings=settings,
         broker=broker,
         redis=redis,
-        intake=Intake(settings, gate, signer),
-        memory=MemoryClient(broker, settings),
-        chat_out=ChatOutLog(redis, broker.message_format, signer, settings.partitions),
+        intake=Intake(settings.gateway, gate, signer),
+        memory=MemoryClient(broker, settings.bus),
+        chat_out=ChatOutLog(redis, broker.message_format, signer, settings.bus.partitions),
         signer=signer,
         routes=UserRoutes(
-            redis, settings.partitions, settings.consumer, routed=settings.routed_fan_out
+            redis,
+            settings.bus.partitions,
+            settings.bus.consumer,
+            routed=settings.bus.routed_fan_out,
         ),
         hub=hub,
-        quiet=QuietCycleNotices(hub, redis, settings.cycle_quiet_status_seconds),
-        requests=_user_limit(redis, settings, settings.http_requests_per_minute, HTTP_REQUESTS),
-        messages=_user_limit(redis, settings, settings.ws_user_messages_per_minute, WS_MESSAGES),
+        quiet=QuietCycleNotices(hub, redis, settings.gateway.cycle_quiet_status_seconds),
+        requests=_user_limit(
+            redis, settings, settings.gateway.http_requests_per_minute, HTTP_REQUESTS
+        ),
+        messages=_user_limit(
+            redis, settings, settings.gateway.ws_user_messages_per_minute, WS_MESSAGES
+        ),
     )
     # The thread gate's script appends these, atomically with the thread's lock and queue.
     broker.declare(
@@ -109,8 +116,8 @@ def build_broker(
         signer,
         gateway.hub,
         gateway.routes,
-        cluster=settings.redis_cluster,
-        retention_s=settings.stream_retention_seconds,
+        cluster=settings.bus.redis_cluster,
+        retention_s=settings.bus.stream_retention_seconds,
     )
     return broker, gateway
 
@@ -120,5 +127,5 @@ def _user_limit(
 ) -> UserRateLimit | None:
     if not per_minute:
         return None
-    cluster_url = settings.effective_redis_url if settings.redis_cluster else None
+    cluster_url = settings.bus.effective_redis_url if settings.bus.redis_cluster else None
     return UserRateLimit(redis, per_minute, counted, cluster_url=cluster_url)

@@ -79,7 +79,7 @@ class TokenResponse(BaseModel):
 
 def http_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
-    instance = instance_of(gateway.settings)
+    instance = instance_of(gateway.settings.auth)
 
     def user_from(authorization: str | None) -> str:
         token = (authorization or "").removeprefix("Bearer ").strip()
@@ -136,7 +136,8 @@ def http_router(gateway: Gateway) -> APIRouter:
         than after (the settings MEMORIA_MAX_MESSAGE_CHARS and MEMORIA_MAX_FRAME_BYTES)."""
         settings = gateway.settings
         return LimitsResponse(
-            max_message_chars=settings.max_message_chars, max_frame_bytes=settings.max_frame_bytes
+            max_message_chars=settings.gateway.max_message_chars,
+            max_frame_bytes=settings.gateway.max_frame_bytes,
         )
 
     add_dev_login(router, gateway)
@@ -201,9 +202,9 @@ def add_dev_login(router: APIRouter, gateway: Gateway) -> None:
         MEMORIA_DEV_LOGIN is true (the default only in the embedded profile); answers only
         requests addressed to this machine (``Host``) unless MEMORIA_DEV_LOGIN_HOSTS names
         others."""
-        if not gateway.settings.dev_login:
+        if not gateway.settings.auth.dev_login:
             raise HTTPException(status_code=404, detail="dev login is disabled")
-        if not answers_on(host, gateway.settings.dev_login_hosts):
+        if not answers_on(host, gateway.settings.auth.dev_login_hosts):
             raise HTTPException(status_code=403, detail=NOT_HERE)
         if request.name is not None:
             user_id = user_id_for(request.name)

@@ -190,7 +190,7 @@ def openai_router(gateway: Gateway) -> APIRouter:
     limited = per_user(gateway.tokens, gateway.requests)
     router = APIRouter(prefix="/v1", tags=["OpenAI-compatible"], route_class=OpenAIErrorRoute)
     started = int(time.time())
-    cycle_bound_s = settings.cycle_max_steps * settings.step_timeout_seconds
+    cycle_bound_s = settings.cycle.cycle_max_steps * settings.cycle.step_timeout_seconds
 
     @router.get("/models", response_model=ModelList, dependencies=limited)
     async def list_models(_: Annotated[str, Depends(current_user)]) -> ModelList:
@@ -257,7 +257,7 @@ def openai_router(gateway: Gateway) -> APIRouter:
         if body.n not in (None, 1):
             raise OpenAIError(400, "n: only one choice is supported", param="n")
         thread_id = thread_for(x_memoria_thread, body.user)
-        text = newest_user_text(body, settings.max_message_chars)
+        text = newest_user_text(body, settings.gateway.max_message_chars)
         try:
             message = ClientMessage(type="message", thread_id=thread_id, content=text)
         except ValidationError as exc:  # a control character, a lone surrogate…

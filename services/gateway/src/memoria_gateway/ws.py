@@ -113,7 +113,7 @@ async def joined(gateway: Gateway, connection: Connection) -> bool:
 def ws_router(gateway: Gateway) -> APIRouter:
     router = APIRouter()
     settings = gateway.settings
-    allowed_origins = settings.allowed_origins
+    allowed_origins = settings.gateway.allowed_origins
 
     async def answer(
         user_id: str, raw: str | bytes, bucket: TokenBucket
@@ -157,7 +157,7 @@ def ws_router(gateway: Gateway) -> APIRouter:
         # Each socket has its own message bucket, so the cap bounds one user's messages too.
         # Checked and added with no await in between: two sockets of one user cannot both
         # take the last place.
-        cap = settings.ws_max_sockets_per_user
+        cap = settings.gateway.ws_max_sockets_per_user
         if gateway.hub.sockets_of(user_id) >= cap:
             await refuse(
                 websocket,
@@ -169,7 +169,7 @@ def ws_router(gateway: Gateway) -> APIRouter:
         connection = Connection(websocket, user_id)
         if since is not None:
             connection.hold_live()  # before it is registered: nothing may overtake the replay
-        bucket = TokenBucket(settings.ws_messages_per_minute, settings.ws_burst)
+        bucket = TokenBucket(settings.gateway.ws_messages_per_minute, settings.gateway.ws_burst)
         if not await joined(gateway, connection):
             return
         try:

@@ -67,7 +67,7 @@ def reembed(
     logging.getLogger("memoria.memory.reconciler").setLevel(logging.ERROR)
     feed = None if progress_fd is None else ProgressSocket.from_fd(progress_fd)
     code = asyncio.run(
-        _reembed(MemoryServiceSettings(), batch=batch, drop_old=drop_old, yes=yes, feed=feed)
+        _reembed(MemoryServiceSettings.load(), batch=batch, drop_old=drop_old, yes=yes, feed=feed)
     )
     raise typer.Exit(code)
 
@@ -102,7 +102,7 @@ async def _reembed(
                 batch=batch,
                 drop_old=drop_old,
                 progress=lambda done: totals(done.migrated + done.failed + done.skipped),
-                drop=milvus_dropper(settings) if drop_old else None,
+                drop=milvus_dropper(settings.storage) if drop_old else None,
             )
         _show_report(report)
         if not report.ok or (drop_old and report.drop_refused is not None):

@@ -30,12 +30,12 @@ log = logging.getLogger("memoria.memory")
 def build_broker(
     settings: MemoryServiceSettings, provider: TracerProvider | None = None
 ) -> tuple[ServiceBus, MemoryHandlers]:
-    load_personas(settings)  # a bad personas file stops the service here, saying why
-    broker = create_bus(settings, tracer_provider=provider, service=SERVICE_NAME)
+    load_personas(settings.cycle)  # a bad personas file stops the service here, saying why
+    broker = create_bus(settings.bus, tracer_provider=provider, service=SERVICE_NAME)
     handlers = MemoryHandlers(settings)
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=Stream.CHAT_OUT,
         group=Group.MEMORY_HISTORY,
         handler=handlers.on_chat_out,
@@ -44,7 +44,7 @@ def build_broker(
     )
     subscribe_group(
         broker,
-        settings,
+        settings.bus,
         stream=Stream.MEMORY_RPC,
         group=Group.MEMORY,
         handler=handlers.on_request,
@@ -55,7 +55,7 @@ def build_broker(
     for stream in (Stream.CHAT_IN, Stream.ACTIONS, Stream.ACTIONS_DONE):
         subscribe_group(
             broker,
-            settings,
+            settings.bus,
             stream=stream,
             group=Group.MEMORY_TRACE,  # its own group: takes no entry from decision or workers
             handler=handlers.on_cycle_event,
@@ -93,17 +93,17 @@ def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None =
     lifecycle = Lifecycle()
 
     async def open_storage() -> None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
         storage = await MemoryStorage.open(settings)
         threads = ThreadRepository(storage.documents)
         await threads.setup()
-        handlers.attach(storage, threads, HistoryCatchUp(storage.broker, settings.partitions))
+        handlers.attach(storage, threads, HistoryCatchUp(storage.broker, settings.bus.partitions))
         cycles = CycleLog(storage.documents)
         await cycles.setup()
         handlers.attach_cycle_log(cycles)
         # Before serving: a write a crash interrupted is finished before anyone reads.
         await storage.reconciler.run_once(grace_seconds=None)
-        log.info("documents in %s", settings.effective_docstore_url.rpartition("@")[2])
+        log.info("documents in %s", settings.storage.effective_docstore_url.rpartition("@")[2])
 
     async def close_storage() -> None:
         await handlers.storage.close()
@@ -112,10 +112,12 @@ def build_app(settings: MemoryServiceSettings, provider: TracerProvider | None =
     # Readers start once storage is open and stop (letting their handlers finish) before it
     # closes.
     lifecycle.add(broker.start, broker.stop)
-    lifecycle.add_task(lambda: _reconcile_forever(handlers.storage.reconciler, settings))
+    lifecycle.add_task(lambda: _reconcile_forever(handlers.storage.reconciler, settings.memory))
     lifecycle.add_task(lambda: handlers.health.probe_forever(handlers.storage.documents))
     lifecycle.add_readiness_check(handlers.health.readiness)
-    lifecycle.add_task(lambda: purge_forever(handlers.cycles, settings.cycle_trace_retention_days))
+    lifecycle.add_task(
+        lambda: purge_forever(handlers.cycles, settings.memory.cycle_trace_retention_days)
+    )
     # In the background: a store of many old memories must not hold the service back.
     lifecycle.add_task(lambda: _backfill_content_keys(handlers.storage.writer.repo))
     lifecycle.add_task(

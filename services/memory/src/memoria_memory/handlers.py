@@ -65,8 +65,8 @@ _MEMORY_WRITES = (MemorySave, MemoryUpdate, MemoryDelete)
 class MemoryHandlers:
     """Storage is opened at start-up, after the subscriptions were declared."""
 
-    def __init__(self, settings: SessionSettings | None = None) -> None:
-        self._settings = settings or SessionSettings()  # the session configs' defaults
+    def __init__(self, settings: SessionSettings) -> None:
+        self._settings = settings  # the session configs' defaults
         self._storage: MemoryStorage | None = None
         self._threads: ThreadRepository | None = None
         self._cycles: CycleLog | None = None

@@ -32,12 +32,12 @@ async def answer_session(
     thread_id = request.thread_id
     if isinstance(request, SessionConfigUpdate):
         persona = request.set.persona
-        if persona is not None and persona not in load_personas(settings):
+        if persona is not None and persona not in load_personas(settings.cycle):
             return ThreadFailure(
                 code="invalid", error_message=f"unknown persona: {persona}", thread_id=thread_id
             )
         await threads.update_session_config(
-            user_id, request, default_persona=settings.default_persona
+            user_id, request, default_persona=settings.cycle.default_persona
         )
     elif isinstance(request, SessionPersonaApplied):
         await threads.record_persona_applied(user_id, thread_id, request.applied)

@@ -50,7 +50,7 @@ class MemoryStorage:
 
     @classmethod
     async def open(cls, settings: MemoryServiceSettings) -> MemoryStorage:
-        documents = await open_document_store(settings.effective_docstore_url)
+        documents = await open_document_store(settings.storage.effective_docstore_url)
         history = HistoryRepository(documents.collection(HISTORY_COLLECTION))
         await history.setup()
         cycle_summaries = CycleSummaries(
@@ -62,30 +62,30 @@ class MemoryStorage:
             history,
             summaries,
             SummaryBounds(
-                verbatim=settings.history_verbatim_messages,
-                structured=settings.history_structured_messages,
-                archive_chars=settings.history_archive_chars,
+                verbatim=settings.cycle.history_verbatim_messages,
+                structured=settings.cycle.history_structured_messages,
+                archive_chars=settings.cycle.history_archive_chars,
             ),
-            delay_s=settings.history_summary_delay_seconds,
+            delay_s=settings.cycle.history_summary_delay_seconds,
         )
         memories = MemoryRepository(documents)
         await memories.setup()
         # The embedder makes an LLM client only when it embeds through the LLM provider.
         # Concurrent saves and searches share engine calls (batches are much faster per text).
         embedder = CoalescingEmbedder(create_embedder(settings))
-        broker = redis_clients.connect(settings)
-        vectors = await open_vector_store(settings, embedder.id, embedder.dim, broker)
-        writer = MemoryWriter(memories, vectors, embedder, Faults(settings.fault_injection))
+        broker = redis_clients.connect(settings.bus)
+        vectors = await open_vector_store(settings.storage, embedder.id, embedder.dim, broker)
+        writer = MemoryWriter(memories, vectors, embedder, Faults(settings.memory.fault_injection))
         access = AccessLog(memories)
         access.start()
         log.info(
             "memories: %s retrieval, embedder %s (%d-dim), vectors in %s, up to %g MB of them "
             "held in process",
-            settings.memory_retrieval,
+            settings.memory.memory_retrieval,
             embedder.id,
             embedder.dim,
             vectors.collection,
-            settings.vector_cache_mb,
+            settings.storage.vector_cache_mb,
         )
         return cls(
             documents=documents,
@@ -98,10 +98,11 @@ class MemoryStorage:
                 vectors,
                 embedder,
                 SearchDefaults(
-                    limit=settings.memory_limit, min_relevance=settings.memory_min_relevance
+                    limit=settings.memory.memory_limit,
+                    min_relevance=settings.memory.memory_min_relevance,
                 ),
                 access,
-                Fusion(retrieval=settings.memory_retrieval),
+                Fusion(retrieval=settings.memory.memory_retrieval),
             ),
             writer=writer,
             reconciler=Reconciler(memories, vectors, writer),

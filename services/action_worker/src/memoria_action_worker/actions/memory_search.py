@@ -173,11 +173,11 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
         )
     )
     memories = found.memories
-    reranked = plan.mode == "semantic" and rerank_enabled(ctx.settings, ctx.llm)
+    reranked = plan.mode == "semantic" and rerank_enabled(ctx.settings.memory, ctx.llm)
     if plan.mode == "semantic" and not reranked:
         # With no model to judge them, the cards near the best match are the answer; a
         # model's rerank sees every memory found and narrows them itself.
-        memories = near_the_best(memories, ctx.settings.memory_relative_relevance)
+        memories = near_the_best(memories, ctx.settings.memory.memory_relative_relevance)
     # Chronological results are in the order asked for (newest first), not by relevance.
     if reranked:
         memories = await rerank(
@@ -185,7 +185,7 @@ async def _search(ctx: ActionContext) -> ActionOutcome:
             context=ctx.cycle,
             queries=queries,
             candidates=memories,
-            timeout_seconds=ctx.settings.memory_rerank_timeout_seconds,
+            timeout_seconds=ctx.settings.memory.memory_rerank_timeout_seconds,
         )
     cards = await ctx.chat.post_all(
         modal="memory",
