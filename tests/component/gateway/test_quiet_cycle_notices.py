@@ -4,11 +4,10 @@ socket is a recording stand-in, as in test_ws_resume.py."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
-from typing import Any, cast
+from typing import cast
 
+from recording_socket import RecordingSocket
 from redis.asyncio import Redis
 from starlette.websockets import WebSocket
 
@@ -18,17 +17,6 @@ from memoria_gateway.quiet_cycles import QuietCycleNotices
 from memoria_runtime import presence
 
 QUIET_S = 10.0
-
-
-class RecordingSocket:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    async def send_text(self, text: str) -> None:
-        self.sent.append(json.loads(text))
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        return None
 
 
 class Clock:
@@ -59,13 +47,6 @@ async def connected(hub: ConnectionHub, user: str) -> tuple[Connection, Recordin
     return connection, socket
 
 
-async def sent_after(socket: RecordingSocket, count: int) -> list[dict[str, Any]]:
-    async with asyncio.timeout(10):
-        while len(socket.sent) < count:
-            await asyncio.sleep(0.01)
-    return socket.sent
-
-
 async def test_a_quiet_cycle_names_the_service_that_stopped_announcing_itself(redis: Redis) -> None:
     hub, clock = ConnectionHub(), Clock()
     notices = QuietCycleNotices(hub, redis, QUIET_S, clock=clock)
@@ -78,7 +59,7 @@ async def test_a_quiet_cycle_names_the_service_that_stopped_announcing_itself(re
         assert await notices.tell_quiet_users() == 0
         clock.now += 1
         assert await notices.tell_quiet_users() == 1
-        [status] = await sent_after(socket, 1)
+        [status] = await socket.sent_at_least(1)
         assert status["id"] == "wait:cyc_1"
         assert status["modal"] == "textForReplace"
         assert "decision" in status["content"]
@@ -100,7 +81,7 @@ async def test_a_quiet_cycle_with_every_service_there_is_only_slow_and_its_end_s
         notices.accepted("ana", "t1", "cyc_1", "lembra que eu gosto de chá")
         clock.now += QUIET_S
         assert await notices.tell_quiet_users() == 1
-        [status] = await sent_after(socket, 1)
+        [status] = await socket.sent_at_least(1)
         assert "demorando" in status["content"]  # in the user's language
         notices.on_frame(
             "ana", CycleEndFrame(cycle_id="cyc_1", thread_id="t1", actions=[], reason="done")
@@ -120,7 +101,7 @@ async def test_a_broker_out_of_reach_is_what_the_user_is_told() -> None:
         notices.accepted("ana", "t1", "cyc_1", "hello")
         clock.now += QUIET_S
         assert await notices.tell_quiet_users() == 1
-        [status] = await sent_after(socket, 1)
+        [status] = await socket.sent_at_least(1)
         assert "broker" in status["content"]
     finally:
         await hub.remove(connection)

@@ -4,32 +4,15 @@ of the gateway's own to every socket of a user (quiet_cycles.py uses both)."""
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any, cast
+from typing import cast
 
+from recording_socket import RecordingSocket
 from starlette.websockets import WebSocket
 
 from memoria_contracts.frames import CycleEndFrame
 from memoria_gateway.frames import OutboundFrame
 from memoria_gateway.hub import Connection, ConnectionHub
 from memoria_runtime.bus.entry_id import EntryId
-
-
-class RecordingSocket:
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-
-    async def send_text(self, text: str) -> None:
-        self.sent.append(json.loads(text))
-
-    async def close(self, code: int = 1000, reason: str = "") -> None:
-        return None
-
-
-async def until_sent(socket: RecordingSocket, count: int) -> None:
-    async with asyncio.timeout(5):
-        while len(socket.sent) < count:
-            await asyncio.sleep(0)
 
 
 async def test_observers_see_the_frames_of_users_with_a_socket_here() -> None:
@@ -46,7 +29,7 @@ async def test_observers_see_the_frames_of_users_with_a_socket_here() -> None:
         hub.deliver("ana", entry, end)
         hub.deliver("bob", entry, end)  # no socket of bob's here: nobody to tell
         assert seen == [("ana", end)]
-        await until_sent(socket, 1)
+        await socket.sent_at_least(1)
     finally:
         await hub.remove(connection)
 
@@ -62,7 +45,7 @@ async def test_a_frame_of_the_gateways_own_goes_to_every_socket_of_the_user() ->
     try:
         hub.send_to("ana", '{"type": "message", "id": "wait:cyc_1"}')
         for socket in sockets:
-            await until_sent(socket, 1)
+            await socket.sent_at_least(1)
             assert socket.sent == [{"type": "message", "id": "wait:cyc_1"}]
         await asyncio.sleep(0.01)
         assert other.sent == []
