@@ -114,8 +114,9 @@ def test_a_failing_block_still_says_and_counts_what_it_spent() -> None:
 def test_calls_outside_a_block_are_not_collected() -> None:
     usage.report(Usage("big-model", 1, 1))  # nobody collecting: dropped, not an error
     with accounting.spent(service=SERVICE, prices=PRICES) as tokens:
-        pass
-    assert tokens == {}
+        usage.report(Usage("small-model", 2, 2))
+    usage.report(Usage("big-model", 3, 3))  # after the block: not its call
+    assert tokens == {"small-model": (2, 2)}
 
 
 def test_model_names_with_colons_are_kept_whole() -> None:

@@ -36,9 +36,9 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int, prices: Prices) 
     return (input_tokens * price_in + output_tokens * price_out) / TOKENS_PER_PRICE_UNIT
 
 
-def by_model(used: Iterable[Usage]) -> dict[str, tuple[int, int]]:
-    """Model → (input tokens, output tokens), summed."""
-    totals: dict[str, tuple[int, int]] = {}
+def by_model(used: Iterable[Usage]) -> Tokens:
+    """``used`` summed by model."""
+    totals: Tokens = {}
     for item in used:
         input_tokens, output_tokens = totals.get(item.model, (0, 0))
         totals[item.model] = (input_tokens + item.input_tokens, output_tokens + item.output_tokens)

@@ -75,7 +75,8 @@ class StepRunner:
             return
 
         # The step's tokens count for its cycle, a failed step's too (they were spent): they
-        # go with its completion. A step cut short by a crash reports none (metrics count them).
+        # go with its completion. A step that raises instead publishes none, so its tokens
+        # reach the process's metrics only.
         chat = ChatSink(self.publisher, event, request.step)
         with accounting.spent(service=SERVICE_NAME, prices=self.llm_prices) as tokens:
             outcome = await self._run(part, event, request, chat, plan)
